@@ -1,0 +1,168 @@
+"""The program representation: `Var`, `Literal`, `Eqn` and `Program`.
+
+A `Program` is a typed, first-order SSA function: input vars, a list of equations, output
+atoms. An equation applies one registered primitive to atoms (vars or literals) with static
+params; structured control flow is a primitive whose params hold sub-programs, so loops stay
+loops through every transformation.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .types import Tensor, Type, type_of_value
+
+if TYPE_CHECKING:
+    from .primitives import Primitive
+
+_var_ids = itertools.count()
+
+
+class Var:
+    """A value defined once, by a program input or by an equation's output.
+
+    Vars compare by identity; the printer and JSON give them names by position.
+
+    >>> Var(Tensor((3,), "float64")).type.short()
+    'f64[3]'
+    """
+
+    __slots__ = ("type", "uid")
+
+    def __init__(self, type: Type):
+        if not isinstance(type, Type):
+            raise TypeError(f"Var needs an IR type, got {type!r}")
+        self.type = type
+        self.uid = next(_var_ids)
+
+    def __repr__(self) -> str:
+        return f"Var#{self.uid}:{self.type.short()}"
+
+
+class Literal:
+    """A constant operand: a NumPy scalar or array embedded in the program.
+
+    >>> Literal(2.0).type
+    Tensor((), 'float64')
+    """
+
+    __slots__ = ("value", "type")
+
+    def __init__(self, value: Any, type: Tensor | None = None):
+        self.type = type if type is not None else type_of_value(value)
+        array = np.asarray(value, dtype=self.type.np_dtype)
+        if array.shape != self.type.shape:
+            raise ValueError(f"literal of shape {array.shape} does not fit {self.type.short()}")
+        array.flags.writeable = False
+        self.value = array
+
+    def __repr__(self) -> str:
+        return f"Literal({self.value!r})"
+
+
+Atom = Var | Literal
+
+
+@dataclass(eq=False)
+class Eqn:
+    """``outputs = primitive[params](*inputs)``.
+
+    Params are static data (ints, floats, strings, tuples, arrays, sub-programs).
+    """
+
+    primitive: Primitive
+    inputs: tuple[Atom, ...]
+    outputs: tuple[Var, ...]
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def subprograms(self) -> Iterator[tuple[str, Program]]:
+        """The (param name, sub-program) pairs of a control-flow equation."""
+        for name in self.primitive.subprogram_params:
+            value = self.params[name]
+            if isinstance(value, Program):
+                yield name, value
+            else:  # a tuple of programs, e.g. the branches of `cond`
+                for index, program in enumerate(value):
+                    yield f"{name}[{index}]", program
+
+
+@dataclass(eq=False)
+class Program:
+    """A closed SSA function over IR values; callable like the Python function it came from.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> p = qdiff.trace(lambda x: qnp.sin(x) * 2.0, 0.5)
+    >>> float(p(0.5)) == float(np.sin(0.5) * 2.0)
+    True
+    """
+
+    inputs: tuple[Var, ...]
+    eqns: tuple[Eqn, ...]
+    outputs: tuple[Atom, ...]
+    name: str = "program"
+    in_tree: tuple | None = None
+    out_tree: tuple | None = None
+
+    def __post_init__(self) -> None:
+        self.inputs = tuple(self.inputs)
+        self.eqns = tuple(self.eqns)
+        self.outputs = tuple(self.outputs)
+
+    @property
+    def in_types(self) -> tuple[Type, ...]:
+        return tuple(v.type for v in self.inputs)
+
+    @property
+    def out_types(self) -> tuple[Type, ...]:
+        return tuple(a.type for a in self.outputs)
+
+    def __call__(self, *args: Any, backend: str = "numpy") -> Any:
+        from .interpreter import call_program
+
+        return call_program(self, args, backend=backend)
+
+    def __str__(self) -> str:
+        from .printer import format_program
+
+        return format_program(self)
+
+    def __repr__(self) -> str:
+        ins = ", ".join(t.short() for t in self.in_types)
+        outs = ", ".join(t.short() for t in self.out_types)
+        return f"<Program {self.name}({ins}) -> ({outs}), {len(self.eqns)} eqns>"
+
+    def verify(self) -> Program:
+        """Check scope, SSA, types and linearity; raise `VerificationError` or return self."""
+        from .verifier import verify
+
+        verify(self)
+        return self
+
+    def to_json(self, indent: int | None = None) -> str:
+        """The program in qdiff's versioned JSON format."""
+        from .serialization import program_to_json
+
+        return program_to_json(self, indent=indent)
+
+    @staticmethod
+    def from_json(text: str) -> Program:
+        """Read a program written by :meth:`to_json`; errors name what is wrong."""
+        from .serialization import program_from_json
+
+        return program_from_json(text)
+
+    def __eq__(self, other: object) -> bool:
+        # Structural (alpha-)equality: same primitives, params, types and literal values,
+        # with vars matched by position rather than identity.
+        if not isinstance(other, Program):
+            return NotImplemented
+        from .serialization import program_to_data
+
+        return program_to_data(self) == program_to_data(other)
+
+    __hash__ = object.__hash__

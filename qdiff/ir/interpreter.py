@@ -1,0 +1,116 @@
+"""The reference interpreter: runs a program on NumPy, one primitive implementation at a time.
+
+`eval_program` walks a program with any per-equation `apply` function; evaluation passes the
+primitive's implementation, and inlining (calling a program while tracing another) passes
+`bind`. Control-flow implementations call back into `evaluate` for their sub-programs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from . import pytree
+from .core import Literal, Program, Var
+from .errors import QdiffError
+from .primitives import Primitive
+from .tracer import Tracer, bind
+from .types import Tensor, type_of_value
+
+Apply = Callable[[Primitive, list[Any], dict], Any]
+
+
+def eval_program(program: Program, args: Sequence[Any], apply: Apply) -> list[Any]:
+    """Walk ``program`` on ``args`` (flat), applying each equation with ``apply``."""
+    if len(args) != len(program.inputs):
+        raise QdiffError(
+            f"program {program.name!r} takes {len(program.inputs)} inputs, got {len(args)}")
+    env: dict[Var, Any] = dict(zip(program.inputs, args))
+
+    def read(atom: Any) -> Any:
+        return atom.value if isinstance(atom, Literal) else env[atom]
+
+    for eqn in program.eqns:
+        result = apply(eqn.primitive, [read(a) for a in eqn.inputs], dict(eqn.params))
+        outputs = result if eqn.primitive.multiple_results else (result,)
+        env.update(zip(eqn.outputs, outputs))
+    return [read(a) for a in program.outputs]
+
+
+def evaluate(program: Program, *args: Any, backend: str = "numpy") -> list[Any]:
+    """Run ``program`` on flat concrete ``args`` and return the flat list of outputs.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> p = qdiff.trace(lambda x: qnp.exp(x), 0.0)
+    >>> [float(v) for v in evaluate(p, np.float64(0.0))]
+    [1.0]
+    """
+
+    def apply(primitive: Primitive, values: list[Any], params: dict) -> Any:
+        return primitive.impl(backend)(*values, **params)
+
+    return eval_program(program, args, apply)
+
+
+def inline(program: Program, args: Sequence[Any]) -> list[Any]:
+    """Replay ``program`` into the program being traced now (calling a program inside a trace)."""
+    return eval_program(program, args, lambda p, values, params: bind(p, *values, **params))
+
+
+def call_program(program: Program, args: Sequence[Any], backend: str = "numpy") -> Any:
+    """Call ``program`` like the Python function it was traced from."""
+    if program.in_tree is not None:
+        leaves, in_tree = pytree.flatten(tuple(args))
+        if in_tree != program.in_tree:
+            raise QdiffError(
+                f"program {program.name!r} was traced for arguments structured as "
+                f"{_describe_tree(program.in_tree)}, got {_describe_tree(in_tree)}")
+    else:
+        leaves = list(args)
+    if len(leaves) != len(program.inputs):
+        raise QdiffError(
+            f"program {program.name!r} takes {len(program.inputs)} array inputs, "
+            f"got {len(leaves)}")
+    if any(isinstance(leaf, Tracer) for leaf in leaves):
+        outputs = inline(program, leaves)
+    else:
+        values = [_coerce_argument(program, i, leaf) for i, leaf in enumerate(leaves)]
+        outputs = [_to_user(v) for v in evaluate(program, *values, backend=backend)]
+    if program.out_tree is None:
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return pytree.unflatten(program.out_tree, outputs)
+
+
+def _coerce_argument(program: Program, index: int, value: Any) -> Any:
+    expected = program.inputs[index].type
+    if not isinstance(expected, Tensor):
+        return value
+    array = np.asarray(value)
+    if array.shape != expected.shape:
+        raise QdiffError(
+            f"argument {index} of program {program.name!r} has shape {array.shape}, but the "
+            f"program was traced for {expected.short()}; trace it again for this shape")
+    if array.dtype != expected.np_dtype:
+        if not np.can_cast(array.dtype, expected.np_dtype, casting="same_kind"):
+            raise QdiffError(
+                f"argument {index} of program {program.name!r} has dtype {array.dtype}, "
+                f"which does not convert safely to {expected.dtype}")
+        array = array.astype(expected.np_dtype)
+    return array
+
+
+def _to_user(value: Any) -> Any:
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value[()]
+    return value
+
+
+def _describe_tree(treedef: tuple) -> str:
+    return repr(pytree.unflatten(treedef, ["*"] * pytree.num_leaves(treedef)))
+
+
+def concrete_type(value: Any) -> Any:
+    """The IR type of a value produced by the interpreter."""
+    return type_of_value(value)

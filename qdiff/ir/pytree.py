@@ -1,0 +1,111 @@
+"""Nested containers of values (tuples, lists, dicts, None) flattened to lists of leaves.
+
+A traced program keeps the tree structure of its arguments and results, so it can be called
+like the Python function it came from. Tree definitions are plain JSON-able data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# A tree definition is a tuple: ("*",) for a leaf, ("none",), ("tuple", children),
+# ("list", children) or ("dict", keys, children). Tuples keep it hashable for caches.
+LEAF = ("*",)
+
+
+def flatten(tree: Any) -> tuple[list[Any], tuple]:
+    """Flatten a nested structure into its leaves and a tree definition.
+
+    >>> flatten((1, {"a": 2, "b": [3]}))
+    ([1, 2, 3], ('tuple', (('*',), ('dict', ('a', 'b'), (('*',), ('list', (('*',),)))))))
+    """
+    leaves: list[Any] = []
+    treedef = _flatten_into(tree, leaves)
+    return leaves, treedef
+
+
+def _flatten_into(tree: Any, leaves: list[Any]) -> tuple:
+    if tree is None:
+        return ("none",)
+    if isinstance(tree, tuple) and not hasattr(tree, "_fields"):
+        return ("tuple", tuple(_flatten_into(x, leaves) for x in tree))
+    if isinstance(tree, list):
+        return ("list", tuple(_flatten_into(x, leaves) for x in tree))
+    if isinstance(tree, dict):
+        keys = tuple(sorted(tree))
+        if not all(isinstance(k, str) for k in keys):
+            raise TypeError(f"dict keys in program arguments must be strings, got {keys}")
+        return ("dict", keys, tuple(_flatten_into(tree[k], leaves) for k in keys))
+    leaves.append(tree)
+    return LEAF
+
+
+def unflatten(treedef: tuple, leaves: list[Any]) -> Any:
+    """Rebuild the structure described by ``treedef`` from ``leaves``.
+
+    >>> tree = (1, {"a": 2, "b": [3]}); leaves, td = flatten(tree); unflatten(td, leaves) == tree
+    True
+    """
+    iterator = iter(leaves)
+    result = _build(treedef, iterator)
+    if next(iterator, _END) is not _END:
+        raise ValueError("too many leaves for tree definition")
+    return result
+
+
+_END = object()
+
+
+def _build(treedef: tuple, leaves: Any) -> Any:
+    kind = treedef[0]
+    if kind == "*":
+        value = next(leaves, _END)
+        if value is _END:
+            raise ValueError("too few leaves for tree definition")
+        return value
+    if kind == "none":
+        return None
+    if kind == "tuple":
+        return tuple(_build(child, leaves) for child in treedef[1])
+    if kind == "list":
+        return [_build(child, leaves) for child in treedef[1]]
+    if kind == "dict":
+        return {key: _build(child, leaves) for key, child in zip(treedef[1], treedef[2])}
+    raise ValueError(f"unknown tree node {kind!r}")
+
+
+def num_leaves(treedef: tuple) -> int:
+    """How many leaves a tree definition holds.
+
+    >>> num_leaves(flatten([1, (2, 3)])[1])
+    3
+    """
+    kind = treedef[0]
+    if kind == "*":
+        return 1
+    if kind == "none":
+        return 0
+    children = treedef[2] if kind == "dict" else treedef[1]
+    return sum(num_leaves(child) for child in children)
+
+
+def treedef_to_json(treedef: tuple) -> Any:
+    """A tree definition as JSON data (lists instead of tuples)."""
+    kind = treedef[0]
+    if kind in ("*", "none"):
+        return [kind]
+    if kind == "dict":
+        return [kind, list(treedef[1]), [treedef_to_json(c) for c in treedef[2]]]
+    return [kind, [treedef_to_json(c) for c in treedef[1]]]
+
+
+def treedef_from_json(data: Any) -> tuple:
+    """Inverse of :func:`treedef_to_json`."""
+    kind = data[0]
+    if kind in ("*", "none"):
+        return (kind,)
+    if kind == "dict":
+        return (kind, tuple(data[1]), tuple(treedef_from_json(c) for c in data[2]))
+    if kind in ("tuple", "list"):
+        return (kind, tuple(treedef_from_json(c) for c in data[1]))
+    raise ValueError(f"unknown tree node {kind!r}")
