@@ -80,7 +80,7 @@ def program_to_data(program: Program) -> dict:
         entry = {
             "primitive": eqn.primitive.name,
             "inputs": [ref(a) for a in eqn.inputs],
-            "params": {k: encode_param(v) for k, v in sorted(eqn.params.items())},
+            "params": {k: encode_param(v) for k, v in eqn.params.items()},
         }
         for var in eqn.outputs:
             number(var)

@@ -116,7 +116,7 @@ class Builder:
         if cell.owner is not self:
             if not self.allow_cell_writes:
                 raise QdiffError(
-                    f"a {self.scope} body cannot update a register or cell of its enclosing "
+                    f"a {self.scope} cannot update a register or cell of its enclosing "
                     "program; use fori_loop or while_loop for sequential updates")
             if cell not in self.cell_values:
                 self.read_cell(cell)

@@ -49,11 +49,11 @@ def verify(program: Program, path: str | None = None) -> None:
         site = f"eqn {index} ({eqn.primitive.name})"
         for k, atom in enumerate(eqn.inputs):
             use(atom, f"{site} input {k}")
+        for label, sub in eqn.subprograms():  # inner errors are the more precise ones
+            verify(sub, f"{where} > {site} > {label}")
         _check_eqn_types(eqn, where, site)
         for k, var in enumerate(eqn.outputs):
             define(var, f"{site} output {k}")
-        for label, sub in eqn.subprograms():
-            verify(sub, f"{where} > {site} > {label}")
     for k, atom in enumerate(program.outputs):
         use(atom, f"output {k}")
 
