@@ -7,8 +7,14 @@ on one loop-aware IR.
 8.0
 """
 
-from . import classical  # noqa: F401  (registers the array primitives)
+from . import (
+    classical,  # noqa: F401  (registers the array primitives)
+    quantum,  # noqa: F401  (registers the quantum primitives)
+)
 from .api import ProgramFunction, program
+from .autodiff.forward import jvp_program
+from .autodiff.reverse import vjp_program
+from .autodiff.stop_gradient import stop_gradient
 from .classical.soacs import hist, map, reduce, scan, scatter
 from .ir import (
     Bit,
@@ -25,12 +31,26 @@ from .ir import (
     trace,
 )
 from .ir.control_flow import cond, fori_loop, switch, while_loop
+from .transforms import (
+    grad,
+    grad_program,
+    hessian,
+    jacfwd,
+    jacobian,
+    jacobian_program,
+    jacrev,
+    jvp,
+    value_and_grad,
+    vjp,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Bit", "Cell", "LoopLimitError", "Program", "ProgramFunction", "QState", "QdiffError",
     "SerializationError", "Tensor", "TracerConversionError", "TypeCheckError",
-    "VerificationError", "cond", "fori_loop", "hist", "map", "program", "reduce", "scan",
-    "scatter", "switch", "trace", "while_loop",
+    "VerificationError", "cond", "fori_loop", "grad", "grad_program", "hessian", "hist",
+    "jacfwd", "jacobian", "jacobian_program", "jacrev", "jvp", "jvp_program", "map", "program",
+    "reduce", "scan", "scatter", "stop_gradient", "switch", "trace", "value_and_grad", "vjp",
+    "vjp_program", "while_loop",
 ]

@@ -8,6 +8,7 @@ from . import numpy as qnp
 from .api import program
 from .classical.soacs import hist, map, reduce, scan
 from .ir.control_flow import cond, fori_loop, while_loop
+from .transforms import grad
 
 
 @program
@@ -23,6 +24,12 @@ def damped_walk(x, bins):
     running = scan("mul", 1.0, x)
     counts = hist(qnp.zeros(3), "add", 0.0, bins, x)
     return energy + running[-1], counts
+
+
+@program
+def smooth(x, y):
+    """An elementwise chain whose gradient program is short enough to read."""
+    return qnp.sum(qnp.exp(qnp.sin(x) * y) + x)
 
 
 def run_demo() -> str:
@@ -44,4 +51,18 @@ def run_demo() -> str:
     restored = type(traced).from_json(traced.to_json())
     lines.append(f"JSON round trip equal: {restored == traced}; "
                  f"same value: {float(restored(x, bins)[0]) == float(value)}")
+    lines += ["", *_gradient_lines(x, bins)]
     return "\n".join(lines)
+
+
+def _gradient_lines(x: np.ndarray, bins: np.ndarray) -> list[str]:
+    """Reverse mode through every loop of the demo program, and a readable gradient program."""
+    walk_gradient = grad(lambda v: damped_walk(v, bins)[0])(x)
+    gradient_program = grad(smooth, argnums=(0, 1)).trace(np.zeros(3), 1.0)
+    gx, gy = gradient_program(x[:3], 2.0)
+    return ["gradient of the demo value with respect to x (tapeless reverse mode):",
+            f"  {np.array2string(walk_gradient, precision=4)}", "",
+            "the gradient program of sum(exp(sin(x) * y) + x):", "",
+            str(gradient_program), "",
+            f"at x = {np.array2string(x[:3], precision=3)}, y = 2: "
+            f"dx = {np.array2string(gx, precision=4)}, dy = {float(gy):.4f}"]

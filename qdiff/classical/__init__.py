@@ -3,4 +3,14 @@
 Importing this package registers them; their derivative rules live beside them.
 """
 
-from . import elementwise, indexing, linalg, reductions, shape, soacs  # noqa: F401
+from . import (  # noqa: F401  # noqa: F401
+    elementwise,
+    indexed_derivatives,
+    indexing,
+    linalg,
+    map_derivatives,
+    monoid_derivatives,
+    reductions,
+    shape,
+    soacs,
+)

@@ -8,9 +8,11 @@ Operands share one shape, except rank-0 operands, which broadcast; they share on
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
+from ..autodiff.elementwise_rules import LINEAR, NONE, ZERO, register_elementwise_rules
 from ..ir.errors import TypeCheckError
 from ..ir.primitives import Primitive, register_primitive
 from ..ir.type_rules import elementwise_shape, same_dtype, tensor
@@ -24,6 +26,9 @@ LOGICAL = "logical"  # bool in, bool out
 TO_REAL = "to_real"  # complex in, real out (real, imag); real in, same out
 INTEGER_OK_FLOAT = "int_or_float"  # real numbers only (floor_divide, remainder, maximum)
 
+# Markers of the derivative column: LINEAR (f is linear: its tangent is f(tangent)), ZERO
+# (piecewise constant), NONE (bool-valued: no derivative at all).
+
 _KIND_OK = {
     FLOAT: "fc",
     NUMERIC: "iufc",
@@ -33,53 +38,65 @@ _KIND_OK = {
     INTEGER_OK_FLOAT: "iuf",
 }
 
-UNARY: dict[str, tuple[Callable, str]] = {
-    "neg": (np.negative, NUMERIC),
-    "exp": (np.exp, FLOAT),
-    "log": (np.log, FLOAT),
-    "log1p": (np.log1p, FLOAT),
-    "expm1": (np.expm1, FLOAT),
-    "sin": (np.sin, FLOAT),
-    "cos": (np.cos, FLOAT),
-    "tan": (np.tan, FLOAT),
-    "asin": (np.arcsin, FLOAT),
-    "acos": (np.arccos, FLOAT),
-    "atan": (np.arctan, FLOAT),
-    "sinh": (np.sinh, FLOAT),
-    "cosh": (np.cosh, FLOAT),
-    "tanh": (np.tanh, FLOAT),
-    "sqrt": (np.sqrt, FLOAT),
-    "abs": (np.abs, TO_REAL),
-    "sign": (np.sign, NUMERIC),
-    "floor": (np.floor, FLOAT),
-    "ceil": (np.ceil, FLOAT),
-    "round": (np.round, FLOAT),
-    "conj": (np.conj, NUMERIC),
-    "real": (np.real, TO_REAL),
-    "imag": (np.imag, TO_REAL),
-    "not": (np.logical_not, LOGICAL),
+# The derivative column: d(x, y) = dy/dx of y = f(x) (autograd style, in qdiff.numpy), or
+# LINEAR (the tangent is f(t)), ZERO (piecewise constant) or NONE (bool values).
+UNARY: dict[str, tuple[Callable, str, Any]] = {
+    "neg": (np.negative, NUMERIC, LINEAR),
+    "exp": (np.exp, FLOAT, lambda x, y: y),
+    "log": (np.log, FLOAT, lambda x, y: 1.0 / x),
+    "log1p": (np.log1p, FLOAT, lambda x, y: 1.0 / (1.0 + x)),
+    "expm1": (np.expm1, FLOAT, lambda x, y: y + 1.0),
+    "sin": (np.sin, FLOAT, lambda x, y: _qnp().cos(x)),
+    "cos": (np.cos, FLOAT, lambda x, y: -_qnp().sin(x)),
+    "tan": (np.tan, FLOAT, lambda x, y: 1.0 + y * y),
+    "asin": (np.arcsin, FLOAT, lambda x, y: 1.0 / _qnp().sqrt(1.0 - x * x)),
+    "acos": (np.arccos, FLOAT, lambda x, y: -1.0 / _qnp().sqrt(1.0 - x * x)),
+    "atan": (np.arctan, FLOAT, lambda x, y: 1.0 / (1.0 + x * x)),
+    "sinh": (np.sinh, FLOAT, lambda x, y: _qnp().cosh(x)),
+    "cosh": (np.cosh, FLOAT, lambda x, y: _qnp().sinh(x)),
+    "tanh": (np.tanh, FLOAT, lambda x, y: 1.0 - y * y),
+    "sqrt": (np.sqrt, FLOAT, lambda x, y: 0.5 / y),
+    # |x|' = sign(x) for real x (0 at 0); complex x: special rule below
+    "abs": (np.abs, TO_REAL, lambda x, y: _qnp().sign(x)),
+    "sign": (np.sign, NUMERIC, ZERO),
+    "floor": (np.floor, FLOAT, ZERO),
+    "ceil": (np.ceil, FLOAT, ZERO),
+    "round": (np.round, FLOAT, ZERO),
+    "conj": (np.conj, NUMERIC, LINEAR),
+    "real": (np.real, TO_REAL, LINEAR),
+    "imag": (np.imag, TO_REAL, LINEAR),
+    "not": (np.logical_not, LOGICAL, NONE),
 }
 
-BINARY: dict[str, tuple[Callable, str]] = {
-    "add": (np.add, NUMERIC),
-    "sub": (np.subtract, NUMERIC),
-    "mul": (np.multiply, NUMERIC),
-    "div": (np.true_divide, FLOAT),
-    "pow": (np.power, NUMERIC),
-    "max": (np.maximum, INTEGER_OK_FLOAT),
-    "min": (np.minimum, INTEGER_OK_FLOAT),
-    "atan2": (np.arctan2, FLOAT),
-    "floor_div": (np.floor_divide, INTEGER_OK_FLOAT),
-    "rem": (np.remainder, INTEGER_OK_FLOAT),
-    "eq": (np.equal, COMPARE),
-    "ne": (np.not_equal, COMPARE),
-    "lt": (np.less, COMPARE),
-    "le": (np.less_equal, COMPARE),
-    "gt": (np.greater, COMPARE),
-    "ge": (np.greater_equal, COMPARE),
-    "and": (np.logical_and, LOGICAL),
-    "or": (np.logical_or, LOGICAL),
-    "xor": (np.logical_xor, LOGICAL),
+# The derivative column: (dz/dx, dz/dy) of z = f(x, y) as functions of (x, y, z).
+BINARY: dict[str, tuple[Callable, str, Any]] = {
+    "add": (np.add, NUMERIC, (lambda x, y, z: 1.0, lambda x, y, z: 1.0)),
+    "sub": (np.subtract, NUMERIC, (lambda x, y, z: 1.0, lambda x, y, z: -1.0)),
+    "mul": (np.multiply, NUMERIC, (lambda x, y, z: y, lambda x, y, z: x)),
+    "div": (np.true_divide, FLOAT, (lambda x, y, z: 1.0 / y, lambda x, y, z: -z / y)),
+    # d/dy x^y = log(x) x^y, taken as 0 at x = 0 (the limit from the right, as in JAX)
+    "pow": (np.power, NUMERIC, (lambda x, y, z: y * _qnp().power(x, y - 1.0),
+                                lambda x, y, z: _qnp().where(x == 0, 0.0, _safe_log(x) * z))),
+    # ties split the derivative evenly between the operands
+    "max": (np.maximum, INTEGER_OK_FLOAT, (lambda x, y, z: _pick(x > y, x == y),
+                                           lambda x, y, z: _pick(y > x, x == y))),
+    "min": (np.minimum, INTEGER_OK_FLOAT, (lambda x, y, z: _pick(x < y, x == y),
+                                           lambda x, y, z: _pick(y < x, x == y))),
+    "atan2": (np.arctan2, FLOAT, (lambda x, y, z: y / (x * x + y * y),
+                                  lambda x, y, z: -x / (x * x + y * y))),
+    "floor_div": (np.floor_divide, INTEGER_OK_FLOAT, ZERO),
+    # rem(x, y) = x - floor(x / y) y
+    "rem": (np.remainder, INTEGER_OK_FLOAT, (lambda x, y, z: 1.0,
+                                             lambda x, y, z: -_qnp().floor(x / y))),
+    "eq": (np.equal, COMPARE, NONE),
+    "ne": (np.not_equal, COMPARE, NONE),
+    "lt": (np.less, COMPARE, NONE),
+    "le": (np.less_equal, COMPARE, NONE),
+    "gt": (np.greater, COMPARE, NONE),
+    "ge": (np.greater_equal, COMPARE, NONE),
+    "and": (np.logical_and, LOGICAL, NONE),
+    "or": (np.logical_or, LOGICAL, NONE),
+    "xor": (np.logical_xor, LOGICAL, NONE),
 }
 
 
@@ -119,7 +136,7 @@ def _register(name: str, fn: Callable, kind: str) -> Primitive:
 
 
 PRIMITIVES: dict[str, Primitive] = {
-    name: _register(name, fn, kind) for name, (fn, kind) in {**UNARY, **BINARY}.items()
+    name: _register(name, fn, kind) for name, (fn, kind, _) in {**UNARY, **BINARY}.items()
 }
 ARITY = {**{name: 1 for name in UNARY}, **{name: 2 for name in BINARY}}
 
@@ -156,3 +173,22 @@ convert_p = register_primitive("convert", _convert_rule)
 @convert_p.def_impl("numpy")
 def _convert_impl(x: np.ndarray, *, dtype: str) -> np.ndarray:
     return np.asarray(x).astype(dtype)
+
+
+def _qnp() -> Any:
+    from .. import numpy as qnp
+
+    return qnp
+
+
+def _pick(wins: Any, ties: Any) -> Any:
+    qnp = _qnp()
+    return qnp.where(wins, 1.0, qnp.where(ties, 0.5, 0.0))
+
+
+def _safe_log(x: Any) -> Any:
+    qnp = _qnp()
+    return qnp.log(qnp.where(x == 0, 1.0, x))
+
+
+register_elementwise_rules(PRIMITIVES, UNARY, BINARY, select_p, convert_p)

@@ -74,7 +74,13 @@ def _stack(t: Type, n: int) -> Tensor:
 
 
 # ----------------------------------------------------------------------------------------- map
-def _map_rule(*args: Type, body: Program, num_consts: int) -> tuple[Type, ...]:
+AD_MODES = ("auto", "reverse", "mixed")
+
+
+def _map_rule(*args: Type, body: Program, num_consts: int,
+              ad_mode: str = "auto") -> tuple[Type, ...]:
+    if ad_mode not in AD_MODES:
+        raise TypeCheckError(f"map ad_mode must be one of {AD_MODES}, got {ad_mode!r}")
     consts, xs = args[:num_consts], args[num_consts:]
     n = _leading(xs, "mapped array")
     check_signature(body, (*consts, *(_element(x) for x in xs)), "map body")
@@ -85,7 +91,8 @@ map_p = register_primitive("map", _map_rule, multiple_results=True, subprogram_p
 
 
 @map_p.def_impl("numpy")
-def _map_impl(*args: Any, body: Program, num_consts: int) -> list[np.ndarray]:
+def _map_impl(*args: Any, body: Program, num_consts: int,
+              ad_mode: str = "auto") -> list[np.ndarray]:
     consts, xs = args[:num_consts], args[num_consts:]
     n = xs[0].shape[0]
     rows = [evaluate(body, *consts, *(x[i] for x in xs)) for i in range(n)]
@@ -93,8 +100,12 @@ def _map_impl(*args: Any, body: Program, num_consts: int) -> list[np.ndarray]:
             for k, t in enumerate(body.out_types)]
 
 
-def map(f: Callable[..., Any], *xs: Any) -> Any:
+def map(f: Callable[..., Any], *xs: Any, ad_mode: str = "auto") -> Any:
     """Apply ``f`` to the leading-axis slices of ``xs`` and stack the results (a parallel map).
+
+    ``ad_mode`` picks how reverse mode differentiates the lambda: "reverse" (re-execute and
+    reverse it), "mixed" (forward mode per scalar input) or "auto" (mixed for at most 4
+    scalar inputs).
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> f = qdiff.trace(lambda m: qdiff.map(lambda row: qnp.sum(row ** 2), m), np.ones((2, 3)))
@@ -109,7 +120,8 @@ def map(f: Callable[..., Any], *xs: Any) -> Any:
     program, consts = close_body(body, leading=0)
     for k, t in enumerate(program.out_types):
         tensor(t, f"map body output {k}")
-    outs = bind(map_p, *consts, *arrays, body=program, num_consts=len(consts))
+    mode = {} if ad_mode == "auto" else {"ad_mode": ad_mode}
+    outs = bind(map_p, *consts, *arrays, body=program, num_consts=len(consts), **mode)
     return pytree.unflatten(body.out_tree, outs)
 
 
@@ -153,7 +165,8 @@ def _reduce_impl(*args: Any, op: Program, num_consts: int) -> list[np.ndarray]:
     kind = op_kind(op, num_consts)
     if kind is not None:
         ufunc = _NUMPY_MONOID[kind]
-        return [np.asarray(ufunc.reduce(xs[0], axis=0, initial=acc[0]) if xs[0].shape[0]
+        # ufunc.reduce only takes a scalar `initial`: fold the neutral element in afterwards
+        return [np.asarray(ufunc(acc[0], ufunc.reduce(xs[0], axis=0)) if xs[0].shape[0]
                            else acc[0], dtype=xs[0].dtype)]
     for i in range(xs[0].shape[0]):
         acc = evaluate(op, *consts, *acc, *(x[i] for x in xs))

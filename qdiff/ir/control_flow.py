@@ -47,8 +47,14 @@ _NO_CARRY = object()
 
 
 # ---------------------------------------------------------------------------------------- loop
-def _loop_rule(start: Type, stop: Type, *args: Type, body: Any,
-               num_consts: int) -> tuple[Type, ...]:
+def _check_checkpoint(checkpoint: Any) -> None:
+    if checkpoint is not None and (not isinstance(checkpoint, int) or checkpoint < 1):
+        raise TypeCheckError(f"checkpoint must be None or a positive int, got {checkpoint!r}")
+
+
+def _loop_rule(start: Type, stop: Type, *args: Type, body: Any, num_consts: int,
+               checkpoint: int | None = None) -> tuple[Type, ...]:
+    _check_checkpoint(checkpoint)
     index = int_scalar(start, "loop start")
     if int_scalar(stop, "loop stop") != index:
         raise TypeCheckError(f"loop bounds differ in type: {start.short()} and {stop.short()}")
@@ -62,7 +68,8 @@ loop_p = register_primitive("loop", _loop_rule, multiple_results=True,
 
 
 @loop_p.def_impl("numpy")
-def _loop_impl(start: Any, stop: Any, *args: Any, body: Any, num_consts: int) -> list[Any]:
+def _loop_impl(start: Any, stop: Any, *args: Any, body: Any, num_consts: int,
+               checkpoint: int | None = None) -> list[Any]:
     consts, carry = list(args[:num_consts]), list(args[num_consts:])
     dtype = np.asarray(start).dtype
     for i in range(int(start), int(stop)):
@@ -71,12 +78,13 @@ def _loop_impl(start: Any, stop: Any, *args: Any, body: Any, num_consts: int) ->
 
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[..., Any],
-              init_val: Any = _NO_CARRY) -> Any:
+              init_val: Any = _NO_CARRY, checkpoint: int | None = None) -> Any:
     """A counted loop that stays a loop in the program: ``for i in range(lower, upper)``.
 
     ``body_fun(i, carry) -> carry`` with an explicit carry (any tree of arrays), or
     ``body_fun(i)`` when the loop only updates registers or cells, which are carried
-    automatically. Bounds may be traced integers.
+    automatically. Bounds may be traced integers. ``checkpoint=k`` makes reverse mode
+    keep about k·N^(1/k) carries instead of N (strip-mining, at most k+1 forward runs).
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> f = qdiff.trace(lambda x: qdiff.fori_loop(0, 3, lambda i, c: c * x + i, 1.0), 2.0)
@@ -100,8 +108,9 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[..., Any],
     cells = cells_written([body])
     program, consts = close_body(body, leading=1, carry_cells=cells)
     start, stop = (_as_index(b, "fori_loop bound") for b in (lower, upper))
+    options = {} if checkpoint is None else {"checkpoint": checkpoint}
     outs = bind(loop_p, start, stop, *consts, *leaves, *cell_outer_values(cells),
-                body=program, num_consts=len(consts))
+                body=program, num_consts=len(consts), **options)
     update_cells(cells, outs[len(leaves):])
     return pytree.unflatten(carry_tree, outs[:len(leaves)]) if explicit else None
 
@@ -115,7 +124,9 @@ def _predicate(t: Type, what: str) -> None:
 
 
 def _while_rule(*args: Type, cond: Any, body: Any, num_cond_consts: int,
-                num_body_consts: int, max_iter: int | None) -> tuple[Type, ...]:
+                num_body_consts: int, max_iter: int | None,
+                checkpoint: int | None = None) -> tuple[Type, ...]:
+    _check_checkpoint(checkpoint)
     cc = args[:num_cond_consts]
     bc = args[num_cond_consts:num_cond_consts + num_body_consts]
     carry = args[num_cond_consts + num_body_consts:]
@@ -135,7 +146,7 @@ while_p = register_primitive("while", _while_rule, multiple_results=True,
 
 @while_p.def_impl("numpy")
 def _while_impl(*args: Any, cond: Any, body: Any, num_cond_consts: int, num_body_consts: int,
-                max_iter: int | None) -> list[Any]:
+                max_iter: int | None, checkpoint: int | None = None) -> list[Any]:
     cc = list(args[:num_cond_consts])
     bc = list(args[num_cond_consts:num_cond_consts + num_body_consts])
     carry = list(args[num_cond_consts + num_body_consts:])
@@ -152,13 +163,16 @@ def _while_impl(*args: Any, cond: Any, body: Any, num_cond_consts: int, num_body
 
 
 def while_loop(cond_fun: Callable[..., Any], body_fun: Callable[..., Any],
-               init_val: Any = _NO_CARRY, max_iter: int | None = None) -> Any:
+               init_val: Any = _NO_CARRY, max_iter: int | None = None,
+               checkpoint: int | None = None) -> Any:
     """A loop with a data-dependent trip count: ``while cond_fun(carry): carry = body_fun(carry)``.
 
     With no ``init_val``, both functions take no arguments and the carry is the registers
     and cells they update: the test may itself be a measurement. ``max_iter=T`` bounds the
     loop: a run whose test still holds after T iterations aborts (an error for classical
-    code; dropped probability mass for quantum programs).
+    code; dropped probability mass for quantum programs). Reverse mode keeps the carries
+    of the iterations in buffers sized by ``max_iter`` (``qdiff.loops.reversal``), split
+    into ``checkpoint`` levels.
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> halve = qdiff.trace(lambda x: qdiff.while_loop(lambda v: v > 1.0, lambda v: v / 2, x), 1.0)
@@ -188,7 +202,8 @@ def while_loop(cond_fun: Callable[..., Any], body_fun: Callable[..., Any],
     body_program, body_consts = close_body(body, leading=0, carry_cells=cells)
     outs = bind(while_p, *cond_consts, *body_consts, *leaves, *cell_outer_values(cells),
                 cond=cond_program, body=body_program, num_cond_consts=len(cond_consts),
-                num_body_consts=len(body_consts), max_iter=max_iter)
+                num_body_consts=len(body_consts), max_iter=max_iter,
+                **({} if checkpoint is None else {"checkpoint": checkpoint}))
     update_cells(cells, outs[len(leaves):])
     return pytree.unflatten(carry_tree, outs[:len(leaves)]) if explicit else None
 

@@ -59,6 +59,17 @@ def inline(program: Program, args: Sequence[Any]) -> list[Any]:
     return eval_program(program, args, lambda p, values, params: bind(p, *values, **params))
 
 
+# Programs that need another interpreter than `evaluate` (quantum programs, whose
+# measurements branch) are claimed by a runner registered by their front end.
+_RUNNERS: list[tuple[Callable[[Program], bool], Callable[..., Any]]] = []
+
+
+def register_runner(claims: Callable[[Program], bool], run: Callable[..., Any]) -> None:
+    """Route calls of programs for which ``claims(program)`` holds to ``run(program, args,
+    backend)``, which returns the flat outputs or their structured value."""
+    _RUNNERS.append((claims, run))
+
+
 def call_program(program: Program, args: Sequence[Any], backend: str = "numpy") -> Any:
     """Call ``program`` like the Python function it was traced from."""
     if program.in_tree is not None:
@@ -77,6 +88,9 @@ def call_program(program: Program, args: Sequence[Any], backend: str = "numpy") 
         outputs = inline(program, leaves)
     else:
         values = [_coerce_argument(program, i, leaf) for i, leaf in enumerate(leaves)]
+        for claims, run in _RUNNERS:
+            if claims(program):
+                return run(program, values, backend)
         outputs = [_to_user(v) for v in evaluate(program, *values, backend=backend)]
     if program.out_tree is None:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)

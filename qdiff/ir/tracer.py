@@ -22,7 +22,9 @@ from . import pytree
 from .core import Atom, Eqn, Literal, Program, Var
 from .errors import QdiffError, TracerConversionError, TypeCheckError
 from .primitives import Primitive
-from .types import Tensor, Type, type_of_value
+from .types import Bit, Tensor, Type, type_of_value
+
+_BIT_AS_INT = Tensor((), "int64")
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _builder_stack: list[Builder] = []
@@ -58,6 +60,16 @@ class Builder:
         self.cells_opened: dict[Cell, tuple[Any, Var]] = {}
         self.cell_values: dict[Cell, Any] = {}
         self.cells_written: list[Cell] = []
+        # per-trace data of front ends (the quantum register file, for instance)
+        self.context: dict[str, Any] = {}
+
+    @property
+    def root(self) -> Builder:
+        """The builder of the top-level program being traced."""
+        scope = self
+        while scope.parent is not None:
+            scope = scope.parent
+        return scope
 
     def __enter__(self) -> Builder:
         self.active = True
@@ -209,6 +221,8 @@ class Tracer:
         return int(np.prod(self.shape, dtype=np.int64))
 
     def _tensor_type(self, what: str) -> Tensor:
+        if isinstance(self.var.type, Bit):
+            return _BIT_AS_INT  # a measured bit computes like the integer 0 or 1
         if not isinstance(self.var.type, Tensor):
             raise QdiffError(f"a {self.var.type.short()} value has no {what}")
         return self.var.type
@@ -342,6 +356,18 @@ def bind(primitive: Primitive, *args: Any, **params: Any) -> Any:
     if builder is None:
         raise QdiffError(
             f"{primitive.name}: a traced value is used after the trace that made it ended")
+    return record(primitive, *args, **params)
+
+
+def record(primitive: Primitive, *args: Any, **params: Any) -> Any:
+    """Record an equation in the program being traced, even when every operand is a constant.
+
+    Transformations use it for values they must not fold into literals, such as large
+    zero arrays (a folded one would be embedded in the program, JSON included).
+    """
+    builder = current_builder()
+    if builder is None:
+        return bind(primitive, *args, **params)
     atoms = [builder.atom(a) for a in args]
     out_types = _check_types(primitive, [a.type for a in atoms], params)
     outputs = tuple(Var(t) for t in out_types)
@@ -546,9 +572,11 @@ def as_operand(value: Any, dtype: Any = None) -> Any:
     Concrete leaves become arrays so their dtype is fixed (``1.0`` becomes float64).
     """
     if isinstance(value, Tracer):
-        if dtype is not None and isinstance(value.type, Tensor) and value.dtype != np.dtype(dtype):
-            from .primitives import get_primitive
+        from .primitives import get_primitive
 
+        if isinstance(value.type, Bit):
+            value = bind(get_primitive("bit_to_int"), value)
+        if dtype is not None and isinstance(value.type, Tensor) and value.dtype != np.dtype(dtype):
             return bind(get_primitive("convert"), value, dtype=np.dtype(dtype).name)
         return value
     return np.asarray(value, dtype=dtype)

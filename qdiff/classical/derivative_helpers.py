@@ -1,0 +1,65 @@
+"""Array pieces shared by the derivative rules of reductions and SOACs.
+
+``product_of_others`` gives ``∂(Π x)/∂x_i = Π_{j≠i} x_j`` by counting zeros instead of
+dividing by x_i, so it is exact when elements are zero; ``first_extremum_mask`` marks the
+first index (row-major over the reduced axes) attaining a maximum or minimum.
+
+>>> product_of_others(np.array([0.0, 2.0, 3.0]), (0,)).tolist()
+[6.0, 0.0, 0.0]
+>>> first_extremum_mask(np.array([1.0, 5.0, 5.0]), (0,), "max").tolist()
+[0.0, 1.0, 0.0]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import numpy as qnp
+from ..ir.primitives import get_primitive
+from ..ir.tracer import record, value_type
+
+
+def expand_back(value: Any, shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:
+    """A reduction's result ``value`` broadcast back over the reduced ``axes`` of ``shape``."""
+    kept = tuple(i for i in range(len(shape)) if i not in axes)
+    if tuple(shape) == value_type(value).shape:
+        return value
+    return record(get_primitive("broadcast_in_dim"), value, shape=tuple(shape),
+                  broadcast_dimensions=kept)
+
+
+def product_of_others(x: Any, axes: tuple[int, ...]) -> Any:
+    """For each element, the product of the other elements along ``axes``.
+
+    With no zero in the group it is ``P / x_i``; with one zero, only the zero element gets
+    the product of the nonzero ones; with two or more zeros, all get zero.
+    """
+    shape = value_type(x).shape
+    is_zero = qnp.equal(x, 0)
+    safe = qnp.where(is_zero, 1.0, x)
+    zero_count = expand_back(qnp.sum(qnp.astype(is_zero, np.int64), axes), shape, axes)
+    nonzero_product = expand_back(qnp.prod(safe, axes), shape, axes)
+    only_zero = qnp.logical_and(qnp.equal(zero_count, 1), is_zero)
+    return qnp.where(qnp.equal(zero_count, 0), nonzero_product / safe,
+                     qnp.where(only_zero, nonzero_product, 0.0))
+
+
+def first_extremum_mask(x: Any, axes: tuple[int, ...], kind: str) -> Any:
+    """1 at the first index of each group along ``axes`` attaining its max (or min), else 0.
+
+    Ties go to the smallest index in row-major order over ``axes``, as NumPy's argmax.
+    """
+    t = value_type(x)
+    kept = [i for i in range(t.ndim) if i not in axes]
+    perm = kept + list(axes)
+    kept_shape = tuple(t.shape[i] for i in kept)
+    size = int(np.prod([t.shape[a] for a in axes], dtype=np.int64))
+    flat = qnp.reshape(qnp.transpose(x, perm), (*kept_shape, size))
+    winner = (qnp.argmax if kind == "max" else qnp.argmin)(flat, axis=len(kept_shape))
+    positions = record(get_primitive("iota"), shape=(*kept_shape, size),
+                       dimension=len(kept_shape), dtype="int64")
+    onehot = qnp.astype(qnp.equal(positions, qnp.expand_dims(winner, -1)), t.np_dtype)
+    moved = qnp.reshape(onehot, tuple(t.shape[i] for i in perm))
+    return qnp.transpose(moved, list(np.argsort(perm)))

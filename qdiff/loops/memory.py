@@ -1,0 +1,88 @@
+"""Checkpoint buffers and the measurement of what loop reversal stores.
+
+Reverse-mode loops keep carries in buffers made by the `checkpoint_buffer` primitive; the
+reference interpreter reports every buffer it allocates to the active
+`measure_checkpoint_memory` contexts. Buffers of one allocation site are never alive at
+the same time (an inner level's buffer is refilled per segment), so the elements stored are
+the sum over sites of each site's largest buffer.
+
+>>> import qdiff, qdiff.numpy as qnp
+>>> step = lambda i, s: qnp.sin(s) * 1.1
+>>> g = qdiff.grad(lambda x: qdiff.fori_loop(0, 100, step, x))
+>>> with measure_checkpoint_memory() as memory:
+...     _ = g(0.5)
+>>> memory.elements
+100
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+
+from ..autodiff.rules import def_zero_derivative
+from ..ir.primitives import register_primitive
+from ..ir.tracer import record
+from ..ir.type_rules import tensor
+from ..ir.types import Type
+
+_site_ids = itertools.count()
+
+
+class CheckpointMemory:
+    """What the loop reversals of one run stored, in array elements."""
+
+    def __init__(self) -> None:
+        self.by_site: dict[int, int] = {}
+
+    def note(self, site: int, elements: int) -> None:
+        self.by_site[site] = max(self.by_site.get(site, 0), elements)
+
+    @property
+    def elements(self) -> int:
+        """Elements stored at the peak: the sum of each site's largest buffer."""
+        return sum(self.by_site.values())
+
+
+_measurements: list[CheckpointMemory] = []
+
+
+@contextmanager
+def measure_checkpoint_memory() -> Iterator[CheckpointMemory]:
+    """Collect the checkpoint buffers allocated while the block runs."""
+    memory = CheckpointMemory()
+    _measurements.append(memory)
+    try:
+        yield memory
+    finally:
+        _measurements.remove(memory)
+
+
+# checkpoint_buffer[slots, site](like) = zeros of shape (slots, *like.shape)
+def _buffer_rule(like: Type, *, slots: int, site: int) -> tuple[Type, ...]:
+    t = tensor(like, "buffer element")
+    return (t.with_shape((slots, *t.shape)),)
+
+
+checkpoint_buffer_p = register_primitive("checkpoint_buffer", _buffer_rule)
+
+
+@checkpoint_buffer_p.def_impl("numpy")
+def _buffer_impl(like: np.ndarray, *, slots: int, site: int) -> np.ndarray:
+    like = np.asarray(like)
+    for memory in _measurements:
+        memory.note(site, slots * like.size)
+    return np.zeros((slots, *like.shape), like.dtype)
+
+
+# a fresh buffer is zeros whatever its template holds
+def_zero_derivative(checkpoint_buffer_p)
+
+
+def checkpoint_buffer(like: Any, slots: int) -> Any:
+    """A zeroed buffer for ``slots`` values shaped like ``like`` (a new allocation site)."""
+    return record(checkpoint_buffer_p, like, slots=int(slots), site=next(_site_ids))

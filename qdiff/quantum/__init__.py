@@ -1,0 +1,44 @@
+"""`qdiff.quantum`: quantum code in qdiff programs, its simulation, and observables.
+
+>>> import qdiff
+>>> from qdiff import quantum as qm
+>>> @qdiff.program
+... def rotated(theta):
+...     q = qm.qubits(1)
+...     qm.rx(theta, q[0])
+...     return qm.expval("Z", q)
+>>> round(float(rotated(0.3)), 12) == round(float(np.cos(0.3)), 12)
+True
+"""
+
+from ..ir.interpreter import register_runner
+from . import primitives
+from .frontend import (
+    GATES,
+    Register,
+    Wire,
+    apply,
+    expval,
+    mcx,
+    mcz,
+    measure,
+    pauli_rot,
+    postselect,
+    probs,
+    qubits,
+    reset,
+    state,
+    unitary,
+)
+from .gates import gate_spec, known_gates
+from .observables import PauliSum
+from .runner import NonTerminatingLoopError, QuantumResult, needs_runner, run
+
+globals().update(GATES)
+register_runner(needs_runner, lambda program, values, backend: run(program, *values).values)
+
+__all__ = [
+    "GATES", "NonTerminatingLoopError", "PauliSum", "QuantumResult", "Register", "Wire",
+    "apply", "expval", "gate_spec", "known_gates", "mcx", "mcz", "measure", "pauli_rot",
+    "postselect", "probs", "qubits", "reset", "run", "state", "unitary", *GATES,
+]

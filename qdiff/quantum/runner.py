@@ -1,0 +1,423 @@
+"""Running quantum programs: branch enumeration (``exact``) and trajectories (``sample``).
+
+A program with measurements denotes an expectation over outcomes. The runner carries a list
+of branches, each a probability weight and the values of the program's vars (states kept
+normalized). Measurement splits a branch in two (``exact``) or draws one outcome
+(``sample``); reset is the sum of its two branches; postselection keeps one branch and
+the value is conditioned on it. ``while M[q]=1 do S od`` means Σ_k E0 ∘ (S ∘ E1)^k: the
+runner iterates until the live mass is below the tolerance. Mass removed by pruning, by
+loops cut off, and by bounded loops that abort (``max_iter``) is reported, never
+renormalized away.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..ir import pytree
+from ..ir.core import Eqn, Literal, Program
+from ..ir.errors import QdiffError
+from ..ir.types import QState
+from .primitives import QUANTUM_PRIMITIVES, pauli_sum_of
+from .simulator import get_backend
+
+Item = tuple[float, list[Any]]  # (weight, values)
+
+
+class NonTerminatingLoopError(QdiffError):
+    """A loop whose exit probability stays zero: it cannot terminate."""
+
+
+@dataclass
+class QuantumResult:
+    """Values of a quantum program with what the semantics had to drop, and how.
+
+    ``values`` has the structure of the program's outputs. In ``exact`` mode they are
+    expectations over branches; ``dropped_mass`` is what pruning below ``tol`` removed,
+    ``unterminated_mass`` what loops still held when cut off, ``aborted_mass`` what bounded
+    loops aborted. With postselection, values are conditioned on it and
+    ``postselection_probability`` says how likely it was. In ``sample`` mode ``stderr``
+    holds the standard errors and ``shots`` the trajectories that count.
+    """
+
+    values: Any
+    mode: str
+    num_branches: int = 1
+    dropped_mass: float = 0.0
+    unterminated_mass: float = 0.0
+    aborted_mass: float = 0.0
+    postselection_probability: float = 1.0
+    stderr: Any = None
+    shots: int | None = None
+    trajectories: list[Any] | None = field(default=None, repr=False)
+
+    @property
+    def missing_mass(self) -> float:
+        """Probability the returned values do not account for."""
+        return self.dropped_mass + self.unterminated_mass + self.aborted_mass
+
+
+def needs_runner(program: Program) -> bool:
+    """Whether ``program`` contains quantum operations (directly or in sub-programs)."""
+    cached = _QUANTUM_CACHE.get(id(program))
+    if cached is not None and cached[0] is program:
+        return cached[1]
+    found = any(_eqn_is_quantum(eqn) for eqn in program.eqns)
+    _QUANTUM_CACHE[id(program)] = (program, found)
+    return found
+
+
+_QUANTUM_CACHE: dict[int, tuple[Program, bool]] = {}
+
+
+def _eqn_is_quantum(eqn: Eqn) -> bool:
+    return eqn.primitive.name in QUANTUM_PRIMITIVES or any(
+        needs_runner(sub) for _, sub in eqn.subprograms())
+
+
+class BranchRunner:
+    """One run of a program in ``exact`` or ``sample`` mode (see the module docstring)."""
+
+    def __init__(self, mode: str = "exact", backend: str = "auto", tol: float = 1e-12,
+                 seed: Any = None, max_loop_iterations: int = 100_000,
+                 zero_exit_limit: int = 1_000):
+        if mode not in ("exact", "sample"):
+            raise QdiffError(f"mode must be 'exact' or 'sample', got {mode!r}")
+        self.mode = mode
+        self.backend = get_backend(backend)
+        self.tol = tol
+        self.rng = np.random.default_rng(seed)
+        self.max_loop_iterations = max_loop_iterations
+        self.zero_exit_limit = zero_exit_limit
+        self.dropped = 0.0
+        self.unterminated = 0.0
+        self.aborted = 0.0
+        self.postselected_away = 0.0
+        self.rejected_shots = 0
+
+    # -- programs ---------------------------------------------------------------------------
+    def run_program(self, program: Program, items: list[Item]) -> list[Item]:
+        """Run ``program`` on each (weight, inputs) item; returns (weight, outputs) items."""
+        branches = [(w, dict(zip(program.inputs, values))) for w, values in items]
+        for eqn in program.eqns:
+            branches = self._step(eqn, branches)
+        return [(w, [_read(env, a) for a in program.outputs]) for w, env in branches]
+
+    def _step(self, eqn: Eqn, branches: list[tuple[float, dict]]) -> list[tuple[float, dict]]:
+        handler = HANDLERS.get(eqn.primitive.name) if _eqn_is_quantum(eqn) else None
+        result = []
+        for weight, env in branches:
+            inputs = [_read(env, a) for a in eqn.inputs]
+            if handler is None:
+                outs = eqn.primitive.impl("numpy")(*inputs, **eqn.params)
+                outcomes = [(weight, outs if eqn.primitive.multiple_results else [outs])]
+            else:
+                outcomes = handler(self, eqn, weight, inputs)
+            for k, (w, outs) in enumerate(outcomes):
+                target = env if k == len(outcomes) - 1 else dict(env)
+                target.update(zip(eqn.outputs, outs))
+                result.append((w, target))
+        return result
+
+    def _keep(self, weight: float) -> bool:
+        if weight < self.tol:
+            self.dropped += weight
+            return False
+        return True
+
+    # -- measurement ------------------------------------------------------------------------
+    def split(self, state: np.ndarray, wire: int) -> list[tuple[int, float, np.ndarray]]:
+        """The outcomes of measuring ``wire``: (outcome, probability, normalized state)."""
+        n = _num_qubits(state)
+        outcomes = []
+        for outcome in (0, 1):
+            branch = self.backend.project(self.backend.copy(state), n, wire, outcome)
+            p = float(self.backend.norm_squared(branch))
+            if p > 0:
+                outcomes.append((outcome, p, branch / np.sqrt(p)))
+        return outcomes
+
+    def choose(self, outcomes: list[tuple[int, float, np.ndarray]]) -> tuple[int, float, Any]:
+        """Sample mode: draw one outcome with its probability."""
+        probs = np.array([p for _, p, _ in outcomes])
+        k = self.rng.choice(len(outcomes), p=probs / probs.sum())
+        return outcomes[k]
+
+
+def _read(env: dict, atom: Any) -> Any:
+    return atom.value if isinstance(atom, Literal) else env[atom]
+
+
+def _num_qubits(state: np.ndarray) -> int:
+    return int(state.shape[0]).bit_length() - 1
+
+
+# ---------------------------------------------------------------------- handlers, one per op
+Handler = Callable[[BranchRunner, Eqn, float, list[Any]], list[Item]]
+
+
+def _qalloc(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    return [(w, [r.backend.zero_state(eqn.params["num_qubits"], eqn.params["dtype"])])]
+
+
+def _gate(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    state, *angles = inputs
+    p = eqn.params
+    out = r.backend.apply_gate(state, _num_qubits(state), p["name"], list(p["wires"]),
+                               [float(a) for a in angles], **(p.get("static") or {}))
+    return [(w, [out])]
+
+
+def _measure(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    (state,) = inputs
+    wire, reset = eqn.params["wire"], eqn.params["reset"]
+    outcomes = r.split(state, wire)
+    if r.mode == "sample":
+        outcomes = [r.choose(outcomes)]
+        outcomes = [(m, 1.0, s) for m, _, s in outcomes]
+    items = []
+    for outcome, p, branch in outcomes:
+        if reset and outcome == 1:
+            branch = r.backend.apply_gate(branch, _num_qubits(branch), "x", [wire])
+        if r._keep(w * p):
+            items.append((w * p, [branch, np.asarray(outcome, np.int64)]))
+    return items
+
+
+def _reset(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    items = _measure(r, _with_params(eqn, reset=True), w, inputs)
+    return [(weight, [state]) for weight, (state, _bit) in items]
+
+
+def _postselect(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    (state,) = inputs
+    wire, value = eqn.params["wire"], eqn.params["value"]
+    outcomes = r.split(state, wire)
+    if r.mode == "sample":
+        drawn = r.choose(outcomes)
+        if drawn[0] != value:
+            r.rejected_shots += 1
+            return []
+        return [(w, [drawn[2]])]
+    items = []
+    for outcome, p, branch in outcomes:
+        if outcome == value:
+            if r._keep(w * p):
+                items.append((w * p, [branch]))
+        else:
+            r.postselected_away += w * p
+    return items
+
+
+def _readout(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    (state,) = inputs
+    n = _num_qubits(state)
+    name = eqn.primitive.name
+    if name == "expval":
+        value = r.backend.expval_pauli_sum(state, n, pauli_sum_of(eqn.params["terms"]),
+                                           list(eqn.params["wires"]))
+    elif name == "probs":
+        value = r.backend.to_numpy(r.backend.probs(state, n, list(eqn.params["wires"])))
+    else:
+        value = np.asarray(r.backend.to_numpy(state), np.complex128)
+    return [(w, [state, np.asarray(value)])]
+
+
+def _qextend(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    return [(w, [eqn.primitive.impl("numpy")(r.backend.to_numpy(inputs[0]), **eqn.params)])]
+
+
+def _cond(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    index, *operands = inputs
+    branches = eqn.params["branches"]
+    chosen = branches[int(np.clip(int(index), 0, len(branches) - 1))]
+    return r.run_program(chosen, [(w, operands)])
+
+
+def _loop(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    start, stop, *rest = inputs
+    k = eqn.params["num_consts"]
+    consts, carry = rest[:k], rest[k:]
+    items: list[Item] = [(w, carry)]
+    dtype = np.asarray(start).dtype
+    for i in range(int(start), int(stop)):
+        index = np.asarray(i, dtype)
+        items = r.run_program(eqn.params["body"], [(wi, [index, *consts, *c]) for wi, c in items])
+    return items
+
+
+def _while(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    p = eqn.params
+    nc, nb = p["num_cond_consts"], p["num_body_consts"]
+    cond_consts, body_consts, carry = inputs[:nc], inputs[nc:nc + nb], inputs[nc + nb:]
+    live: list[Item] = [(w, carry)]
+    finished: list[Item] = []
+    iterations = 0
+    exited_any = False
+    while live:
+        tested = r.run_program(p["cond"], [(wi, [*cond_consts, *c]) for wi, c in live])
+        continuing = []
+        for wi, (pred, *c) in tested:
+            if bool(pred):
+                continuing.append((wi, c))
+            else:
+                finished.append((wi, c))
+                exited_any = True
+        if not continuing:
+            break
+        if p["max_iter"] is not None and iterations >= p["max_iter"]:
+            r.aborted += sum(wi for wi, _ in continuing)  # while^(T): abort, mass dropped
+            break
+        if iterations >= r.max_loop_iterations:
+            r.unterminated += sum(wi for wi, _ in continuing)
+            break
+        if not exited_any and iterations >= r.zero_exit_limit:
+            raise NonTerminatingLoopError(
+                f"the while loop's exit probability stayed zero for {iterations} iterations: "
+                "it cannot terminate (check the loop test and what the body prepares)")
+        live = merge_branches(
+            r.run_program(p["body"], [(wi, [*body_consts, *c]) for wi, c in continuing]))
+        iterations += 1
+    return merge_branches(finished)
+
+
+def merge_branches(items: list[Item]) -> list[Item]:
+    """Merge branches whose classical values agree and whose states are equal up to phase.
+
+    A mixture of identical pure states is that state with the summed weight, so merging
+    keeps loops such as the von Neumann extractor at a bounded number of live branches
+    instead of doubling them every iteration.
+    """
+    groups: dict[tuple, list[list[Any]]] = {}
+    merged: list[list[Any]] = []
+    for weight, values in items:
+        key = tuple(_classical_key(v) for v in values)
+        for entry in groups.setdefault(key, []):
+            if all(_same_state(a, b) for a, b in zip(entry[1], values)):
+                entry[0] += weight
+                break
+        else:
+            entry = [weight, values]
+            groups[key].append(entry)
+            merged.append(entry)
+    return [(w, v) for w, v in merged]
+
+
+def _classical_key(value: Any) -> Any:
+    array = np.asarray(value)
+    if array.dtype.kind == "c" and array.ndim == 1:
+        return ("state", array.shape)  # compared by _same_state
+    return (array.dtype.str, array.shape, array.tobytes())
+
+
+def _same_state(a: Any, b: Any) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind != "c" or a.ndim != 1:
+        return True  # classical values were equal by key
+    return bool(abs(np.vdot(a, b)) > 1.0 - 1e-12)
+
+
+def _with_params(eqn: Eqn, **changes: Any) -> Eqn:
+    return Eqn(eqn.primitive, eqn.inputs, eqn.outputs, {**eqn.params, **changes})
+
+
+HANDLERS: dict[str, Handler] = {
+    "qalloc": _qalloc, "qextend": _qextend, "gate": _gate, "measure": _measure,
+    "reset": _reset, "postselect": _postselect, "expval": _readout, "probs": _readout,
+    "statevector": _readout, "cond": _cond, "loop": _loop, "while": _while,
+}
+
+
+# --------------------------------------------------------------------------------- the API
+def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: Any = None,
+        backend: str = "auto", tol: float = 1e-12, max_loop_iterations: int = 100_000,
+        ) -> QuantumResult:
+    """Run a quantum program and return its values with what the semantics dropped.
+
+    ``mode="exact"`` enumerates measurement branches (pruned below ``tol``); ``"sample"``
+    draws ``shots`` trajectories with ``seed`` and reports standard errors.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> @qdiff.program
+    ... def coin(theta):
+    ...     q = qm.qubits(1)
+    ...     qm.ry(theta, q[0])
+    ...     return qm.measure(q[0])
+    >>> round(float(qm.run(coin, 1.0).values), 6) == round(float(np.sin(0.5) ** 2), 6)
+    True
+    """
+    from ..api import ProgramFunction
+    from ..ir.tracer import trace
+
+    if isinstance(program, ProgramFunction):
+        program = program.trace(*args)
+    elif not isinstance(program, Program):
+        program = trace(program, *args)
+    leaves, _ = pytree.flatten(tuple(args))
+    values = [np.asarray(v) for v in leaves]
+    for var, out in zip(program.outputs, range(len(program.outputs))):
+        if isinstance(var.type, QState):
+            raise QdiffError(f"output {out} is a quantum state; return qm.state(register) instead")
+    runner = BranchRunner(mode, backend, tol, seed, max_loop_iterations)
+    if mode == "exact":
+        return _exact(runner, program, values)
+    return _sample(runner, program, values, shots)
+
+
+def _combine(items: list[Item]) -> list[Any]:
+    return [sum(w * np.asarray(outs[k], np.float64 if np.asarray(outs[k]).dtype.kind != "c"
+                                else np.complex128) for w, outs in items)
+            for k in range(len(items[0][1]))] if items else []
+
+
+def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> QuantumResult:
+    items = runner.run_program(program, [(1.0, values)])
+    outputs = _combine(items)
+    success = 1.0 - runner.postselected_away
+    if runner.postselected_away > 0:
+        if success <= runner.tol:
+            raise QdiffError("postselection succeeds with probability 0: the value is undefined")
+        outputs = [o / success for o in outputs]
+    if not items:
+        outputs = [np.zeros(a.type.shape) for a in program.outputs]
+    return QuantumResult(
+        values=_structure(program, outputs), mode="exact", num_branches=len(items),
+        dropped_mass=runner.dropped, unterminated_mass=runner.unterminated,
+        aborted_mass=runner.aborted, postselection_probability=success)
+
+
+def _sample(runner: BranchRunner, program: Program, values: list[Any], shots: int) -> QuantumResult:
+    if shots < 1:
+        raise QdiffError(f"shots must be positive, got {shots}")
+    trajectories = []
+    for _ in range(shots):
+        for weight, outs in runner.run_program(program, [(1.0, values)]):
+            if weight > 0:
+                trajectories.append([np.asarray(o, np.float64) if np.asarray(o).dtype.kind
+                                     in "biu" else np.asarray(o) for o in outs])
+    accepted = len(trajectories)
+    if accepted == 0:
+        raise QdiffError("no trajectory was accepted (postselection rejected every shot)")
+    stacked = [np.stack([t[k] for t in trajectories]) for k in range(len(trajectories[0]))]
+    means = [s.mean(axis=0) for s in stacked]
+    errors = [s.std(axis=0, ddof=1) / np.sqrt(accepted) if accepted > 1 else np.full_like(m, np.inf)
+              for s, m in zip(stacked, means)]
+    return QuantumResult(
+        values=_structure(program, means), mode="sample", stderr=_structure(program, errors),
+        shots=accepted, unterminated_mass=runner.unterminated / shots,
+        aborted_mass=runner.aborted / shots, postselection_probability=accepted / shots,
+        trajectories=[_structure(program, t) for t in trajectories])
+
+
+def _structure(program: Program, outputs: list[Any]) -> Any:
+    outputs = [o[()] if isinstance(o, np.ndarray) and o.ndim == 0 else o for o in outputs]
+    if program.out_tree is None:
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return pytree.unflatten(program.out_tree, outputs)
+
+

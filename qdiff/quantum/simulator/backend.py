@@ -1,0 +1,806 @@
+"""The statevector back-end interface, the index math every back end shares, and selection.
+
+A state is a flat, C-contiguous array of ``2^n`` complex amplitudes (``complex128`` or
+``complex64``) in Qiskit's little-endian order: wire ``k`` is bit ``k`` of the index. Every
+operation works in place where that makes sense and returns the state, so calls chain.
+
+Index math (the one idea every kernel uses). A gate on ``targets`` with ``controls`` touches the
+amplitudes in groups of ``2^k`` (``k = len(targets)``). Number the groups ``g = 0 .. 2^(n-m)-1``
+(``m = len(targets) + len(controls)``); :func:`insert_zero_bits` spreads ``g`` over the bits that
+are not gate wires, OR-ing ``cmask`` sets every control to 1, and ``offsets[r]`` adds the target
+bits of row ``r`` of the gate matrix. So amplitude ``r`` of group ``g`` lives at
+``insert_zero_bits(g, positions) | cmask | offsets[r]``. Controlled gates therefore never build
+the big matrix: the groups where a control is 0 are simply never visited.
+
+>>> be = get_backend("numpy")
+>>> psi = be.zero_state(2)
+>>> be.apply_gate(psi, 2, "h", [0]); be.apply_gate(psi, 2, "cx", [0, 1])  # doctest: +ELLIPSIS
+array(...)
+>>> be.probs(psi, 2).round(3).tolist()
+[0.5, 0.0, 0.0, 0.5]
+>>> round(be.expval_pauli_sum(psi, 2, "ZZ"), 12)
+1.0
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import math
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from qdiff.quantum.gates import GateSpec, gate_spec
+from qdiff.quantum.observables import PauliSum, pauli_masks
+from qdiff.quantum.simulator.memory import check_statevector_memory
+
+__all__ = [
+    "StatevectorBackend",
+    "GateOp",
+    "IndexLayout",
+    "index_layout",
+    "insert_zero_bits",
+    "gather_bits",
+    "check_wires",
+    "marginal_probabilities",
+    "fuse_single_qubit_layers",
+    "random_circuit",
+    "get_backend",
+    "available_backends",
+    "numba_available",
+    "SUPPORTED_DTYPES",
+]
+
+SUPPORTED_DTYPES = (np.dtype(np.complex128), np.dtype(np.complex64))
+
+
+# ---------------------------------------------------------------------------------------------
+# index math shared by the NumPy, Numba and CuPy back ends (scalars or int64 arrays)
+# ---------------------------------------------------------------------------------------------
+
+def insert_zero_bits(index: Any, sorted_positions: Any) -> Any:
+    """Insert a 0 bit at each of ``sorted_positions`` (ascending, absolute in the result).
+
+    Works on Python ints, int64 NumPy/CuPy arrays and, compiled by Numba, on scalars.
+
+    >>> bin(insert_zero_bits(0b111, [1, 3]))
+    '0b10101'
+    """
+    for p in sorted_positions:
+        index = ((index >> p) << (p + 1)) | (index & ((1 << p) - 1))
+    return index
+
+
+def gather_bits(index: Any, wires: Any) -> Any:
+    """Collect bit ``wires[j]`` of ``index`` into bit ``j`` of the result.
+
+    >>> gather_bits(0b100, [2, 0])
+    1
+    """
+    out = index & 0
+    for j in range(len(wires)):
+        out = out | (((index >> wires[j]) & 1) << j)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class IndexLayout:
+    """Where a gate's amplitude groups live (see the module doc). Cached by :func:`index_layout`.
+
+    Attributes:
+        num_qubits: register size ``n``.
+        targets: wires that carry the gate matrix (matrix bit ``j`` = ``targets[j]``).
+        controls: wires that must be 1.
+        positions: ``sorted(targets + controls)`` as int64: bits removed from the group counter.
+        cmask: OR of the control bits.
+        offsets: int64 ``[2^k]``, ``offsets[r]`` = target bits of matrix row ``r``.
+        num_groups: ``2^(n - len(positions))``.
+    """
+
+    num_qubits: int
+    targets: tuple[int, ...]
+    controls: tuple[int, ...]
+    positions: np.ndarray
+    cmask: int
+    offsets: np.ndarray
+    num_groups: int
+
+    def group_bases(self, xp: Any = np) -> Any:
+        """First amplitude index of every group (controls set, targets 0), as int64 ``xp`` array.
+
+        >>> index_layout(3, (0,), (2,)).group_bases().tolist()
+        [4, 6]
+        """
+        g = xp.arange(self.num_groups, dtype=xp.int64)
+        return insert_zero_bits(g, [int(p) for p in self.positions]) | self.cmask
+
+
+@functools.lru_cache(maxsize=4096)
+def index_layout(num_qubits: int, targets: tuple[int, ...],
+                 controls: tuple[int, ...] = ()) -> IndexLayout:
+    """The cached :class:`IndexLayout` of a gate placement (wires must be valid and distinct).
+
+    >>> lay = index_layout(3, (2, 0)); lay.offsets.tolist(), lay.num_groups
+    ([0, 4, 1, 5], 2)
+    """
+    positions = np.array(sorted(targets + controls), dtype=np.int64)
+    r = np.arange(1 << len(targets), dtype=np.int64)
+    offsets = np.zeros_like(r)
+    for j, t in enumerate(targets):
+        offsets |= ((r >> j) & 1) << t
+    cmask = 0
+    for c in controls:
+        cmask |= 1 << c
+    for arr in (positions, offsets):
+        arr.setflags(write=False)
+    return IndexLayout(num_qubits, targets, controls, positions, cmask, offsets,
+                       1 << (num_qubits - len(positions)))
+
+
+def marginal_probabilities(p: Any, num_qubits: int, wires: Sequence[int], xp: Any = np) -> Any:
+    """Marginal of a full probability vector ``p`` on ``wires`` (``wires[0]`` least significant).
+
+    >>> marginal_probabilities(np.array([0.1, 0.2, 0.3, 0.4]), 2, [1]).round(12).tolist()
+    [0.3, 0.7]
+    """
+    n = num_qubits
+    ws = tuple(int(w) for w in wires)
+    if ws == tuple(range(n)):
+        return p
+    # View p as a tensor whose axes are, from the most significant wire down, either one kept
+    # wire (size 2) or a run of dropped wires merged into one axis (so a 40-qubit register
+    # never needs 40 axes); sum the dropped axes, then order the kept ones so that wires[0]
+    # ends up least significant.
+    shape: list[int] = []
+    dropped_axes: list[int] = []
+    kept_axis_wire: list[int] = []
+    run = 0
+    for w in range(n - 1, -1, -1):
+        if w in ws:
+            if run:
+                dropped_axes.append(len(shape))
+                shape.append(1 << run)
+                run = 0
+            kept_axis_wire.append(w)
+            shape.append(2)
+        else:
+            run += 1
+    if run:
+        dropped_axes.append(len(shape))
+        shape.append(1 << run)
+    marg = p.reshape(shape)
+    if dropped_axes:
+        marg = xp.sum(marg, axis=tuple(dropped_axes))
+    order = [kept_axis_wire.index(w) for w in reversed(ws)]
+    return xp.ascontiguousarray(xp.transpose(marg, order)).reshape(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# operations and fusion
+# ---------------------------------------------------------------------------------------------
+
+class GateOp(NamedTuple):
+    """One gate application: a table name / :class:`GateSpec` / matrix, its wires, its params.
+
+    >>> GateOp("rx", (0,), (0.5,)).wires
+    (0,)
+    """
+
+    gate: str | GateSpec | np.ndarray
+    wires: tuple[int, ...]
+    params: tuple[float, ...] = ()
+
+
+def _op_matrix(op: GateOp) -> np.ndarray:
+    if isinstance(op.gate, np.ndarray):
+        return np.asarray(op.gate, dtype=np.complex128)
+    return gate_spec(op.gate).matrix(*op.params)
+
+
+def fuse_single_qubit_layers(ops: Iterable[GateOp]) -> list[GateOp]:
+    """Merge runs of 1-qubit gates on the same wire into one 2x2 matrix per run.
+
+    A run ends when a multi-qubit gate touches its wire; gates on other wires commute with it,
+    so they may be emitted later. Fused gates are emitted as matrices (diagonal products stay
+    diagonal, which the back ends detect). Returns a new list; the circuit's unitary is
+    unchanged.
+
+    >>> ops = [GateOp("ry", (0,), (0.3,)), GateOp("rz", (0,), (0.2,)), GateOp("cx", (0, 1))]
+    >>> [len(op.wires) for op in fuse_single_qubit_layers(ops)]
+    [1, 2]
+    """
+    pending: dict[int, np.ndarray] = {}
+    out: list[GateOp] = []
+    for op in ops:
+        op = GateOp(op.gate, tuple(int(w) for w in op.wires), tuple(op.params))
+        if len(op.wires) == 1:
+            w = op.wires[0]
+            m = _op_matrix(op)
+            if m.shape != (2, 2):
+                raise ValueError(f"1-wire gate {op.gate!r} has a matrix of shape {m.shape}")
+            pending[w] = m @ pending[w] if w in pending else m
+            continue
+        for w in op.wires:
+            if w in pending:
+                out.append(GateOp(pending.pop(w), (w,)))
+        out.append(op)
+    for w in sorted(pending):
+        out.append(GateOp(pending[w], (w,)))
+    return out
+
+
+def random_circuit(num_qubits: int, num_gates: int, rng: np.random.Generator | int | None = None,
+                   gates: Sequence[str] | None = None) -> list[GateOp]:
+    """Random gates from the whole table on random distinct wires (for tests and benchmarks).
+
+    Families get random static arguments: ``mcx``/``mcz`` a random number of controls,
+    ``pauli_rot`` a random word of up to 4 letters, ``unitary`` a random 1-3 qubit unitary.
+    Parameters are uniform in ``[-2π, 2π)``.
+
+    >>> ops = random_circuit(3, 5, rng=0); len(ops), all(len(op.wires) <= 3 for op in ops)
+    (5, True)
+    """
+    from qdiff.quantum.gates import ALIASES, GATE_TABLE, GateFamily
+
+    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    names = sorted(GATE_TABLE) if gates is None else list(gates)
+    ops: list[GateOp] = []
+    while len(ops) < num_gates:
+        name = names[int(gen.integers(len(names)))]
+        entry = GATE_TABLE[ALIASES.get(name, name)]
+        if isinstance(entry, GateFamily):
+            width = int(gen.integers(1, min(num_qubits, 4) + 1))
+            if name in ("mcx", "mcz"):
+                spec = gate_spec(name, num_controls=width - 1)
+            elif name == "pauli_rot":
+                spec = gate_spec(name, pauli="".join(gen.choice(list("IXYZ"), size=width)))
+            else:
+                width = min(width, 3)
+                z = gen.normal(size=(1 << width, 1 << width)) + 1j * gen.normal(
+                    size=(1 << width, 1 << width))
+                q, r = np.linalg.qr(z)
+                spec = gate_spec("unitary", matrix=q * (np.diagonal(r) / np.abs(np.diagonal(r))))
+        else:
+            spec = entry
+        if spec.num_qubits > num_qubits:
+            continue
+        wires = tuple(int(w) for w in gen.permutation(num_qubits)[: spec.num_qubits])
+        params = tuple(float(p) for p in gen.uniform(-2 * np.pi, 2 * np.pi, spec.num_params))
+        ops.append(GateOp(spec if isinstance(entry, GateFamily) else name, wires, params))
+    return ops
+
+
+# ---------------------------------------------------------------------------------------------
+# the interface
+# ---------------------------------------------------------------------------------------------
+
+def _as_pauli_sum(obs: PauliSum | str | Sequence[tuple[Any, str]]) -> PauliSum:
+    return obs if isinstance(obs, PauliSum) else PauliSum(obs)
+
+
+def check_wires(wires: Any, num_qubits: int, what: str) -> tuple[int, ...]:
+    """Validate wires (ints, in range, distinct) and return them as a tuple; ``what`` names the
+    operation in the error message.
+
+    >>> check_wires([2, 0], 3, "cx")
+    (2, 0)
+    >>> check_wires([0, 0], 3, "cx")
+    Traceback (most recent call last):
+    ...
+    ValueError: cx: repeated wires (0, 0); each wire may appear once
+    """
+    try:
+        ws = tuple(int(w) for w in wires)
+    except TypeError as exc:
+        raise TypeError(f"{what}: wires must be a sequence of ints, got {wires!r}") from exc
+    for w, orig in zip(ws, wires, strict=True):
+        if w != orig:
+            raise TypeError(f"{what}: wires must be integers, got {orig!r}")
+        if not 0 <= w < num_qubits:
+            raise ValueError(
+                f"{what}: wire {w} is out of range for a {num_qubits}-qubit register "
+                f"(valid wires are 0..{num_qubits - 1})"
+            )
+    if len(set(ws)) != len(ws):
+        raise ValueError(f"{what}: repeated wires {ws}; each wire may appear once")
+    return ws
+
+
+class StatevectorBackend(abc.ABC):
+    """Statevector simulator interface; subclasses supply the array module and five kernels.
+
+    Public operations (all back ends, same results up to rounding):
+    ``zero_state``, ``basis_state``, ``asarray``, ``to_numpy``, ``copy``, ``apply_gate``,
+    ``apply_circuit``, ``apply_pauli_string``, ``apply_pauli_rotation``, ``apply_pauli_sum``,
+    ``expval_pauli_sum``, ``expval_pauli_sum_batch``, ``inner``, ``norm_squared``, ``probs``,
+    ``project``, ``reset_branch``, ``sample``.
+    """
+
+    name: str = "abstract"
+    is_gpu: bool = False
+
+    def __init__(self, xp: Any) -> None:
+        self.xp = xp
+
+    # -- kernels a back end provides ------------------------------------------------------
+    @abc.abstractmethod
+    def _dense(self, state: Any, layout: IndexLayout, matrix: Any) -> None:
+        """state <- (matrix on layout.targets, only where controls are 1); matrix in state dtype."""
+
+    @abc.abstractmethod
+    def _diagonal(self, state: Any, layout: IndexLayout, offsets: Any, diag: Any) -> None:
+        """Multiply amplitude ``base | offsets[r]`` by ``diag[r]`` for every group base."""
+
+    @abc.abstractmethod
+    def _permutation(self, state: Any, layout: IndexLayout, perm: Any, phases: Any) -> None:
+        """Move amplitude ``r`` of every group to ``perm[r]``, times ``phases[r]``."""
+
+    @abc.abstractmethod
+    def _pauli(self, state: Any, num_qubits: int, x_mask: int, z_mask: int,
+               alpha: complex, beta: complex) -> None:
+        """``state[i] <- alpha*state[i] + beta*(-1)^parity((i^x)&z) * state[i^x]`` for all i."""
+
+    @abc.abstractmethod
+    def _pauli_sums(self, state: Any, x_masks: np.ndarray, z_masks: np.ndarray) -> np.ndarray:
+        """Per term: ``sum_i conj(state[i^x]) (-1)^parity(i&z) state[i]`` (host complex128)."""
+
+    # -- array handling ---------------------------------------------------------------------
+    def _available_bytes(self) -> int | None:
+        return None  # host memory, measured by check_statevector_memory
+
+    def _check_dtype(self, dtype: Any) -> np.dtype:
+        dt = np.dtype(dtype)
+        if dt not in SUPPORTED_DTYPES:
+            raise TypeError(f"state dtype must be complex128 or complex64, got {dt}")
+        return dt
+
+    def zero_state(self, num_qubits: int, dtype: Any = np.complex128) -> Any:
+        """``|0...0>`` on ``num_qubits`` qubits; refuses registers that do not fit in memory.
+
+        >>> get_backend("numpy").zero_state(2).tolist()
+        [(1+0j), 0j, 0j, 0j]
+        """
+        return self.basis_state(num_qubits, 0, dtype)
+
+    def basis_state(self, num_qubits: int, index: int, dtype: Any = np.complex128) -> Any:
+        """Computational basis state ``|index>`` (bit k of ``index`` = wire k).
+
+        >>> get_backend("numpy").basis_state(2, 2).real.tolist()
+        [0.0, 0.0, 1.0, 0.0]
+        """
+        dt = self._check_dtype(dtype)
+        check_statevector_memory(num_qubits, dt, available=self._available_bytes(),
+                                 where="device memory" if self.is_gpu else "memory")
+        if not 0 <= index < (1 << num_qubits):
+            raise ValueError(f"basis index {index} out of range for {num_qubits} qubits")
+        state = self.xp.zeros(1 << num_qubits, dtype=dt)
+        state[index] = 1
+        return state
+
+    def asarray(self, state: Any, dtype: Any = None) -> Any:
+        """A state in this back end's array type (copied only when needed).
+
+        >>> get_backend("numpy").asarray([1, 0]).dtype
+        dtype('complex128')
+        """
+        arr = self.xp.ascontiguousarray(self.xp.asarray(state, dtype=dtype))
+        if arr.dtype not in SUPPORTED_DTYPES:
+            arr = arr.astype(np.complex128)
+        return arr
+
+    def to_numpy(self, array: Any) -> np.ndarray:
+        """Host NumPy copy/view of a back-end array.
+
+        >>> type(get_backend("numpy").to_numpy(np.zeros(2))).__name__
+        'ndarray'
+        """
+        return np.asarray(array)
+
+    def copy(self, state: Any) -> Any:
+        """A copy of ``state``.
+
+        >>> get_backend("numpy").copy(np.ones(2, complex)).tolist()
+        [(1+0j), (1+0j)]
+        """
+        return state.copy()
+
+    def _num_qubits_of(self, state: Any, num_qubits: int | None, what: str) -> int:
+        if not hasattr(state, "dtype") or not hasattr(state, "ndim"):
+            raise TypeError(f"{what}: state must be a {self.name} array, got {type(state)!r}")
+        if state.ndim != 1:
+            raise ValueError(f"{what}: state must be 1-D (a flat 2^n vector), got shape "
+                             f"{state.shape}")
+        if state.dtype not in SUPPORTED_DTYPES:
+            raise TypeError(f"{what}: state dtype must be complex128 or complex64, got "
+                            f"{state.dtype}")
+        if not state.flags.c_contiguous:
+            raise ValueError(f"{what}: state must be C-contiguous (kernels work in place)")
+        size = state.shape[0]
+        n = size.bit_length() - 1
+        if size != 1 << n:
+            raise ValueError(f"{what}: state length {size} is not a power of two")
+        if num_qubits is not None and num_qubits != n:
+            raise ValueError(f"{what}: state has {size} amplitudes = {n} qubits, but "
+                             f"num_qubits={num_qubits}")
+        return n
+
+    # -- gates ------------------------------------------------------------------------------
+    def apply_gate(self, state: Any, num_qubits: int, gate: str | GateSpec | Any,
+                   wires: Sequence[int], params: Sequence[float] = (), **static: Any) -> Any:
+        """Apply a table gate (name or :class:`GateSpec`) or a raw matrix to ``wires``, in place.
+
+        Dispatches on the gate's structure: dense (specialised 1- and 2-qubit kernels),
+        diagonal (multiplies only, entries equal to 1 are skipped), permutation, controlled
+        (the base gate on the targets, only where every control is 1). A raw matrix is applied
+        as given, unchecked for unitarity, so projectors and generators can be applied too;
+        bit ``j`` of its index is ``wires[j]``. ``mcx``/``mcz`` infer ``num_controls`` from
+        the wires; other families take their static arguments as keywords
+        (``pauli="XZ"``, ``matrix=M``).
+
+        >>> be = get_backend("numpy"); psi = be.zero_state(3)
+        >>> be.apply_gate(psi, 3, "x", [0]).real.tolist()[:2]
+        [0.0, 1.0]
+        >>> be.apply_gate(psi, 3, "mcx", [0, 1, 2]) is psi
+        True
+        """
+        n = self._num_qubits_of(state, num_qubits, "apply_gate")
+        if not isinstance(gate, str | GateSpec):
+            return self._apply_matrix(state, n, gate, wires)
+        if isinstance(gate, str) and gate in ("mcx", "mcz") and "num_controls" not in static:
+            static["num_controls"] = len(wires) - 1
+        spec = gate_spec(gate, **static)
+        what = f"gate {spec.name!r}"
+        ws = check_wires(wires, n, what)
+        if len(ws) != spec.num_qubits:
+            raise ValueError(f"{what} acts on {spec.num_qubits} wire(s), got {len(ws)}: {ws}")
+        params = tuple(params)
+        controls: tuple[int, ...] = ()
+        if spec.structure == "controlled":
+            assert spec.base is not None
+            spec._check_params(params)
+            controls, ws, spec = ws[: spec.num_controls], ws[spec.num_controls:], spec.base
+        if spec.pauli_word is not None and spec.num_qubits > 2 and not controls:
+            # A wide Pauli rotation would need a 2^k matrix; the pair kernel needs none.
+            spec._check_params(params)
+            return self.apply_pauli_rotation(state, n, params[0], spec.pauli_word, ws)
+        layout = index_layout(n, ws, controls)
+        dt = state.dtype
+        if spec.structure == "diagonal":
+            self._apply_diagonal(state, layout, spec.diagonal(*params))
+        elif spec.structure == "permutation":
+            spec._check_params(params)
+            perm, phases = spec.permutation()
+            self._permutation(state, layout, np.asarray(perm, dtype=np.int64),
+                              np.asarray(phases, dtype=dt))
+        else:
+            self._dense(state, layout, spec.matrix(*params).astype(dt, copy=False))
+        return state
+
+    def _apply_diagonal(self, state: Any, layout: IndexLayout, diag: np.ndarray) -> None:
+        # Entries equal to 1 leave their amplitudes alone: cz, cphase, t, s, ... touch only the
+        # rows that change, which is a quarter or half of the memory traffic.
+        keep = np.flatnonzero(diag != 1)
+        if keep.size:
+            self._diagonal(state, layout, layout.offsets[keep],
+                           np.ascontiguousarray(diag[keep], dtype=state.dtype))
+
+    def _apply_matrix(self, state: Any, n: int, matrix: Any, wires: Sequence[int]) -> Any:
+        m = np.asarray(matrix)
+        ws = check_wires(wires, n, "matrix gate")
+        dim = 1 << len(ws)
+        if m.shape != (dim, dim):
+            raise ValueError(
+                f"matrix gate: a matrix of shape {m.shape} cannot act on {len(ws)} wire(s) "
+                f"{ws}: expected shape ({dim}, {dim})"
+            )
+        m = m.astype(state.dtype)
+        layout = index_layout(n, ws, ())
+        diag = np.diagonal(m)
+        if np.count_nonzero(m) == np.count_nonzero(diag):
+            self._apply_diagonal(state, layout, np.ascontiguousarray(diag))
+        else:
+            self._dense(state, layout, m)
+        return state
+
+    def apply_circuit(self, state: Any, num_qubits: int, ops: Iterable[GateOp]) -> Any:
+        """Apply a sequence of :class:`GateOp` (or ``(gate, wires, params)`` tuples) in order.
+
+        >>> be = get_backend("numpy")
+        >>> psi = be.apply_circuit(be.zero_state(2), 2, [("h", (0,)), ("cx", (0, 1))])
+        >>> be.probs(psi, 2).round(3).tolist()
+        [0.5, 0.0, 0.0, 0.5]
+        """
+        for op in ops:
+            op = GateOp(*op)
+            self.apply_gate(state, num_qubits, op.gate, op.wires, op.params)
+        return state
+
+    # -- Pauli strings ----------------------------------------------------------------------
+    def apply_pauli_string(self, state: Any, num_qubits: int, pauli: str,
+                           wires: Sequence[int] | None = None, coeff: complex = 1.0) -> Any:
+        """``state <- coeff * P state`` in place; letter ``k`` of ``pauli`` acts on ``wires[k]``.
+
+        >>> be = get_backend("numpy")
+        >>> bool(np.allclose(be.apply_pauli_string(be.zero_state(2), 2, "YI"), [0, 1j, 0, 0]))
+        True
+        """
+        n = self._num_qubits_of(state, num_qubits, "apply_pauli_string")
+        ws = check_wires(range(len(pauli)) if wires is None else wires, n, "apply_pauli_string")
+        x, z, ny = pauli_masks(pauli, ws)
+        self._pauli(state, n, x, z, 0.0, complex(coeff) * 1j ** ny)
+        return state
+
+    def apply_pauli_rotation(self, state: Any, num_qubits: int, theta: float, pauli: str,
+                             wires: Sequence[int] | None = None) -> Any:
+        """``state <- exp(-i theta P / 2) state`` in place, without a matrix.
+
+        >>> be = get_backend("numpy")
+        >>> be.apply_pauli_rotation(be.zero_state(1), 1, math.pi, "X").round(12).tolist()
+        [0j, -1j]
+        """
+        n = self._num_qubits_of(state, num_qubits, "apply_pauli_rotation")
+        ws = check_wires(range(len(pauli)) if wires is None else wires, n,
+                          "apply_pauli_rotation")
+        x, z, ny = pauli_masks(pauli, ws)
+        theta = float(theta)
+        self._pauli(state, n, x, z, math.cos(theta / 2),
+                    -1j * math.sin(theta / 2) * 1j ** ny)
+        return state
+
+    def apply_pauli_sum(self, state: Any, num_qubits: int, obs: PauliSum | str,
+                        wires: Sequence[int] | None = None) -> Any:
+        """Return the NEW state ``O state`` for a Pauli sum ``O`` (input left unchanged).
+
+        Used for ``O|psi>`` and ``G|psi>`` in adjoint differentiation.
+
+        >>> be = get_backend("numpy")
+        >>> be.apply_pauli_sum(be.zero_state(1), 1, "0.5*Z + 2*X").real.tolist()
+        [0.5, 2.0]
+        """
+        n = self._num_qubits_of(state, num_qubits, "apply_pauli_sum")
+        obs = _as_pauli_sum(obs)
+        xs, zs, fs = obs.masks(self._obs_wires(obs, n, wires))
+        out = self.xp.zeros_like(state)
+        for x, z, f in zip(xs.tolist(), zs.tolist(), fs.tolist(), strict=True):
+            tmp = state.copy()
+            self._pauli(tmp, n, x, z, 0.0, f)
+            out += tmp
+        return out
+
+    def _obs_wires(self, obs: PauliSum, n: int, wires: Sequence[int] | None) -> tuple[int, ...]:
+        if wires is None:
+            if obs.num_qubits != n:
+                raise ValueError(f"observable acts on {obs.num_qubits} qubits but the state has "
+                                 f"{n}; pass wires= to place it")
+            wires = range(n)
+        ws = check_wires(wires, n, "observable")
+        if len(ws) != obs.num_qubits:
+            raise ValueError(f"observable acts on {obs.num_qubits} qubits but {len(ws)} wires "
+                             "were given")
+        return ws
+
+    # -- expectation values -----------------------------------------------------------------
+    def expval_pauli_sum(self, state: Any, num_qubits: int, obs: PauliSum | str,
+                         wires: Sequence[int] | None = None) -> float:
+        """``<state| O |state>`` for a Hermitian Pauli sum, computed without matrices.
+
+        For an unnormalized branch state this is the branch's weighted contribution.
+
+        >>> be = get_backend("numpy")
+        >>> be.expval_pauli_sum(be.zero_state(2), 2, "0.5*ZI - X1")
+        0.5
+        """
+        return float(self.expval_pauli_sum_batch(state, num_qubits, [obs], wires)[0])
+
+    def expval_pauli_sum_batch(self, state: Any, num_qubits: int,
+                               observables: Sequence[PauliSum | str],
+                               wires: Sequence[int] | None = None) -> np.ndarray:
+        """Expectation values of many observables; each distinct Pauli string is measured once.
+
+        >>> be = get_backend("numpy")
+        >>> be.expval_pauli_sum_batch(be.zero_state(1), 1, ["Z", "X", "2*Z + 1"]).tolist()
+        [1.0, 0.0, 3.0]
+        """
+        n = self._num_qubits_of(state, num_qubits, "expval")
+        obs_list = [_as_pauli_sum(o) for o in observables]
+        key_of: dict[tuple[int, int], int] = {}
+        per_obs: list[list[tuple[int, complex]]] = []
+        for obs in obs_list:
+            if not obs.is_hermitian(atol=1e-10):
+                raise ValueError(f"expval needs a Hermitian observable (real coefficients), got "
+                                 f"{obs}")
+            xs, zs, fs = obs.masks(self._obs_wires(obs, n, wires))
+            entries = []
+            for x, z, f in zip(xs.tolist(), zs.tolist(), fs.tolist(), strict=True):
+                entries.append((key_of.setdefault((x, z), len(key_of)), f))
+            per_obs.append(entries)
+        if key_of:
+            keys = list(key_of)
+            raw = self._pauli_sums(state, np.array([k[0] for k in keys], dtype=np.int64),
+                                   np.array([k[1] for k in keys], dtype=np.int64))
+        else:
+            raw = np.zeros(0, dtype=np.complex128)
+        return np.array([sum((f * raw[k]).real for k, f in entries) for entries in per_obs],
+                        dtype=np.float64)
+
+    # -- overlaps, probabilities, measurement ---------------------------------------------
+    def inner(self, a: Any, b: Any) -> complex:
+        """``<a|b>`` (conjugating ``a``).
+
+        >>> be = get_backend("numpy"); be.inner(np.array([1j, 0]), np.array([1, 0j]))
+        -1j
+        """
+        return complex(self.xp.vdot(a, b))
+
+    def norm_squared(self, state: Any) -> float:
+        """``<state|state>``: the probability weight of an unnormalized branch state.
+
+        >>> get_backend("numpy").norm_squared(np.array([0.6, 0.8j]))
+        1.0
+        """
+        return float(self.xp.vdot(state, state).real)
+
+    def probs(self, state: Any, num_qubits: int, wires: Sequence[int] | None = None) -> Any:
+        """Marginal probabilities of ``wires`` (float64, ``wires[0]`` = least significant bit).
+
+        Same order as Qiskit's ``Statevector.probabilities(qargs=wires)``; unnormalized states
+        give unnormalized (branch-weighted) probabilities.
+
+        >>> be = get_backend("numpy"); psi = be.apply_gate(be.zero_state(2), 2, "x", [1])
+        >>> be.probs(psi, 2, [1]).tolist(), be.probs(psi, 2, [1, 0]).tolist()
+        ([0.0, 1.0], [0.0, 1.0, 0.0, 0.0])
+        """
+        n = self._num_qubits_of(state, num_qubits, "probs")
+        ws = tuple(range(n)) if wires is None else check_wires(wires, n, "probs")
+        p = self.xp.abs(state).astype(self.xp.float64) ** 2
+        return marginal_probabilities(p, n, ws, self.xp)
+
+    def project(self, state: Any, num_qubits: int, wire: int, outcome: int) -> Any:
+        """Zero the amplitudes where ``wire`` differs from ``outcome``; NO renormalization.
+
+        The result is the unnormalized branch state whose squared norm is the outcome's
+        probability, which is the semantics of measurement branches in qdiff.
+
+        >>> be = get_backend("numpy"); psi = be.apply_gate(be.zero_state(1), 1, "h", [0])
+        >>> round(be.norm_squared(be.project(psi, 1, 0, 1)), 12)
+        0.5
+        """
+        n = self._num_qubits_of(state, num_qubits, "project")
+        (w,) = check_wires([wire], n, "project")
+        if outcome not in (0, 1):
+            raise ValueError(f"project: outcome must be 0 or 1, got {outcome!r}")
+        view = state.reshape(1 << (n - 1 - w), 2, 1 << w)
+        view[:, 1 - outcome, :] = 0
+        return state
+
+    def reset_branch(self, state: Any, num_qubits: int, wire: int, outcome: int) -> Any:
+        """Branch ``outcome`` of a reset: project on ``outcome``, then flip the wire to 0.
+
+        A reset is the sum of both branches (``rho -> P0 rho P0 + X P1 rho P1 X``); a sampler
+        picks one with probability ``norm_squared`` of the branch.
+
+        >>> be = get_backend("numpy"); psi = be.apply_gate(be.zero_state(1), 1, "x", [0])
+        >>> be.reset_branch(psi, 1, 0, 1).real.tolist()
+        [1.0, 0.0]
+        """
+        self.project(state, num_qubits, wire, outcome)
+        if outcome == 1:
+            view = state.reshape(1 << (num_qubits - 1 - wire), 2, 1 << wire)
+            view[:, 0, :] = view[:, 1, :]
+            view[:, 1, :] = 0
+        return state
+
+    @staticmethod
+    def sample(probs: Any, shots: int, rng: np.random.Generator | int | None = None
+               ) -> np.ndarray:
+        """Draw ``shots`` outcome indices from ``probs`` (normalized by their sum).
+
+        Unnormalized branch probabilities therefore sample the conditional distribution.
+
+        >>> StatevectorBackend.sample(np.array([0.0, 1.0]), 3, rng=1).tolist()
+        [1, 1, 1]
+        """
+        p = np.asarray(probs.get() if hasattr(probs, "get") else probs, dtype=np.float64)
+        if p.ndim != 1 or p.size == 0:
+            raise ValueError(f"sample: probs must be a non-empty 1-D array, got shape {p.shape}")
+        if not np.all(np.isfinite(p)) or p.min() < -1e-12:
+            raise ValueError("sample: probs must be finite and non-negative")
+        total = float(p.sum())
+        if total <= 0:
+            raise ValueError("sample: probs sum to zero; nothing to sample from")
+        if shots < 0:
+            raise ValueError(f"sample: shots must be >= 0, got {shots}")
+        gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+        cdf = np.cumsum(np.clip(p, 0.0, None)) / total
+        out = np.searchsorted(cdf, gen.random(int(shots)), side="right")
+        return np.minimum(out, p.size - 1).astype(np.int64)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name!r}>"
+
+
+# ---------------------------------------------------------------------------------------------
+# selection
+# ---------------------------------------------------------------------------------------------
+
+_INSTANCES: dict[str, StatevectorBackend] = {}
+_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def numba_available() -> bool:
+    """True when Numba imports.
+
+    >>> isinstance(numba_available(), bool)
+    True
+    """
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def available_backends() -> list[str]:
+    """Names :func:`get_backend` can return here (``cupy`` only with a working GPU).
+
+    >>> "numpy" in available_backends()
+    True
+    """
+    from qdiff.gpu.array_module import cupy_available
+
+    names = ["numpy"]
+    if numba_available():
+        names.append("numba")
+    if cupy_available():
+        names.append("cupy")
+    return names
+
+
+def get_backend(name: str | StatevectorBackend = "auto") -> StatevectorBackend:
+    """A shared back-end instance: ``"numpy"``, ``"numba"``, ``"cupy"``, ``"auto"``, ``"auto-gpu"``.
+
+    ``auto`` is Numba when it imports, else NumPy; ``auto-gpu`` is CuPy when CuPy and a GPU are
+    present, else ``auto``. CuPy is never chosen unless asked for.
+
+    >>> get_backend("numpy").name
+    'numpy'
+    """
+    if isinstance(name, StatevectorBackend):
+        return name
+    key = name.lower()
+    if key == "auto-gpu":
+        from qdiff.gpu.array_module import cupy_available
+
+        key = "cupy" if cupy_available() else "auto"
+    if key == "auto":
+        key = "numba" if numba_available() else "numpy"
+    with _LOCK:
+        if key not in _INSTANCES:
+            _INSTANCES[key] = _make_backend(key)
+        return _INSTANCES[key]
+
+
+def _make_backend(key: str) -> StatevectorBackend:
+    if key == "numpy":
+        from qdiff.quantum.simulator.numpy_backend import NumpyBackend
+
+        return NumpyBackend()
+    if key == "numba":
+        if not numba_available():
+            raise ImportError("the 'numba' back end needs the numba package (pip install numba)")
+        from qdiff.quantum.simulator.numba_backend import NumbaBackend
+
+        return NumbaBackend()
+    if key == "cupy":
+        from qdiff.quantum.simulator.cupy_backend import CupyBackend
+
+        return CupyBackend()
+    raise ValueError(
+        f"unknown back end {key!r}; choose one of 'numpy', 'numba', 'cupy', 'auto', 'auto-gpu'"
+    )
+

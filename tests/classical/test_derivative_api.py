@@ -1,0 +1,142 @@
+"""The differentiation API: exact cases, argnums and pytrees, programs in and out,
+composition (grad of grad, jvp of vjp, hessian), mixed mode and errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import qdiff
+import qdiff.numpy as qnp
+from qdiff.classical.map_derivatives import use_mixed_mode
+
+
+def test_jacobian_of_inclusive_product_scan_is_exact():
+    expected = [[1, 0, 0, 0, 0], [2, 1, 0, 0, 0], [6, 3, 2, 0, 0], [24, 12, 8, 6, 0],
+                [120, 60, 40, 30, 24]]
+    x = np.arange(1.0, 6.0)
+    scan = lambda v: qdiff.scan("mul", 1.0, v)  # noqa: E731
+    for mode in ("reverse", "forward"):
+        np.testing.assert_array_equal(qdiff.jacobian(scan, mode=mode)(x), expected)
+
+
+def test_gradient_of_product_reduce_counts_zeros():
+    product = lambda v: qdiff.reduce("mul", 1.0, v)  # noqa: E731
+    np.testing.assert_array_equal(qdiff.grad(product)(np.array([0.0, 2.0, 0.0, 4.0])), 0.0)
+    np.testing.assert_array_equal(qdiff.grad(product)(np.array([0.0, 2.0, 3.0])), [6, 0, 0])
+
+
+def test_max_reduce_sends_the_gradient_to_the_first_maximum():
+    g = qdiff.grad(lambda v: qdiff.reduce("max", -np.inf, v))(np.array([1.0, 3.0, 3.0]))
+    np.testing.assert_array_equal(g, [0, 1, 0])
+
+
+def test_argnums_and_pytrees():
+    def f(params, x):
+        return qnp.sum(params["w"] * x) + params["b"][0] ** 2
+
+    params = {"w": np.array([1.0, 2.0]), "b": [np.float64(3.0)]}
+    x = np.array([5.0, 7.0])
+    g = qdiff.grad(f)(params, x)
+    np.testing.assert_array_equal(g["w"], x)
+    assert float(g["b"][0]) == 6.0
+    gp, gx = qdiff.grad(f, argnums=(0, 1))(params, x)
+    np.testing.assert_array_equal(gx, params["w"])
+    value, g2 = qdiff.value_and_grad(f, argnums=1)(params, x)
+    assert float(value) == 19.0 + 9.0
+    np.testing.assert_array_equal(g2, params["w"])
+
+
+def test_transforming_a_program_returns_a_program_that_prints_saves_and_runs():
+    program = qdiff.trace(lambda x: qnp.sum(qnp.sin(x) * x), np.zeros(3))
+    gradient = qdiff.grad(program)
+    assert isinstance(gradient, qdiff.Program)
+    gradient.verify()
+    assert "cos" in str(gradient)
+    restored = qdiff.Program.from_json(gradient.to_json())
+    x = np.array([0.1, 0.2, 0.3])
+    np.testing.assert_allclose(restored(x), np.cos(x) * x + np.sin(x))
+    for transformed in (qdiff.jvp_program(program), qdiff.vjp_program(program),
+                        qdiff.jacobian(program), qdiff.hessian(program)):
+        assert qdiff.Program.from_json(transformed.verify().to_json()) == transformed
+
+
+def test_program_function_input_and_trace_of_the_gradient():
+    @qdiff.program
+    def energy(x):
+        return qnp.sum(x ** 3)
+
+    g = qdiff.grad(energy)
+    np.testing.assert_allclose(g(np.array([1.0, 2.0])), [3.0, 12.0])
+    assert isinstance(g.trace(np.zeros(2)), qdiff.Program)
+
+
+def test_grad_of_grad_matches_closed_form():
+    f = lambda x: qnp.sin(x) * x ** 2  # noqa: E731
+    x = 0.7
+    second = qdiff.grad(qdiff.grad(f))(x)
+    expected = 2 * np.sin(x) + 4 * x * np.cos(x) - x ** 2 * np.sin(x)
+    np.testing.assert_allclose(second, expected)
+    third = qdiff.grad(qdiff.grad(qdiff.grad(f)))(x)
+    expected3 = 6 * np.cos(x) - 6 * x * np.sin(x) - x ** 2 * np.cos(x)
+    np.testing.assert_allclose(third, expected3)
+
+
+def test_hessian_through_a_loop_matches_finite_differences():
+    def f(x):
+        return qdiff.fori_loop(0, 4, lambda i, s: s + qnp.sin(s * x[i % 2]) * x[1], 0.5)
+
+    x = np.array([0.3, 0.8])
+    hess = qdiff.hessian(f)(x)
+    grad = qdiff.grad(f)
+    eps = 1e-5
+    numeric = np.stack([(grad(x + eps * e) - grad(x - eps * e)) / (2 * eps) for e in np.eye(2)])
+    np.testing.assert_allclose(hess, numeric, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(hess, hess.T, atol=1e-10)
+
+
+def test_jvp_of_vjp_is_a_hessian_vector_product():
+    f = lambda x: qnp.sum(qnp.exp(x) * x)  # noqa: E731
+    x, v = np.array([0.1, -0.4]), np.array([1.0, 2.0])
+
+    def gradient(y):
+        return qdiff.vjp(f, y)[1](1.0)[0]
+
+    _, hvp = qdiff.jvp(gradient, (x,), (v,))
+    np.testing.assert_allclose(hvp, (2 * np.exp(x) + x * np.exp(x)) * v)
+
+
+def test_mixed_mode_is_chosen_for_few_scalar_inputs_and_can_be_forced():
+    program = qdiff.trace(lambda x: qdiff.map(lambda v: v * v, x), np.zeros(3))
+    body = program.eqns[0].params["body"]
+    assert use_mixed_mode(body, [True])
+    assert not use_mixed_mode(body, [True], ad_mode="reverse")
+    rows = qdiff.trace(lambda m: qdiff.map(lambda r: qnp.sum(r), m), np.zeros((2, 3)))
+    assert not use_mixed_mode(rows.eqns[0].params["body"], [True])
+
+
+def test_mixed_mode_handles_a_data_dependent_loop_inside_the_lambda():
+    def f(x):
+        def body(v):
+            return qdiff.while_loop(lambda s: s < 10.0, lambda s: s * 1.5 + v, v + 1.0)
+
+        return qnp.sum(qdiff.map(body, x, ad_mode="mixed"))
+
+    x = np.array([0.5, 2.0])
+    g = qdiff.grad(f)(x)
+    reverse = qdiff.grad(lambda y: qnp.sum(qdiff.map(
+        lambda v: qdiff.while_loop(lambda s: s < 10.0, lambda s: s * 1.5 + v, v + 1.0), y,
+        ad_mode="reverse")))(x)
+    np.testing.assert_allclose(g, reverse)
+    eps = 1e-6
+    numeric = [(f(x + eps * e) - f(x - eps * e)) / (2 * eps) for e in np.eye(2)]
+    np.testing.assert_allclose(g, numeric, rtol=1e-6)
+
+
+def test_errors_name_the_problem():
+    with pytest.raises(qdiff.QdiffError, match="one float scalar"):
+        qdiff.grad(lambda x: x * 2.0)(np.ones(2))
+    with pytest.raises(qdiff.QdiffError, match="argument 1 holds a i64"):
+        qdiff.grad(lambda x, n: x * n, argnums=1)(1.0, 2)
+    with pytest.raises(qdiff.QdiffError, match="out of range"):
+        qdiff.grad(lambda x: x, argnums=3)(1.0)
