@@ -212,3 +212,12 @@ def test_quantum_errors_are_clear():
         qdiff.trace(twice)
     with pytest.raises(qdiff.TypeCheckError, match="Hermitian"):
         qdiff.trace(lambda: qm.expval("1j*Z", qm.qubits(1)))
+
+
+def test_register_too_big_for_memory_is_refused():
+    def huge():
+        q = qm.qubits(45)
+        return qm.expval("Z", q[0])
+
+    with pytest.raises(MemoryError, match="45-qubit complex128 statevector needs"):
+        qm.run(huge)
