@@ -233,7 +233,11 @@ class GateSpec:
 
     @property
     def is_parametric(self) -> bool:
-        """True when the gate has at least one real parameter."""
+        """True when the gate has at least one real parameter.
+
+        >>> gate_spec("rx").is_parametric, gate_spec("cx").is_parametric
+        (True, False)
+        """
         return self.num_params > 0
 
     def __repr__(self) -> str:

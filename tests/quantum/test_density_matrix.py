@@ -11,12 +11,12 @@ from qiskit.quantum_info import DensityMatrix
 
 import qdiff.quantum.simulator.density_matrix as dm
 from qdiff.quantum.observables import PauliSum
-from qdiff.quantum.simulator import get_backend, random_circuit
+from qdiff.quantum.simulator import GateOp, get_backend, random_circuit
 
 pytestmark = pytest.mark.filterwarnings("ignore::scipy.sparse.SparseEfficiencyWarning")
 
 
-def _apply_ops(rho: np.ndarray, n: int, ops: list) -> np.ndarray:  # noqa: ANN001
+def _apply_ops(rho: np.ndarray, n: int, ops: list[GateOp]) -> np.ndarray:
     for op in ops:
         rho = dm.apply_gate(rho, n, op.gate, op.wires, op.params)
     return rho

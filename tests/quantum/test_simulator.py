@@ -22,6 +22,7 @@ from qdiff.quantum.observables import PauliSum
 from qdiff.quantum.simulator import (
     GateOp,
     StateTooLargeError,
+    StatevectorBackend,
     available_backends,
     check_statevector_memory,
     fuse_single_qubit_layers,
@@ -36,7 +37,7 @@ BACKENDS = ["numpy", "numba", "numba-parallel", "cupy"]
 TOL = {np.complex128: 1e-10, np.complex64: 1e-5}
 
 
-def _backend(name: str):  # noqa: ANN202
+def _backend(name: str) -> StatevectorBackend:
     if name == "cupy" and not cupy_available():
         pytest.skip("CuPy with a CUDA device is not available")
     if name == "numba-parallel":
@@ -46,7 +47,7 @@ def _backend(name: str):  # noqa: ANN202
 
 
 @pytest.fixture(params=BACKENDS)
-def be(request: pytest.FixtureRequest):  # noqa: ANN201
+def be(request: pytest.FixtureRequest) -> StatevectorBackend:
     return _backend(request.param)
 
 
@@ -65,13 +66,13 @@ def _random_state(n: int, rng: np.random.Generator, normalized: bool = True) -> 
     return v / np.linalg.norm(v) if normalized else v
 
 
-def _host(be, x):  # noqa: ANN001, ANN202
+def _host(be: StatevectorBackend, x: object) -> np.ndarray:
     return be.to_numpy(x)
 
 
 @pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 10])
-def test_random_circuits_match_qiskit(be, dtype, n: int) -> None:  # noqa: ANN001
+def test_random_circuits_match_qiskit(be: StatevectorBackend, dtype: type, n: int) -> None:
     rng = np.random.default_rng(100 + n)
     ops = random_circuit(n, 40, rng)
     init = _random_state(n, rng)
@@ -119,7 +120,7 @@ def _placed(pauli: PauliSum, wires: tuple[int, ...], n: int) -> SparsePauliOp:
 
 @pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
 @pytest.mark.parametrize("seed", range(4))
-def test_expval_matches_qiskit(be, dtype, seed: int) -> None:  # noqa: ANN001
+def test_expval_matches_qiskit(be: StatevectorBackend, dtype: type, seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = int(rng.integers(1, 8))
     k = int(rng.integers(1, n + 1))
@@ -137,7 +138,7 @@ def test_expval_matches_qiskit(be, dtype, seed: int) -> None:  # noqa: ANN001
     np.testing.assert_allclose(batch[:2], [value, 2 * value], atol=TOL[dtype] * 10)
 
 
-def test_expval_of_unnormalized_branch_scales_with_weight(be) -> None:  # noqa: ANN001
+def test_expval_of_unnormalized_branch_scales_with_weight(be: StatevectorBackend) -> None:
     rng = np.random.default_rng(9)
     v = _random_state(4, rng, normalized=False)
     obs = PauliSum("0.3*XYZI - ZIIZ + 0.5*IIII")
@@ -146,7 +147,7 @@ def test_expval_of_unnormalized_branch_scales_with_weight(be) -> None:  # noqa: 
     assert be.expval_pauli_sum(be.asarray(v), 4, PauliSum([], 4)) == 0.0
 
 
-def test_pauli_string_rotation_and_sum_application(be) -> None:  # noqa: ANN001
+def test_pauli_string_rotation_and_sum_application(be: StatevectorBackend) -> None:
     rng = np.random.default_rng(4)
     n = 5
     init = _random_state(n, rng)
@@ -171,7 +172,8 @@ def test_pauli_string_rotation_and_sum_application(be) -> None:  # noqa: ANN001
 
 
 @pytest.mark.parametrize("wires", [None, (0,), (3,), (2, 0), (1, 3, 4), (4, 3, 2, 1, 0)])
-def test_probs_match_qiskit_qargs_order(be, wires) -> None:  # noqa: ANN001
+def test_probs_match_qiskit_qargs_order(be: StatevectorBackend,
+                                        wires: tuple[int, ...] | None) -> None:
     rng = np.random.default_rng(2)
     init = _random_state(5, rng)
     p = _host(be, be.probs(be.asarray(init), 5, wires))
@@ -179,7 +181,7 @@ def test_probs_match_qiskit_qargs_order(be, wires) -> None:  # noqa: ANN001
     np.testing.assert_allclose(p, Statevector(init).probabilities(wires), atol=1e-12)
 
 
-def test_project_is_unnormalized_and_reset_branch(be) -> None:  # noqa: ANN001
+def test_project_is_unnormalized_and_reset_branch(be: StatevectorBackend) -> None:
     rng = np.random.default_rng(3)
     init = _random_state(4, rng)
     p1 = Statevector(init).probabilities([2])[1]
@@ -198,7 +200,7 @@ def test_project_is_unnormalized_and_reset_branch(be) -> None:  # noqa: ANN001
         be.project(psi, 4, 2, 2)
 
 
-def test_inner_and_norm(be) -> None:  # noqa: ANN001
+def test_inner_and_norm(be: StatevectorBackend) -> None:
     rng = np.random.default_rng(8)
     a, b = _random_state(3, rng, False), _random_state(3, rng, False)
     assert be.inner(be.asarray(a), be.asarray(b)) == pytest.approx(np.vdot(a, b))
@@ -267,7 +269,7 @@ def test_memory_refusal_message() -> None:
         check_statevector_memory(10, copies=3, available=100)
 
 
-def test_input_errors(be) -> None:  # noqa: ANN001
+def test_input_errors(be: StatevectorBackend) -> None:
     psi = be.zero_state(3)
     with pytest.raises(ValueError, match=r"shape \(2, 2\) cannot act on 2 wire\(s\)"):
         be.apply_gate(psi, 3, np.eye(2), [0, 1])
@@ -344,7 +346,7 @@ def test_array_module_without_gpu() -> None:
 @pytest.mark.skipif(not cupy_available(), reason="CuPy with a CUDA device is not available")
 @pytest.mark.parametrize("use_kernels", [True, False])
 @pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
-def test_cupy_matches_numpy(use_kernels: bool, dtype) -> None:  # noqa: ANN001
+def test_cupy_matches_numpy(use_kernels: bool, dtype: type) -> None:
     from qdiff.quantum.simulator.cupy_backend import CupyBackend
 
     gpu, ref = CupyBackend(use_kernels=use_kernels), get_backend("numpy")

@@ -44,7 +44,6 @@ __all__ = [
     "IndexLayout",
     "index_layout",
     "insert_zero_bits",
-    "gather_bits",
     "check_wires",
     "marginal_probabilities",
     "fuse_single_qubit_layers",
@@ -73,18 +72,6 @@ def insert_zero_bits(index: Any, sorted_positions: Any) -> Any:
     for p in sorted_positions:
         index = ((index >> p) << (p + 1)) | (index & ((1 << p) - 1))
     return index
-
-
-def gather_bits(index: Any, wires: Any) -> Any:
-    """Collect bit ``wires[j]`` of ``index`` into bit ``j`` of the result.
-
-    >>> gather_bits(0b100, [2, 0])
-    1
-    """
-    out = index & 0
-    for j in range(len(wires)):
-        out = out | (((index >> wires[j]) & 1) << j)
-    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -310,6 +297,20 @@ def check_wires(wires: Any, num_qubits: int, what: str) -> tuple[int, ...]:
     return ws
 
 
+_INFER_CONTROLS = frozenset({"mcx", "mcz"})
+
+
+@functools.lru_cache(maxsize=8192)
+def _gate_wires(wires: tuple[Any, ...], num_qubits: int, name: str,
+                width: int) -> tuple[int, ...]:
+    # Cached because every gate application validates its wires; errors are not cached.
+    what = f"gate {name!r}"
+    ws = check_wires(wires, num_qubits, what)
+    if len(ws) != width:
+        raise ValueError(f"{what} acts on {width} wire(s), got {len(ws)}: {ws}")
+    return ws
+
+
 class StatevectorBackend(abc.ABC):
     """Statevector simulator interface; subclasses supply the array module and five kernels.
 
@@ -448,15 +449,15 @@ class StatevectorBackend(abc.ABC):
         True
         """
         n = self._num_qubits_of(state, num_qubits, "apply_gate")
-        if not isinstance(gate, str | GateSpec):
+        if not isinstance(gate, (str, GateSpec)):
             return self._apply_matrix(state, n, gate, wires)
-        if isinstance(gate, str) and gate in ("mcx", "mcz") and "num_controls" not in static:
-            static["num_controls"] = len(wires) - 1
-        spec = gate_spec(gate, **static)
-        what = f"gate {spec.name!r}"
-        ws = check_wires(wires, n, what)
-        if len(ws) != spec.num_qubits:
-            raise ValueError(f"{what} acts on {spec.num_qubits} wire(s), got {len(ws)}: {ws}")
+        if static or gate in _INFER_CONTROLS:
+            if gate in _INFER_CONTROLS and "num_controls" not in static:
+                static["num_controls"] = len(wires) - 1
+            spec = gate_spec(gate, **static)
+        else:
+            spec = gate if isinstance(gate, GateSpec) else gate_spec(gate)
+        ws = _gate_wires(tuple(wires), n, spec.name, spec.num_qubits)
         params = tuple(params)
         controls: tuple[int, ...] = ()
         if spec.structure == "controlled":
@@ -483,10 +484,16 @@ class StatevectorBackend(abc.ABC):
     def _apply_diagonal(self, state: Any, layout: IndexLayout, diag: np.ndarray) -> None:
         # Entries equal to 1 leave their amplitudes alone: cz, cphase, t, s, ... touch only the
         # rows that change, which is a quarter or half of the memory traffic.
-        keep = np.flatnonzero(diag != 1)
-        if keep.size:
-            self._diagonal(state, layout, layout.offsets[keep],
-                           np.ascontiguousarray(diag[keep], dtype=state.dtype))
+        nontrivial = diag != 1
+        if nontrivial.all():
+            offsets = layout.offsets
+        else:
+            keep = np.flatnonzero(nontrivial)
+            if not keep.size:
+                return
+            offsets, diag = layout.offsets[keep], diag[keep]
+            offsets.setflags(write=False)  # same array type as layout.offsets: one compilation
+        self._diagonal(state, layout, offsets, np.ascontiguousarray(diag, dtype=state.dtype))
 
     def _apply_matrix(self, state: Any, n: int, matrix: Any, wires: Sequence[int]) -> Any:
         m = np.asarray(matrix)
