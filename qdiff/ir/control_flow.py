@@ -38,6 +38,7 @@ from .tracer import (
     close_body,
     trace_body,
     update_cells,
+    user_location,
     value_type,
 )
 from .type_rules import check_signature, int_scalar
@@ -277,7 +278,7 @@ def _branch(index: Any, funs: list[Callable[..., Any]], operands: Sequence[Any],
             raise TypeCheckError(
                 f"{what}: branch {k} returns {_describe(body)} but branch 0 returns "
                 f"{_describe(first)}; all branches must return the same structure and types "
-                f"(at {_location()})")
+                f"(at {user_location()})")
     cells = cells_written(bodies)
     programs, consts = close_bodies(bodies, leading=0, carry_cells=cells)
     # consts come first in every branch, then the operands: reorder to (index, consts, ops)
@@ -314,22 +315,16 @@ def _check_carry(body: TracedBody, carry_tree: tuple, carry_types: list[Type], w
             f"{what} returns a carry structured as "
             f"{pytree.unflatten(body.out_tree, ['*'] * len(body.outputs))!r}, but the carry "
             f"entered as {pytree.unflatten(carry_tree, ['*'] * len(carry_types))!r} "
-            f"(at {_location()})")
+            f"(at {user_location()})")
     for k, (got, want) in enumerate(zip(body.out_types, carry_types)):
         if got != want:
             raise TypeCheckError(
                 f"{what} returns {got.short()} for carry element {k}, which entered the loop "
-                f"as {want.short()}; a carry keeps its shape and dtype (at {_location()})")
+                f"as {want.short()}; a carry keeps its shape and dtype (at {user_location()})")
 
 
 def _describe(body: TracedBody) -> str:
     shown = pytree.unflatten(body.out_tree, [t.short() for t in body.out_types])
     return repr(shown).replace("'", "")
-
-
-def _location() -> str:
-    from .tracer import user_location
-
-    return user_location()
 
 

@@ -17,7 +17,7 @@ from .core import Literal, Program, Var
 from .errors import QdiffError
 from .primitives import Primitive
 from .tracer import Tracer, bind
-from .types import Tensor, type_of_value
+from .types import Tensor
 
 Apply = Callable[[Primitive, list[Any], dict], Any]
 
@@ -123,8 +123,3 @@ def _to_user(value: Any) -> Any:
 
 def _describe_tree(treedef: tuple) -> str:
     return repr(pytree.unflatten(treedef, ["*"] * pytree.num_leaves(treedef)))
-
-
-def concrete_type(value: Any) -> Any:
-    """The IR type of a value produced by the interpreter."""
-    return type_of_value(value)

@@ -100,6 +100,4 @@ def _param(value: Any) -> str:
         return f"<array {value.dtype.name}{list(value.shape)}>"
     if isinstance(value, Program):
         return f"<program {value.name}>"
-    if isinstance(value, str):
-        return repr(value)
     return repr(value)

@@ -176,12 +176,6 @@ class Cell:
         else:
             builder.write_cell(self, value)
 
-    def __hash__(self) -> int:
-        return id(self)
-
-    def __eq__(self, other: object) -> bool:
-        return self is other
-
 
 def _qnp() -> Any:
     from .. import numpy as qnp
@@ -334,11 +328,6 @@ class Tracer:
     def flatten(self): return _qnp().reshape(self, (-1,))
     def astype(self, dtype): return _qnp().astype(self, dtype)
     def dot(self, other): return _qnp().dot(self, other)
-
-
-def is_traced(value: Any) -> bool:
-    """True for values of a program being traced."""
-    return isinstance(value, Tracer)
 
 
 def bind(primitive: Primitive, *args: Any, **params: Any) -> Any:

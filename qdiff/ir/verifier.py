@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .core import Eqn, Literal, Program, Var
 from .errors import TypeCheckError, VerificationError
-from .printer import format_program
 from .types import QState
 
 
@@ -69,8 +68,3 @@ def _check_eqn_types(eqn: Eqn, where: str, site: str) -> None:
         raise VerificationError(
             f"{where}: {site} declares outputs ({', '.join(t.short() for t in actual)}) but "
             f"its type rule gives ({', '.join(t.short() for t in expected)})")
-
-
-def describe(program: Program) -> str:
-    """The program's text form, for error reports."""
-    return format_program(program)

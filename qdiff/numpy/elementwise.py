@@ -11,25 +11,31 @@ from ..ir.tracer import as_operand
 from ._core import apply, broadcast_shapes, fit, float_dtype, promote, result_dtype
 
 
+def _elementwise(name: str, doc: str, operands: str | None = None) -> Callable[..., Any]:
+    """A NumPy-style function binding primitive ``name``.
+
+    ``operands`` says what the operands are converted to first: ``"float"`` (ints and bools
+    promote to float64, as in NumPy's float-valued functions), ``"bool"`` (logical ops), or
+    None (NumPy's common dtype).
+    """
+    public = doc.split("(")[0]
+
+    def fn(*xs: Any) -> Any:
+        dtype = {"float": lambda: float_dtype(*xs), "bool": lambda: np.bool_}.get(
+            operands, lambda: None)()
+        promoted, _ = promote(public, *xs, dtype=dtype)
+        return apply(name, *promoted)
+
+    fn.__name__ = fn.__qualname__ = public
+    fn.__doc__ = f"Elementwise {doc}, as in NumPy (traced as `{name}`)."
+    return fn
+
+
 def _unary(name: str, float_valued: bool, doc: str) -> Callable[[Any], Any]:
-    def fn(x: Any) -> Any:
-        (operand,), _ = promote(name, x, dtype=float_dtype(x) if float_valued else None)
-        return apply(name, operand)
-
-    fn.__name__ = fn.__qualname__ = doc.split("(")[0]
-    fn.__doc__ = f"Elementwise {doc}, as in NumPy (traced as `{name}`)."
-    return fn
+    return _elementwise(name, doc, "float" if float_valued else None)
 
 
-def _binary(name: str, float_valued: bool, doc: str) -> Callable[[Any, Any], Any]:
-    def fn(x: Any, y: Any) -> Any:
-        dtype = float_dtype(x, y) if float_valued else None
-        (a, b), _ = promote(doc.split("(")[0], x, y, dtype=dtype)
-        return apply(name, a, b)
-
-    fn.__name__ = fn.__qualname__ = doc.split("(")[0]
-    fn.__doc__ = f"Elementwise {doc}, as in NumPy (traced as `{name}`)."
-    return fn
+_binary = _unary
 
 
 negative = _unary("neg", False, "negative(x)")
@@ -77,13 +83,7 @@ greater_equal = _binary("ge", False, "greater_equal(x, y)")
 
 
 def _logical(name: str, doc: str) -> Callable[..., Any]:
-    def fn(*xs: Any) -> Any:
-        operands, _ = promote(doc.split("(")[0], *xs, dtype=np.bool_)
-        return apply(name, *operands)
-
-    fn.__name__ = fn.__qualname__ = doc.split("(")[0]
-    fn.__doc__ = f"Elementwise {doc} on truth values (traced as `{name}`)."
-    return fn
+    return _elementwise(name, doc, "bool")
 
 
 logical_and = _logical("and", "logical_and(x, y)")

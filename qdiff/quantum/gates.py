@@ -227,9 +227,8 @@ class GateSpec:
 
             return lib.PauliEvolutionGate(SparsePauliOp(self.static["pauli"][::-1]),
                                           time=params[0] / 2)
-        if self.name == "unitary":
-            return lib.UnitaryGate(self.matrix())
-        raise NotImplementedError(f"no Qiskit equivalent registered for gate {self.name!r}")
+        # user matrices, and any gate Qiskit has no class for: the same matrix as a UnitaryGate
+        return lib.UnitaryGate(self.matrix(*params))
 
     @property
     def is_parametric(self) -> bool:

@@ -107,11 +107,16 @@ gate_p = _register("gate", _gate_rule)
 
 
 @gate_p.def_impl("numpy")
-def _gate_impl(state: np.ndarray, *angles: Any, name: str, wires: tuple[int, ...],
-               static: dict | None = None) -> np.ndarray:
+def _gate_impl(state: np.ndarray, *angles: Any, **params: Any) -> np.ndarray:
+    return apply_gate_eqn(_backend(), np.array(state), angles, **params)
+
+
+def apply_gate_eqn(backend: Any, state: Any, angles: Any, *, name: str,
+                   wires: tuple[int, ...], static: dict | None = None) -> Any:
+    """Apply a ``gate`` equation's gate to ``state`` (in place) on a simulator back end."""
     num_qubits = int(state.shape[0]).bit_length() - 1
-    return _backend().apply_gate(np.array(state), num_qubits, name, list(wires),
-                                 [float(a) for a in angles], **(static or {}))
+    return backend.apply_gate(state, num_qubits, name, list(wires),
+                              [float(a) for a in angles], **(static or {}))
 
 
 # ------------------------------------------------------------------- measurement and friends

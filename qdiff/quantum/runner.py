@@ -22,7 +22,7 @@ from ..ir import pytree
 from ..ir.core import Eqn, Literal, Program
 from ..ir.errors import QdiffError
 from ..ir.types import QState
-from .primitives import QUANTUM_PRIMITIVES, pauli_sum_of
+from .primitives import QUANTUM_PRIMITIVES, apply_gate_eqn, pauli_sum_of
 from .simulator import get_backend
 
 Item = tuple[float, list[Any]]  # (weight, values)
@@ -166,10 +166,7 @@ def _qalloc(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item
 
 def _gate(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
     state, *angles = inputs
-    p = eqn.params
-    out = r.backend.apply_gate(state, _num_qubits(state), p["name"], list(p["wires"]),
-                               [float(a) for a in angles], **(p.get("static") or {}))
-    return [(w, [out])]
+    return [(w, [apply_gate_eqn(r.backend, state, angles, **eqn.params)])]
 
 
 def _measure(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
@@ -360,9 +357,10 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
         program = trace(program, *args)
     leaves, _ = pytree.flatten(tuple(args))
     values = [np.asarray(v) for v in leaves]
-    for var, out in zip(program.outputs, range(len(program.outputs))):
-        if isinstance(var.type, QState):
-            raise QdiffError(f"output {out} is a quantum state; return qm.state(register) instead")
+    for index, atom in enumerate(program.outputs):
+        if isinstance(atom.type, QState):
+            raise QdiffError(
+                f"output {index} is a quantum state; return qm.state(register) instead")
     runner = BranchRunner(mode, backend, tol, seed, max_loop_iterations)
     if mode == "exact":
         return _exact(runner, program, values)
@@ -370,9 +368,15 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
 
 
 def _combine(items: list[Item]) -> list[Any]:
-    return [sum(w * np.asarray(outs[k], np.float64 if np.asarray(outs[k]).dtype.kind != "c"
-                                else np.complex128) for w, outs in items)
-            for k in range(len(items[0][1]))] if items else []
+    """The weighted sum over branches of each output (bits and counts become expectations)."""
+    if not items:
+        return []
+    return [sum(w * _as_number(outs[k]) for w, outs in items) for k in range(len(items[0][1]))]
+
+
+def _as_number(value: Any) -> np.ndarray:
+    array = np.asarray(value)
+    return array if array.dtype.kind == "c" else array.astype(np.float64)
 
 
 def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> QuantumResult:
@@ -398,8 +402,7 @@ def _sample(runner: BranchRunner, program: Program, values: list[Any], shots: in
     for _ in range(shots):
         for weight, outs in runner.run_program(program, [(1.0, values)]):
             if weight > 0:
-                trajectories.append([np.asarray(o, np.float64) if np.asarray(o).dtype.kind
-                                     in "biu" else np.asarray(o) for o in outs])
+                trajectories.append([_as_number(o) for o in outs])
     accepted = len(trajectories)
     if accepted == 0:
         raise QdiffError("no trajectory was accepted (postselection rejected every shot)")
