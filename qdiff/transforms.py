@@ -6,6 +6,11 @@ save it with ``to_json``, run it); given a function, they return a `ProgramFunct
 traces per argument signature (its ``.trace(*args)`` is the derivative Program).
 Transformations compose: ``grad(grad(f))``, ``jvp`` of a ``vjp``.
 
+Before differentiating, the program goes through `fuse_elementwise`: each chain of
+elementwise operations becomes one `map`, whose derivative is again one map (one pass over
+the elements, not one per operation). ``fuse=False`` on any transformation, or
+``FUSE_ELEMENTWISE = False`` here for all of them, differentiates the program as traced.
+
 >>> import qdiff, qdiff.numpy as qnp
 >>> df = qdiff.grad(lambda x: qnp.sum(qnp.sin(x)))
 >>> df(np.array([0.0, np.pi])).tolist()
@@ -30,12 +35,16 @@ from .ir import pytree
 from .ir.core import Program
 from .ir.errors import QdiffError
 from .ir.interpreter import call_program, inline
-from .ir.passes import simplify
-from .ir.tracer import trace
+from .ir.passes import fuse_elementwise, simplify
+from .ir.tracer import Tracer, trace
 from .ir.types import Tensor
 
 Function = Program | ProgramFunction | Callable[..., Any]
 ArgNums = int | Sequence[int]
+
+# Whether transformations fuse elementwise chains before differentiating (when their
+# ``fuse`` argument is None, the default).
+FUSE_ELEMENTWISE = True
 
 
 # ------------------------------------------------------------------------ programs and args
@@ -48,6 +57,21 @@ def as_program(f: Function, args: Sequence[Any]) -> Program:
     if not callable(f):
         raise QdiffError(f"cannot differentiate {f!r}: pass a Program or a function")
     return trace(f, *args)
+
+
+def to_differentiate(program: Program, fuse: bool | None = None) -> Program:
+    """The program the transformations differentiate: ``program`` with its elementwise
+    chains fused into maps, unless ``fuse`` (default `FUSE_ELEMENTWISE`) is False.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> p = qdiff.trace(lambda x: qnp.exp(qnp.sin(x)), np.zeros(3))
+    >>> [e.primitive.name for e in to_differentiate(p).eqns]
+    ['map']
+    >>> [e.primitive.name for e in to_differentiate(p, fuse=False).eqns]
+    ['sin', 'exp']
+    """
+    enabled = FUSE_ELEMENTWISE if fuse is None else fuse
+    return fuse_elementwise(program) if enabled else program
 
 
 def _arg_trees(program: Program) -> list[tuple]:
@@ -100,35 +124,85 @@ def _example_args(program: Program) -> list[Any]:
 
 def _scalar_output(program: Program, what: str) -> None:
     outs = program.out_types
+    shown = ", ".join(t.short() for t in outs)
     if len(outs) != 1 or not isinstance(outs[0], Tensor) or outs[0].shape != () \
             or not is_differentiable(outs[0]):
-        shown = ", ".join(t.short() for t in outs)
         raise QdiffError(f"{what} needs a function returning one float scalar, got ({shown}); "
                          "use jacobian or vjp for other outputs")
+    if outs[0].np_dtype.kind == "c":
+        raise QdiffError(f"{what} needs a real-valued function, got ({shown}); for a complex "
+                         "output use jacobian(..., holomorphic=True), jvp or vjp")
 
 
-def _function_or_program(f: Function, build: Callable[[Program], Program], name: str) -> Any:
+def _function_or_program(f: Function, build: Callable[[Program], Program], name: str,
+                         quantum: Callable[[Program, tuple], Any] | None = None) -> Any:
+    """``build`` applied to ``f``'s program; programs with quantum operations go to
+    ``quantum(program, args)`` instead (their derivatives run on the branching simulator)."""
     if isinstance(f, Program):
+        if quantum is not None and _is_quantum(f):
+            return lambda *args: quantum(f, args)
         return build(f)
 
     def transformed(*args: Any) -> Any:
         return call_program(build(as_program(f, args)), args)
 
-    return ProgramFunction(transformed, name=f"{name}_{getattr(f, '__name__', 'f')}")
+    label = f"{name}_{getattr(f, '__name__', 'f')}"
+    if quantum is None:
+        return ProgramFunction(transformed, name=label)
+    return _QuantumAware(transformed, label, lambda args: as_program(f, args), quantum)
+
+
+class _QuantumAware(ProgramFunction):
+    """A transformed function that runs the quantum derivative when ``f`` is quantum."""
+
+    def __init__(self, fn: Callable, name: str, source: Callable[[tuple], Program],
+                 quantum: Callable[[Program, tuple], Any]):
+        super().__init__(fn, name)
+        self.source, self.quantum = source, quantum
+
+    def __call__(self, *args: Any) -> Any:
+        if not any(isinstance(leaf, Tracer) for leaf in pytree.flatten(tuple(args))[0]):
+            program = self.source(args)
+            if _is_quantum(program):
+                return self.quantum(program, args)
+        return super().__call__(*args)
+
+
+def _is_quantum(program: Program) -> bool:
+    from .quantum.runner import needs_runner
+
+    return needs_runner(program)
+
+
+def _quantum_gradient(argnums: ArgNums, method: str, options: dict) -> Callable:
+    def run(program: Program, args: tuple) -> Any:
+        from .quantum.gradients import gradient
+
+        return gradient(program, *args, argnums=argnums, method=method, **options)
+
+    return run
 
 
 # --------------------------------------------------------------------------------- gradients
-def grad_program(program: Program, argnums: ArgNums = 0, has_value: bool = False) -> Program:
+def grad_program(program: Program, argnums: ArgNums = 0, has_value: bool = False,
+                 fuse: bool | None = None) -> Program:
     """The gradient of a scalar-valued ``program`` as a Program taking the same arguments.
 
     Returns the gradient with the structure of the argument (a tuple of them when
-    ``argnums`` is a tuple); with ``has_value``, the pair ``(value, gradient)``.
+    ``argnums`` is a tuple); with ``has_value``, the pair ``(value, gradient)``. ``fuse``:
+    see `to_differentiate`.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> p = qdiff.trace(lambda x: qnp.sum(qnp.exp(qnp.sin(x))), np.zeros(3))
+    >>> g = grad_program(p)
+    >>> [e.primitive.name for e in g.eqns], g(np.zeros(3)).tolist()
+    (['map'], [1.0, 1.0, 1.0])
     """
     what = "value_and_grad" if has_value else "grad"
     _scalar_output(program, what)
     numbers = _argnum_tuple(argnums, program, what)
     flags = _wrt_flags(program, numbers, what)
-    backward = vjp_program(program, flags, with_primal=has_value)
+    backward = vjp_program(to_differentiate(program, fuse), flags, with_primal=has_value)
     tree = _wrt_tree(program, argnums, numbers)
     seed = np.ones((), program.out_types[0].np_dtype)
 
@@ -140,7 +214,8 @@ def grad_program(program: Program, argnums: ArgNums = 0, has_value: bool = False
     return simplify(trace(gradient, *_example_args(program), name=f"{what}_{program.name}"))
 
 
-def grad(f: Function, argnums: ArgNums = 0) -> Any:
+def grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None, method: str = "auto",
+         **options: Any) -> Any:
     """The gradient of a scalar function with respect to argument(s) ``argnums``.
 
     >>> import qdiff, qdiff.numpy as qnp
@@ -148,10 +223,13 @@ def grad(f: Function, argnums: ArgNums = 0) -> Any:
     >>> [a.tolist() for a in g(np.array([1.0, 2.0]), np.array([3.0, 4.0]))]
     [[3.0, 4.0], [1.0, 2.0]]
     """
-    return _function_or_program(f, lambda p: grad_program(p, argnums), "grad")
+    quantum = _quantum_gradient(argnums, method, options)
+    return _function_or_program(f, lambda p: grad_program(p, argnums, fuse=fuse), "grad",
+                                lambda p, args: quantum(p, args).grad)
 
 
-def value_and_grad(f: Function, argnums: ArgNums = 0) -> Any:
+def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
+                   method: str = "auto", **options: Any) -> Any:
     """``(f(*args), grad(f)(*args))`` in one program (one forward and one reverse sweep).
 
     >>> import qdiff, qdiff.numpy as qnp
@@ -159,12 +237,19 @@ def value_and_grad(f: Function, argnums: ArgNums = 0) -> Any:
     >>> float(value), float(g)
     (8.0, 12.0)
     """
-    return _function_or_program(f, lambda p: grad_program(p, argnums, has_value=True),
-                                "value_and_grad")
+    quantum = _quantum_gradient(argnums, method, options)
+
+    def both(program: Program, args: tuple) -> Any:
+        result = quantum(program, args)
+        return result.value, result.grad
+
+    return _function_or_program(f, lambda p: grad_program(p, argnums, has_value=True, fuse=fuse),
+                                "value_and_grad", both)
 
 
 # ------------------------------------------------------------------------------- jvp and vjp
-def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
+def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
+        fuse: bool | None = None) -> tuple[Any, Any]:
     """Forward mode: ``(f(*primals), J·tangents)``, with tangents shaped like the primals.
 
     >>> import qdiff, qdiff.numpy as qnp
@@ -178,7 +263,7 @@ def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
     if tangent_tree != in_tree:
         raise QdiffError("jvp: the tangents must have the structure of the primals")
     flags = [is_differentiable(t) for t in program.in_types]
-    forward = jvp_program(program, flags)
+    forward = jvp_program(to_differentiate(program, fuse), flags)
     supplied = [t for t, flag in zip(flat_tangents, flags) if flag]
     outs = _call_flat(forward, [*flat_primals, *supplied])
     n_out = len(program.outputs)
@@ -188,7 +273,7 @@ def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[A
     return _unflatten_outputs(program, outs[:n_out]), _unflatten_outputs(program, tangent_outs)
 
 
-def vjp(f: Function, *primals: Any) -> tuple[Any, Callable[[Any], tuple]]:
+def vjp(f: Function, *primals: Any, fuse: bool | None = None) -> tuple[Any, Callable[[Any], tuple]]:
     """Reverse mode: ``(f(*primals), vjp_fn)`` with ``vjp_fn(cotangent)`` returning one
     cotangent per argument (shaped like it; None for non-float arguments).
 
@@ -200,7 +285,18 @@ def vjp(f: Function, *primals: Any) -> tuple[Any, Callable[[Any], tuple]]:
     program = as_program(f, primals)
     flat_primals, in_tree = pytree.flatten(tuple(primals))
     flags = [is_differentiable(t) for t in program.in_types]
-    backward = vjp_program(program, flags)
+    if _is_quantum(program):
+        from .quantum.adjoint import RecordedRun
+
+        run = RecordedRun(program, flat_primals)
+
+        def quantum_vjp(cotangent: Any) -> tuple:
+            flat = run.vjp(_output_leaves(program, cotangent))
+            return tuple(pytree.unflatten(in_tree, [g if flag else None
+                                                    for g, flag in zip(flat, flags)]))
+
+        return _unflatten_outputs(program, run.values), quantum_vjp
+    backward = vjp_program(to_differentiate(program, fuse), flags)
     n_out = len(program.outputs)
     ct_slots = [k for k, a in enumerate(program.outputs) if is_differentiable(a.type)]
     value = _unflatten_outputs(program, _call_flat(program, flat_primals))
@@ -237,100 +333,172 @@ def _output_leaves(program: Program, value: Any) -> list[Any]:
 
 
 # --------------------------------------------------------------------------------- jacobians
-def jacobian_program(program: Program, argnums: ArgNums = 0, mode: str = "reverse") -> Program:
-    """The Jacobian of a one-output ``program`` as a Program: for each differentiated
-    argument leaf, an array of shape ``output.shape + leaf.shape``.
+def jacobian_program(program: Program, argnums: ArgNums = 0, mode: str = "reverse",
+                     holomorphic: bool = False, fuse: bool | None = None) -> Program:
+    """The Jacobian of ``program`` as a Program taking the same arguments.
 
-    ``mode="reverse"`` maps a VJP over the rows of the identity (one per output element);
-    ``mode="forward"`` maps a JVP over its columns (one per input element).
+    The result has the structure of the output, each output leaf replaced by the Jacobians
+    of that leaf with respect to the differentiated arguments (structured like them, a
+    tuple of them when ``argnums`` is a tuple); the block of output leaf k and argument
+    leaf j has shape ``out_k.shape + in_j.shape``, as in JAX. ``mode="reverse"`` maps a VJP
+    over the rows of the identity (one per output element); ``mode="forward"`` maps a JVP
+    over its columns (one per input element).
+
+    Complex values: forward mode takes real arguments, reverse mode real outputs (its rows
+    are gradients, ``∂f/∂x + i ∂f/∂y`` for an argument ``x + iy``); with ``holomorphic=True``
+    arguments and outputs are all complex and both modes give the complex derivative
+    ``∂f/∂z`` of a holomorphic function.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> p = qdiff.trace(lambda x: {"sq": x * x, "sum": qnp.sum(x)}, np.zeros(2))
+    >>> jac = jacobian_program(p)(np.array([1.0, 3.0]))
+    >>> jac["sq"].tolist(), jac["sum"].tolist()
+    ([[2.0, 0.0], [0.0, 6.0]], [1.0, 1.0])
     """
     if mode not in ("reverse", "forward"):
         raise QdiffError(f"jacobian: mode must be 'reverse' or 'forward', got {mode!r}")
-    if len(program.outputs) != 1 or not is_differentiable(program.out_types[0]):
-        raise QdiffError("jacobian needs a function returning one float array, got "
-                         f"({', '.join(t.short() for t in program.out_types)})")
+    out_types = list(program.out_types)
+    if not out_types:
+        raise QdiffError("jacobian needs a function with at least one output")
+    for k, t in enumerate(out_types):
+        if not is_differentiable(t):
+            raise QdiffError(f"jacobian: output {k} is {t.short()}; only float and complex "
+                             "outputs have Jacobians")
     numbers = _argnum_tuple(argnums, program, "jacobian")
     flags = _wrt_flags(program, numbers, "jacobian")
-    out_type = program.out_types[0]
-    wrt = [k for k, flag in enumerate(flags) if flag]
-    wrt_types = [program.in_types[k] for k in wrt]
-    sizes = [t.size for t in wrt_types]
+    wrt_types = [t for t, flag in zip(program.in_types, flags) if flag]
+    _check_complex(out_types, wrt_types, mode, holomorphic)
+    primal = to_differentiate(program, fuse)
     tree = _wrt_tree(program, argnums, numbers)
-    eye_out = np.eye(out_type.size, dtype=out_type.np_dtype)
-    eye_in = np.eye(sum(sizes), dtype=out_type.np_dtype)
+    out_dtype = np.result_type(*(t.np_dtype for t in out_types))
+    in_dtype = np.result_type(*(t.np_dtype for t in wrt_types))
+    eye_out = np.eye(sum(t.size for t in out_types), dtype=out_dtype)
+    eye_in = np.eye(sum(t.size for t in wrt_types), dtype=in_dtype)
 
     def jac(*args: Any) -> Any:
         leaves = pytree.flatten(tuple(args))[0]
         if mode == "reverse":
-            backward = vjp_program(program, flags, with_primal=False)
+            backward = vjp_program(primal, flags, with_primal=False)
 
             def row(ct: Any) -> Any:
-                cts = inline(backward, [*leaves, qnp.reshape(ct, out_type.shape)])
-                return qnp.concatenate([qnp.reshape(c, (-1,)) for c in cts])
+                cts = inline(backward, [*leaves, *_split(ct, out_types)])
+                return _flat_concat(cts, in_dtype)
 
             matrix = soac_map(row, eye_out)                      # (outputs, inputs)
+            if holomorphic:  # a row is conj(∂f_i/∂z)
+                matrix = qnp.conj(matrix)
         else:
-            forward = jvp_program(program, flags)
+            forward = jvp_program(primal, flags)
 
             def column(t: Any) -> Any:
-                parts = _split(t, wrt_types)
-                outs = inline(forward, [*leaves, *parts])
-                return qnp.reshape(outs[1], (-1,))
+                outs = inline(forward, [*leaves, *_split(t, wrt_types)])
+                return _flat_concat(outs[len(out_types):], out_dtype)
 
             matrix = qnp.transpose(soac_map(column, eye_in))     # (outputs, inputs)
-        blocks = _split_columns(matrix, wrt_types, out_type.shape)
-        return pytree.unflatten(tree, blocks)
+        per_output, start = [], 0
+        for t in out_types:
+            rows = matrix[start:start + t.size]
+            per_output.append(pytree.unflatten(tree, _split_columns(rows, wrt_types, t)))
+            start += t.size
+        return _unflatten_outputs(program, per_output)
 
     return simplify(trace(jac, *_example_args(program), name=f"jacobian_{program.name}"))
+
+
+def _check_complex(out_types: list[Tensor], wrt_types: list[Tensor], mode: str,
+                   holomorphic: bool) -> None:
+    def complex_(t: Tensor) -> bool:
+        return t.np_dtype.kind == "c"
+
+    if holomorphic:
+        real = [t.short() for t in (*out_types, *wrt_types) if not complex_(t)]
+        if real:
+            raise QdiffError("jacobian(holomorphic=True) needs complex arguments and outputs, "
+                             f"got {', '.join(real)}")
+    elif mode == "forward" and any(complex_(t) for t in wrt_types):
+        raise QdiffError("jacobian: forward mode needs real arguments (a complex argument "
+                         "has two real directions); use mode='reverse' for a real output, "
+                         "or holomorphic=True")
+    elif mode == "reverse" and any(complex_(t) for t in out_types):
+        raise QdiffError("jacobian: reverse mode needs real outputs (a complex output has "
+                         "two real components); use mode='forward' for real arguments, "
+                         "or holomorphic=True")
+
+
+def _cast(value: Any, dtype: np.dtype) -> Any:
+    if value.dtype == dtype:
+        return value
+    if value.dtype.kind == "c" and dtype.kind != "c":
+        value = qnp.real(value)
+    return qnp.astype(value, dtype)
+
+
+def _flat_concat(parts: Sequence[Any], dtype: np.dtype) -> Any:
+    return qnp.concatenate([_cast(qnp.reshape(p, (-1,)), dtype) for p in parts])
 
 
 def _split(vector: Any, types: list[Tensor]) -> list[Any]:
     parts, start = [], 0
     for t in types:
-        parts.append(qnp.reshape(vector[start:start + t.size], t.shape))
+        parts.append(_cast(qnp.reshape(vector[start:start + t.size], t.shape), t.np_dtype))
         start += t.size
     return parts
 
 
-def _split_columns(matrix: Any, types: list[Tensor], out_shape: tuple[int, ...]) -> list[Any]:
+def _split_columns(matrix: Any, types: list[Tensor], out: Tensor) -> list[Any]:
     blocks, start = [], 0
     for t in types:
-        blocks.append(qnp.reshape(matrix[:, start:start + t.size], (*out_shape, *t.shape)))
+        block = qnp.reshape(matrix[:, start:start + t.size], (*out.shape, *t.shape))
+        blocks.append(_cast(block, np.result_type(out.np_dtype, t.np_dtype)))
         start += t.size
     return blocks
 
 
-def jacobian(f: Function, argnums: ArgNums = 0, mode: str = "reverse") -> Any:
-    """The Jacobian of ``f``: shape ``output.shape + argument.shape``.
+def jacobian(f: Function, argnums: ArgNums = 0, mode: str = "reverse",
+             holomorphic: bool = False, fuse: bool | None = None) -> Any:
+    """The Jacobian of ``f``: shape ``output.shape + argument.shape``; for outputs and
+    arguments that are tuples, lists or dicts, that structure of Jacobians (see
+    `jacobian_program`).
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> qdiff.jacobian(lambda x: x * x)(np.array([1.0, 2.0])).tolist()
     [[2.0, 0.0], [0.0, 4.0]]
+    >>> d = qdiff.jacobian(lambda x, y: (x * y, y), argnums=(0, 1))(2.0, 3.0)
+    >>> [[float(v) for v in row] for row in d]
+    [[3.0, 2.0], [0.0, 1.0]]
     """
-    return _function_or_program(f, lambda p: jacobian_program(p, argnums, mode), "jacobian")
+    def quantum(program: Program, args: tuple) -> Any:
+        from .quantum.gradients import jacobian as quantum_jacobian
+
+        return quantum_jacobian(program, *args, argnums=argnums)
+
+    return _function_or_program(
+        f, lambda p: jacobian_program(p, argnums, mode, holomorphic, fuse), "jacobian", quantum)
 
 
-def jacfwd(f: Function, argnums: ArgNums = 0) -> Any:
+def jacfwd(f: Function, argnums: ArgNums = 0, holomorphic: bool = False,
+           fuse: bool | None = None) -> Any:
     """The Jacobian by forward mode (one JVP per input element).
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> qdiff.jacfwd(lambda x: x[::-1])(np.array([1.0, 2.0])).tolist()
     [[0.0, 1.0], [1.0, 0.0]]
     """
-    return jacobian(f, argnums, mode="forward")
+    return jacobian(f, argnums, mode="forward", holomorphic=holomorphic, fuse=fuse)
 
 
-def jacrev(f: Function, argnums: ArgNums = 0) -> Any:
+def jacrev(f: Function, argnums: ArgNums = 0, holomorphic: bool = False,
+           fuse: bool | None = None) -> Any:
     """The Jacobian by reverse mode (one VJP per output element).
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> qdiff.jacrev(lambda x: qnp.sum(x) * x)(np.array([1.0, 2.0])).tolist()
     [[4.0, 1.0], [2.0, 5.0]]
     """
-    return jacobian(f, argnums, mode="reverse")
+    return jacobian(f, argnums, mode="reverse", holomorphic=holomorphic, fuse=fuse)
 
 
-def hessian(f: Function, argnums: int = 0) -> Any:
+def hessian(f: Function, argnums: int = 0, fuse: bool | None = None) -> Any:
     """The Hessian of a scalar function: forward mode over reverse mode.
 
     >>> import qdiff, qdiff.numpy as qnp
@@ -341,6 +509,7 @@ def hessian(f: Function, argnums: int = 0) -> Any:
         raise QdiffError("hessian: argnums must be one int (one argument)")
 
     def build(program: Program) -> Program:
-        return jacobian_program(grad_program(program, argnums), argnums, mode="forward")
+        gradient = grad_program(program, argnums, fuse=fuse)
+        return jacobian_program(gradient, argnums, mode="forward", fuse=fuse)
 
     return _function_or_program(f, build, "hessian")

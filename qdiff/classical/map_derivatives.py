@@ -10,8 +10,9 @@ iteration; they come back as a stacked array summed by a reduction,
 
 Mixed mode: when the lambda's differentiated inputs are at most `MIXED_MODE_MAX_INPUTS`
 scalars, the adjoint lambda instead runs forward mode once per input,
-``x̄_j = Σ_o <ȳ_o, ∂y_o/∂x_j>``, which never reverses the lambda's own control flow. The
-map's ``ad_mode`` param picks: "auto" (that test), "mixed" or "reverse" (forced).
+``x̄_j = Σ_o <ȳ_o, ∂y_o/∂x_j>`` (two JVPs for a complex input, along 1 and i), which
+never reverses the lambda's own control flow. The map's ``ad_mode`` param picks: "auto"
+(that test), "mixed" or "reverse" (forced).
 """
 
 from __future__ import annotations
@@ -73,18 +74,29 @@ def _mixed_adjoint(body: Program, active: list[bool]) -> Program:
         inputs, cts = list(args[:n]), list(args[n:])
         result = []
         for k in chosen:
-            only = [j == k for j in range(n)]
-            unit = np.ones((), body.in_types[k].np_dtype)
-            outs = inline(jvp_program(body, only), [*inputs, unit])[len(body.outputs):]
-            total = None
-            for ct, partial in zip(cts, outs):
-                term = qnp.sum(qnp.multiply(qnp.conj(partial) if _complex(partial)
-                                            else partial, ct))
-                total = term if total is None else total + term
-            result.append(total)
+            dtype = body.in_types[k].np_dtype
+            along_real = _projected(body, k, inputs, cts, np.ones((), dtype))
+            if dtype.kind != "c":
+                result.append(along_real)
+                continue
+            # a complex input has two real directions: x̄ = Re<ȳ, J·1> + i Re<ȳ, J·i>
+            along_imag = _projected(body, k, inputs, cts, np.asarray(1j, dtype))
+            result.append(qnp.real(along_real) + 1j * qnp.real(along_imag))
         return tuple(result)
 
     return trace(adjoint, *body.in_types, *ct_types, name="mixed adjoint")
+
+
+def _projected(body: Program, k: int, inputs: list, cts: list, unit: np.ndarray) -> Any:
+    """``Σ_o conj(∂y_o/∂x_k · unit) · ȳ_o``: one JVP of the lambda along ``unit``; its real
+    part is the real inner product ``<ȳ, J·unit>``."""
+    only = [j == k for j in range(len(body.inputs))]
+    outs = inline(jvp_program(body, only), [*inputs, unit])[len(body.outputs):]
+    total = None
+    for ct, partial in zip(cts, outs):
+        term = qnp.sum(qnp.multiply(qnp.conj(partial) if _complex(partial) else partial, ct))
+        total = term if total is None else total + term
+    return total
 
 
 def _complex(value: Any) -> bool:

@@ -95,9 +95,24 @@ def _map_impl(*args: Any, body: Program, num_consts: int,
               ad_mode: str = "auto") -> list[np.ndarray]:
     consts, xs = args[:num_consts], args[num_consts:]
     n = xs[0].shape[0]
+    if n and _scalar_elementwise(body):
+        # a fused elementwise lambda on scalars: one vectorized pass instead of n calls
+        outs = evaluate(body, *consts, *xs)
+        return [np.array(np.broadcast_to(out, (n,)), dtype=t.np_dtype)
+                for out, t in zip(outs, body.out_types)]
     rows = [evaluate(body, *consts, *(x[i] for x in xs)) for i in range(n)]
     return [np.stack([row[k] for row in rows]) if n else np.zeros((0, *t.shape), t.dtype)
             for k, t in enumerate(body.out_types)]
+
+
+def _scalar_elementwise(body: Program) -> bool:
+    """Whether ``body`` takes scalars and applies only elementwise primitives, so running
+    it once on whole arrays computes every row."""
+    from .elementwise import PRIMITIVES, convert_p, select_p
+
+    allowed = {*PRIMITIVES.values(), convert_p, select_p}
+    return (all(isinstance(t, Tensor) and t.shape == () for t in body.in_types)
+            and all(eqn.primitive in allowed for eqn in body.eqns))
 
 
 def map(f: Callable[..., Any], *xs: Any, ad_mode: str = "auto") -> Any:

@@ -27,10 +27,12 @@ from .frontend import (
     probs,
     qubits,
     reset,
+    sample,
     state,
     unitary,
 )
 from .gates import gate_spec, known_gates
+from .gradients import QuantumGradient, gradient, jacobian
 from .observables import PauliSum
 from .runner import NonTerminatingLoopError, QuantumResult, needs_runner, run
 
@@ -38,7 +40,8 @@ globals().update(GATES)
 register_runner(needs_runner, lambda program, values, backend: run(program, *values).values)
 
 __all__ = [
-    "GATES", "NonTerminatingLoopError", "PauliSum", "QuantumResult", "Register", "Wire",
-    "apply", "expval", "gate_spec", "known_gates", "mcx", "mcz", "measure", "pauli_rot",
-    "postselect", "probs", "qubits", "reset", "run", "state", "unitary", *GATES,
+    "GATES", "NonTerminatingLoopError", "PauliSum", "QuantumGradient", "QuantumResult",
+    "Register", "Wire", "apply", "expval", "gate_spec", "gradient", "jacobian", "known_gates",
+    "mcx", "mcz", "measure", "pauli_rot", "postselect", "probs", "qubits", "reset", "run",
+    "sample", "state", "unitary", *GATES,
 ]

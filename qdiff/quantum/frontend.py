@@ -52,11 +52,13 @@ class Wire:
 class Register:
     """Qubits allocated together by `qubits`; index it to get wires."""
 
-    def __init__(self, cell: Cell, offset: int, size: int, name: str):
+    def __init__(self, cell: Cell, offset: int, size: int, name: str,
+                 dtype: str = "complex128"):
         self.cell = cell
         self.offset = offset
         self.size = size
         self.name = name
+        self.dtype = dtype  # of the program's state, shared by all its registers
 
     def __getitem__(self, index: int | slice) -> Any:
         if isinstance(index, slice):
@@ -79,13 +81,20 @@ class Register:
         return f"<register {self.name}: {self.size} qubits>"
 
 
-def qubits(num_qubits: int, dtype: Any = np.complex128) -> Register:
+def qubits(num_qubits: int, dtype: Any = None) -> Register:
     """Allocate ``num_qubits`` qubits in |0…0⟩ (call it at the top level of a program).
+
+    ``dtype`` is complex128 (default) or complex64; all registers of a program share one
+    state, so later registers take the first one's dtype (a different explicit one is an
+    error). A complex64 program runs every gate in single precision and `state` returns
+    complex64.
 
     >>> import qdiff
     >>> from qdiff import quantum as qm
     >>> float(qdiff.trace(lambda: qm.expval("Z", qm.qubits(1)))())
     1.0
+    >>> qdiff.trace(lambda: qm.state(qm.qubits(1, dtype="complex64")))().dtype
+    dtype('complex64')
     """
     if not isinstance(num_qubits, (int, np.integer)) or num_qubits < 1:
         raise QdiffError(f"qubits needs a positive number of qubits, got {num_qubits!r}")
@@ -96,16 +105,22 @@ def qubits(num_qubits: int, dtype: Any = np.complex128) -> Register:
         raise QdiffError("allocate qubits at the top level of the program, not inside a loop, "
                          "branch or map body")
     registers = builder.context.setdefault(_CONTEXT_KEY, [])
-    dtype_name = np.dtype(dtype).name
+    dtype_name = None if dtype is None else np.dtype(dtype).name
     if not registers:
+        dtype_name = dtype_name or "complex128"
         cell = Cell(bind(qp.qalloc_p, num_qubits=int(num_qubits), dtype=dtype_name))
         offset = 0
     else:
+        if dtype_name not in (None, registers[0].dtype):
+            raise QdiffError(
+                f"the program's qubits are {registers[0].dtype}; all registers share one "
+                f"state, so a {dtype_name} register cannot be added")
+        dtype_name = registers[0].dtype
         cell = registers[0].cell
         last = registers[-1]
         offset = last.offset + last.size
         cell.set(bind(qp.qextend_p, cell.value, num_qubits=int(num_qubits)))
-    register = Register(cell, offset, int(num_qubits), f"q{len(registers)}")
+    register = Register(cell, offset, int(num_qubits), f"q{len(registers)}", dtype_name)
     registers.append(register)
     return register
 
@@ -250,8 +265,47 @@ def probs(wires: Any) -> Tracer:
 
 
 def state(register: Register) -> Tracer:
-    """The program's statevector (normalized), for debugging; Qiskit's qubit order."""
+    """The program's statevector (normalized), for debugging; Qiskit's qubit order.
+
+    Its dtype is the register's (complex128 or complex64).
+    """
     cell = register.cell
-    current, vector = bind(qp.statevector_p, cell.value)
+    params = {} if register.dtype == "complex128" else {"dtype": register.dtype}
+    current, vector = bind(qp.statevector_p, cell.value, **params)
     cell.set(current)
     return vector
+
+
+def sample(wires: Any = None, shots: int = 1000) -> Tracer:
+    """``shots`` draws of the computational-basis values of ``wires`` (all qubits of the
+    program by default): an int64 array of shape (shots, len(wires)) whose column j is
+    ``wires[j]``. The draws read the state without disturbing it.
+
+    Under ``qm.run(..., seed=s)`` the draws are reproducible. In ``exact`` and ``density``
+    mode each branch draws from its own distribution and a returned sample array is the
+    mixture: shot i comes from a branch picked with the branch's probability, so the rows
+    are independent draws from the program's overall output distribution (conditioned on
+    postselection and on the branches that did not abort). In ``sample`` mode each
+    trajectory draws from its final state and the returned array mixes the trajectories the
+    same way (each trajectory's own draws are in ``result.trajectories``). A value computed
+    from samples (a mean, say) is averaged over branches like any other value.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def flipped():
+    ...     q = qm.qubits(2); qm.x(q[1]); return qm.sample(shots=3)
+    >>> qm.run(flipped, seed=1).values.tolist()
+    [[0, 1], [0, 1], [0, 1]]
+    """
+    if wires is None:
+        builder = current_builder()
+        registers = builder.root.context.get(_CONTEXT_KEY) if builder is not None else None
+        if not registers:
+            raise QdiffError("sample: the program has no qubits; allocate them with qm.qubits")
+        wires = list(registers)
+    cell, numbers = _wires(wires if isinstance(wires, (list, tuple)) else [wires], "sample")
+    if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
+        raise QdiffError(f"sample: shots must be a positive int, got {shots!r}")
+    state, value = bind(qp.sample_p, cell.value, wires=numbers, shots=int(shots))
+    cell.set(state)
+    return value

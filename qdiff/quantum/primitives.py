@@ -12,7 +12,10 @@ Layouts:
 - ``measure[wire, reset](s) -> (s', bit)``; ``reset[wire](s) -> s'``;
   ``postselect[wire, value](s) -> s'``
 - ``expval[terms, wires](s) -> (s, f64[])`` with ``terms = ((coefficient, label), ...)``;
-  ``probs[wires](s) -> (s, f64[2^k])``; ``statevector(s) -> (s, c128[2^n])``
+  ``probs[wires](s) -> (s, f64[2^k])``; ``statevector[dtype](s) -> (s, c128|c64[2^n])``
+  (``dtype`` is the register's, complex128 when absent)
+- ``sample[wires, shots](s) -> (s, i64[shots, k])``: ``shots`` draws of the wires' values,
+  column j is ``wires[j]``; the state is not disturbed
 - ``bit_to_int(b) -> i64[]``
 """
 
@@ -208,18 +211,54 @@ def _probs_impl(state: np.ndarray, *, wires: tuple[int, ...]) -> list[Any]:
     return [state, p / total if total > 0 else p]
 
 
-def _statevector_rule(state: Type) -> tuple[Type, ...]:
+def _statevector_rule(state: Type, *, dtype: str = "complex128") -> tuple[Type, ...]:
     s = _state(state)
-    return (s, Tensor((2 ** s.num_qubits,), "complex128"))
+    if np.dtype(dtype) not in (np.complex128, np.complex64):
+        raise TypeCheckError(f"states are complex128 or complex64, not {dtype}")
+    return (s, Tensor((2 ** s.num_qubits,), dtype))
 
 
 statevector_p = _register("statevector", _statevector_rule, multiple_results=True)
 
 
 @statevector_p.def_impl("numpy")
-def _statevector_impl(state: np.ndarray) -> list[Any]:
+def _statevector_impl(state: np.ndarray, *, dtype: str = "complex128") -> list[Any]:
     norm = np.sqrt(_backend().norm_squared(state))
-    return [state, np.asarray(state / norm if norm > 0 else state, np.complex128)]
+    return [state, np.asarray(state / norm if norm > 0 else state, dtype)]
+
+
+def _sample_rule(state: Type, *, wires: tuple[int, ...], shots: int) -> tuple[Type, ...]:
+    s = _state(state)
+    _wires(wires, s.num_qubits, "sample")
+    if not wires:
+        raise TypeCheckError("sample: no wires given")
+    if isinstance(shots, bool) or not isinstance(shots, (int, np.integer)) or shots < 1:
+        raise TypeCheckError(f"sample: shots must be a positive int, got {shots!r}")
+    return (s, Tensor((int(shots), len(wires)), "int64"))
+
+
+sample_p = _register("sample", _sample_rule, multiple_results=True, effectful=True)
+
+
+def draw_bits(probs: Any, shots: int, rng: np.random.Generator | None) -> np.ndarray:
+    """``shots`` draws from outcome probabilities ``probs`` of k wires, as an int64 array of
+    shape (shots, k): column j is bit j of the drawn outcome (``wires[j]`` in ``probs``).
+
+    >>> draw_bits(np.array([0.0, 0.0, 1.0, 0.0]), 2, np.random.default_rng(0)).tolist()
+    [[0, 1], [0, 1]]
+    """
+    p = np.asarray(probs, np.float64)
+    k = int(p.size).bit_length() - 1
+    index = _backend().sample(p, int(shots), rng)
+    return ((index[:, None] >> np.arange(k)) & 1).astype(np.int64)
+
+
+@sample_p.def_impl("numpy")
+def _sample_impl(state: np.ndarray, *, wires: tuple[int, ...], shots: int) -> list[Any]:
+    # the reference interpreter has no run seed: qm.run(..., seed=) gives reproducible draws
+    num_qubits = int(state.shape[0]).bit_length() - 1
+    p = np.asarray(_backend().probs(state, num_qubits, list(wires)))
+    return [state, draw_bits(p, shots, np.random.default_rng())]
 
 
 def _bit_to_int_rule(bit: Type) -> tuple[Type, ...]:

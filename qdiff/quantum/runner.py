@@ -22,7 +22,8 @@ from ..ir import pytree
 from ..ir.core import Eqn, Literal, Program
 from ..ir.errors import QdiffError
 from ..ir.types import QState
-from .primitives import QUANTUM_PRIMITIVES, apply_gate_eqn, pauli_sum_of
+from .fusion import apply_fused_gate_eqn, fused_program
+from .primitives import QUANTUM_PRIMITIVES, apply_gate_eqn, draw_bits, pauli_sum_of
 from .simulator import get_backend
 
 Item = tuple[float, list[Any]]  # (weight, values)
@@ -36,12 +37,15 @@ class NonTerminatingLoopError(QdiffError):
 class QuantumResult:
     """Values of a quantum program with what the semantics had to drop, and how.
 
-    ``values`` has the structure of the program's outputs. In ``exact`` mode they are
-    expectations over branches; ``dropped_mass`` is what pruning below ``tol`` removed,
+    ``values`` has the structure of the program's outputs. In ``exact`` and ``density`` mode
+    they are expectations over branches (an array drawn by ``qm.sample`` is a mixture of the
+    branches' draws instead, and its ``stderr`` is None); ``dropped_mass`` is what pruning below ``tol`` removed,
     ``unterminated_mass`` what loops still held when cut off, ``aborted_mass`` what bounded
     loops aborted. With postselection, values are conditioned on it and
     ``postselection_probability`` says how likely it was. In ``sample`` mode ``stderr``
     holds the standard errors and ``shots`` the trajectories that count.
+    ``gate_passes`` counts the gate applications (passes over a state) the run made, and
+    ``passes_saved`` those that gate fusion saved (both summed over branches and shots).
     """
 
     values: Any
@@ -54,6 +58,8 @@ class QuantumResult:
     stderr: Any = None
     shots: int | None = None
     trajectories: list[Any] | None = field(default=None, repr=False)
+    gate_passes: int = 0
+    passes_saved: int = 0
 
     @property
     def missing_mass(self) -> float:
@@ -84,9 +90,9 @@ class BranchRunner:
 
     def __init__(self, mode: str = "exact", backend: str = "auto", tol: float = 1e-12,
                  seed: Any = None, max_loop_iterations: int = 100_000,
-                 zero_exit_limit: int = 1_000):
+                 zero_exit_limit: int = 1_000, fuse: bool | None = None):
         if mode not in ("exact", "sample"):
-            raise QdiffError(f"mode must be 'exact' or 'sample', got {mode!r}")
+            raise QdiffError(f"mode must be 'exact', 'sample' or 'density', got {mode!r}")
         self.mode = mode
         self.backend = get_backend(backend)
         self.tol = tol
@@ -98,10 +104,17 @@ class BranchRunner:
         self.aborted = 0.0
         self.postselected_away = 0.0
         self.rejected_shots = 0
+        self.samples: dict[int, np.ndarray] = {}  # arrays drawn by `sample`, by id
+        # gate fusion (`fusion.py`): None = the default, on (measured faster on every back end)
+        self.fuse = True if fuse is None else bool(fuse)
+        self.gate_passes = 0
+        self.passes_saved = 0
 
     # -- programs ---------------------------------------------------------------------------
     def run_program(self, program: Program, items: list[Item]) -> list[Item]:
         """Run ``program`` on each (weight, inputs) item; returns (weight, outputs) items."""
+        if self.fuse:
+            program = fused_program(program, self.backend)[0]
         branches = [(w, dict(zip(program.inputs, values))) for w, values in items]
         for eqn in program.eqns:
             branches = self._step(eqn, branches)
@@ -112,16 +125,24 @@ class BranchRunner:
         result = []
         for weight, env in branches:
             inputs = [_read(env, a) for a in eqn.inputs]
-            if handler is None:
-                outs = eqn.primitive.impl("numpy")(*inputs, **eqn.params)
-                outcomes = [(weight, outs if eqn.primitive.multiple_results else [outs])]
-            else:
-                outcomes = handler(self, eqn, weight, inputs)
+            outcomes = self.apply(eqn, handler, weight, inputs)
             for k, (w, outs) in enumerate(outcomes):
                 target = env if k == len(outcomes) - 1 else dict(env)
                 target.update(zip(eqn.outputs, outs))
                 result.append((w, target))
         return result
+
+    def apply(self, eqn: Eqn, handler: Handler | None, weight: float,
+              inputs: list[Any]) -> list[Item]:
+        """The outcomes of one equation on one branch (a hook for the adjoint recorder)."""
+        if handler is None:
+            outs = eqn.primitive.impl("numpy")(*inputs, **eqn.params)
+            return [(weight, outs if eqn.primitive.multiple_results else [outs])]
+        return handler(self, eqn, weight, inputs)
+
+    def merge(self, items: list[Item]) -> list[Item]:
+        """Merge identical branches (`merge_branches`); the adjoint recorder records it."""
+        return merge_branches(items)
 
     def _keep(self, weight: float) -> bool:
         if weight < self.tol:
@@ -166,7 +187,15 @@ def _qalloc(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item
 
 def _gate(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
     state, *angles = inputs
+    r.gate_passes += 1
     return [(w, [apply_gate_eqn(r.backend, state, angles, **eqn.params)])]
+
+
+def _fused_gate(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    state, *angles = inputs
+    r.gate_passes += 1
+    r.passes_saved += len(eqn.params["parts"]) - 1
+    return [(w, [apply_fused_gate_eqn(r.backend, state, angles, **eqn.params)])]
 
 
 def _measure(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
@@ -220,8 +249,41 @@ def _readout(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Ite
     elif name == "probs":
         value = r.backend.to_numpy(r.backend.probs(state, n, list(eqn.params["wires"])))
     else:
-        value = np.asarray(r.backend.to_numpy(state), np.complex128)
+        value = np.asarray(r.backend.to_numpy(state), eqn.params.get("dtype", "complex128"))
     return [(w, [state, np.asarray(value)])]
+
+
+def _draw(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    """``sample``: draws from this branch's (normalized) state with the run's generator."""
+    (state,) = inputs
+    p = r.backend.to_numpy(r.backend.probs(state, _num_qubits(state), list(eqn.params["wires"])))
+    return [(w, [state, remember_sample(r, draw_bits(p, eqn.params["shots"], r.rng))])]
+
+
+def remember_sample(runner: Any, bits: np.ndarray) -> np.ndarray:
+    """Mark ``bits`` as drawn by ``sample`` so that combining outputs mixes, not averages."""
+    runner.samples[id(bits)] = bits
+    return bits
+
+
+def is_sample(runner: Any, value: Any) -> bool:
+    """Whether ``value`` is an array that ``sample`` drew in this run (and nothing computed)."""
+    return runner.samples.get(id(value)) is value
+
+
+def mix_samples(arrays: list[np.ndarray], weights: Any, rng: np.random.Generator) -> np.ndarray:
+    """Row i is row i of ``arrays[b]`` with b drawn with probability ∝ ``weights[b]``: shots
+    drawn independently from the mixture of the branches' distributions.
+
+    >>> a, b = np.zeros((4, 1), np.int64), np.ones((4, 1), np.int64)
+    >>> mix_samples([a, b], [0.0, 1.0], np.random.default_rng(0)).ravel().tolist()
+    [1, 1, 1, 1]
+    """
+    if len(arrays) == 1:
+        return arrays[0]
+    w = np.asarray(weights, np.float64)
+    pick = rng.choice(len(arrays), size=arrays[0].shape[0], p=w / w.sum())
+    return np.stack(arrays)[pick, np.arange(arrays[0].shape[0])]
 
 
 def _qextend(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
@@ -276,10 +338,10 @@ def _while(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]
             raise NonTerminatingLoopError(
                 f"the while loop's exit probability stayed zero for {iterations} iterations: "
                 "it cannot terminate (check the loop test and what the body prepares)")
-        live = merge_branches(
+        live = r.merge(
             r.run_program(p["body"], [(wi, [*body_consts, *c]) for wi, c in continuing]))
         iterations += 1
-    return merge_branches(finished)
+    return r.merge(finished)
 
 
 def merge_branches(items: list[Item]) -> list[Item]:
@@ -289,19 +351,29 @@ def merge_branches(items: list[Item]) -> list[Item]:
     keeps loops such as the von Neumann extractor at a bounded number of live branches
     instead of doubling them every iteration.
     """
-    groups: dict[tuple, list[list[Any]]] = {}
-    merged: list[list[Any]] = []
-    for weight, values in items:
+    return [(sum(items[i][0] for i in group), items[group[0]][1])
+            for group in merge_groups(items)]
+
+
+def merge_groups(items: list[Item]) -> list[list[int]]:
+    """Indices of the branches that merge, one group per merged branch, in first-seen order.
+
+    >>> merge_groups([(0.5, [np.array(1)]), (0.25, [np.array(2)]), (0.25, [np.array(1)])])
+    [[0, 2], [1]]
+    """
+    buckets: dict[tuple, list[list[int]]] = {}
+    groups: list[list[int]] = []
+    for index, (_, values) in enumerate(items):
         key = tuple(_classical_key(v) for v in values)
-        for entry in groups.setdefault(key, []):
-            if all(_same_state(a, b) for a, b in zip(entry[1], values)):
-                entry[0] += weight
+        for group in buckets.setdefault(key, []):
+            if all(_same_state(a, b) for a, b in zip(items[group[0]][1], values)):
+                group.append(index)
                 break
         else:
-            entry = [weight, values]
-            groups[key].append(entry)
-            merged.append(entry)
-    return [(w, v) for w, v in merged]
+            group = [index]
+            buckets[key].append(group)
+            groups.append(group)
+    return groups
 
 
 def _classical_key(value: Any) -> Any:
@@ -326,17 +398,22 @@ HANDLERS: dict[str, Handler] = {
     "qalloc": _qalloc, "qextend": _qextend, "gate": _gate, "measure": _measure,
     "reset": _reset, "postselect": _postselect, "expval": _readout, "probs": _readout,
     "statevector": _readout, "cond": _cond, "loop": _loop, "while": _while,
+    "sample": _draw, "fused_gate": _fused_gate,
 }
 
 
 # --------------------------------------------------------------------------------- the API
 def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: Any = None,
         backend: str = "auto", tol: float = 1e-12, max_loop_iterations: int = 100_000,
-        ) -> QuantumResult:
+        fuse: bool | None = None) -> QuantumResult:
     """Run a quantum program and return its values with what the semantics dropped.
 
     ``mode="exact"`` enumerates measurement branches (pruned below ``tol``); ``"sample"``
-    draws ``shots`` trajectories with ``seed`` and reports standard errors.
+    draws ``shots`` trajectories with ``seed`` and reports standard errors; ``"density"``
+    runs the program on density matrices (at most 10 qubits, see `density_runner`), an
+    independent check of ``"exact"``. ``seed`` also seeds the draws of ``qm.sample``.
+    ``fuse`` (default on) runs the program after gate fusion (`fusion.py`): fewer passes
+    over the state, the same values; ``fuse=False`` runs the gates one by one.
 
     >>> import qdiff
     >>> from qdiff import quantum as qm
@@ -361,17 +438,33 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
         if isinstance(atom.type, QState):
             raise QdiffError(
                 f"output {index} is a quantum state; return qm.state(register) instead")
-    runner = BranchRunner(mode, backend, tol, seed, max_loop_iterations)
+    if mode == "density":
+        from .density_runner import run_density
+
+        return run_density(program, values, tol=tol, seed=seed,
+                           max_loop_iterations=max_loop_iterations)
+    runner = BranchRunner(mode, backend, tol, seed, max_loop_iterations, fuse=fuse)
     if mode == "exact":
-        return _exact(runner, program, values)
-    return _sample(runner, program, values, shots)
+        result = _exact(runner, program, values)
+    else:
+        result = _sample(runner, program, values, shots)
+    result.gate_passes, result.passes_saved = runner.gate_passes, runner.passes_saved
+    return result
 
 
-def _combine(items: list[Item]) -> list[Any]:
-    """The weighted sum over branches of each output (bits and counts become expectations)."""
+def _combine(items: list[Item], runner: Any, scale: float = 1.0) -> list[Any]:
+    """The weighted sum over branches of each output divided by ``scale`` (bits and counts
+    become expectations); arrays drawn by ``sample`` are mixed instead (`mix_samples`)."""
     if not items:
         return []
-    return [sum(w * _as_number(outs[k]) for w, outs in items) for k in range(len(items[0][1]))]
+    outputs = []
+    for k in range(len(items[0][1])):
+        column = [outs[k] for _, outs in items]
+        if all(is_sample(runner, v) for v in column):
+            outputs.append(mix_samples(column, [w for w, _ in items], runner.rng))
+        else:
+            outputs.append(sum(w * _as_number(v) for (w, _), v in zip(items, column)) / scale)
+    return outputs
 
 
 def _as_number(value: Any) -> np.ndarray:
@@ -381,12 +474,10 @@ def _as_number(value: Any) -> np.ndarray:
 
 def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> QuantumResult:
     items = runner.run_program(program, [(1.0, values)])
-    outputs = _combine(items)
     success = 1.0 - runner.postselected_away
-    if runner.postselected_away > 0:
-        if success <= runner.tol:
-            raise QdiffError("postselection succeeds with probability 0: the value is undefined")
-        outputs = [o / success for o in outputs]
+    if runner.postselected_away > 0 and success <= runner.tol:
+        raise QdiffError("postselection succeeds with probability 0: the value is undefined")
+    outputs = _combine(items, runner, success)
     if not items:
         outputs = [np.zeros(a.type.shape) for a in program.outputs]
     return QuantumResult(
@@ -402,14 +493,17 @@ def _sample(runner: BranchRunner, program: Program, values: list[Any], shots: in
     for _ in range(shots):
         for weight, outs in runner.run_program(program, [(1.0, values)]):
             if weight > 0:
-                trajectories.append([_as_number(o) for o in outs])
+                trajectories.append([o if is_sample(runner, o) else _as_number(o) for o in outs])
     accepted = len(trajectories)
     if accepted == 0:
         raise QdiffError("no trajectory was accepted (postselection rejected every shot)")
-    stacked = [np.stack([t[k] for t in trajectories]) for k in range(len(trajectories[0]))]
-    means = [s.mean(axis=0) for s in stacked]
-    errors = [s.std(axis=0, ddof=1) / np.sqrt(accepted) if accepted > 1 else np.full_like(m, np.inf)
-              for s, m in zip(stacked, means)]
+    columns = [[t[k] for t in trajectories] for k in range(len(trajectories[0]))]
+    drawn = [all(is_sample(runner, v) for v in c) for c in columns]
+    stacked = [np.stack(c) for c in columns]
+    means = [mix_samples(c, np.ones(accepted), runner.rng) if d else s.mean(axis=0)
+             for c, d, s in zip(columns, drawn, stacked)]
+    errors = [None if d else s.std(axis=0, ddof=1) / np.sqrt(accepted) if accepted > 1
+              else np.full_like(m, np.inf) for d, s, m in zip(drawn, stacked, means)]
     return QuantumResult(
         values=_structure(program, means), mode="sample", stderr=_structure(program, errors),
         shots=accepted, unterminated_mass=runner.unterminated / shots,

@@ -1,5 +1,6 @@
 """Program-to-program passes that clean up generated code (derivative programs above all)."""
 
+from .fuse_elementwise import count_primitives, fuse_elementwise
 from .simplify import simplify
 
-__all__ = ["simplify"]
+__all__ = ["count_primitives", "fuse_elementwise", "simplify"]

@@ -47,6 +47,7 @@ __all__ = [
     "check_wires",
     "marginal_probabilities",
     "fuse_single_qubit_layers",
+    "fused_matrix",
     "random_circuit",
     "get_backend",
     "available_backends",
@@ -218,6 +219,42 @@ def fuse_single_qubit_layers(ops: Iterable[GateOp]) -> list[GateOp]:
     for w in sorted(pending):
         out.append(GateOp(pending[w], (w,)))
     return out
+
+
+def _apply_local(mat: np.ndarray, k: int, u: np.ndarray, local: Sequence[int]) -> np.ndarray:
+    # u (bit j of its index = local wire local[j]) applied to the row index of mat [2^k, C]
+    a = len(local)
+    t = mat.reshape((2,) * k + (-1,))  # axis i is bit k-1-i
+    ut = u.reshape((2,) * (2 * a))
+    res = np.tensordot(ut, t, axes=([a + a - 1 - j for j in range(a)],
+                                     [k - 1 - local[j] for j in range(a)]))
+    res = np.moveaxis(res, [a - 1 - j for j in range(a)], [k - 1 - local[j] for j in range(a)])
+    return res.reshape(mat.shape)
+
+
+def fused_matrix(wires: Sequence[int], ops: Iterable[GateOp]) -> np.ndarray:
+    """The ``2^k x 2^k`` matrix of a gate sequence whose wires all lie in ``wires``.
+
+    Bit ``j`` of the matrix index is ``wires[j]`` (the gate-matrix convention), and the ops
+    are applied in order, so the result is ``U_last ... U_first``.
+
+    >>> m = fused_matrix([0, 1], [GateOp("h", (0,)), GateOp("cx", (0, 1))])
+    >>> (m @ np.eye(4)[0] * np.sqrt(2)).real.round(12).tolist()  # |00> -> Bell state
+    [1.0, 0.0, 0.0, 1.0]
+    """
+    ws = tuple(int(w) for w in wires)
+    local = {w: j for j, w in enumerate(ws)}
+    k = len(ws)
+    m = np.eye(1 << k, dtype=np.complex128)
+    for op in ops:
+        op = GateOp(*op)
+        try:
+            lw = [local[int(w)] for w in op.wires]
+        except KeyError:
+            raise ValueError(f"fused gate on wires {ws}: a gate acts on {tuple(op.wires)}, "
+                             "outside them") from None
+        m = _apply_local(m, k, _op_matrix(op), lw)
+    return m
 
 
 def random_circuit(num_qubits: int, num_gates: int, rng: np.random.Generator | int | None = None,
@@ -512,6 +549,44 @@ class StatevectorBackend(abc.ABC):
         else:
             self._dense(state, layout, m)
         return state
+
+    dense_fusion_limit: int = 3
+    """Widest fused gate :meth:`apply_fused` turns into one dense matrix (wider ones run gate by
+    gate unless a back end overrides it)."""
+
+    def fusion_width(self, num_qubits: int) -> int:
+        """The widest block of gates the fusion pass should merge for this back end.
+
+        Measured on the hardware-efficient ansatz of ``benchmarks/statevector.py``; 2 here
+        (a 4x4 matrix per fused gate), wider where a back end has a block kernel.
+
+        >>> get_backend("numpy").fusion_width(20)
+        2
+        """
+        return 2
+
+    def apply_fused(self, state: Any, num_qubits: int, wires: Sequence[int],
+                    ops: Iterable[GateOp]) -> Any:
+        """Apply a gate sequence confined to ``wires`` in order, in place, in as few passes
+        over the state as the back end can (one here, as a dense matrix, up to
+        ``dense_fusion_limit`` wires; gate by gate beyond).
+
+        >>> be = get_backend("numpy")
+        >>> psi = be.apply_fused(be.zero_state(2), 2, [0, 1], [("h", (0,)), ("cx", (0, 1))])
+        >>> be.probs(psi, 2).round(3).tolist()
+        [0.5, 0.0, 0.0, 0.5]
+        """
+        n = self._num_qubits_of(state, num_qubits, "apply_fused")
+        ws = check_wires(wires, n, "fused gate")
+        ops = [GateOp(*op) for op in ops]
+        if len(ws) <= self.dense_fusion_limit:
+            return self._apply_matrix(state, n, fused_matrix(ws, ops), ws)
+        inside = set(ws)
+        for op in ops:
+            if not set(op.wires) <= inside:
+                raise ValueError(f"fused gate on wires {ws}: a gate acts on {op.wires}, "
+                                 "outside them")
+        return self.apply_circuit(state, n, ops)
 
     def apply_circuit(self, state: Any, num_qubits: int, ops: Iterable[GateOp]) -> Any:
         """Apply a sequence of :class:`GateOp` (or ``(gate, wires, params)`` tuples) in order.

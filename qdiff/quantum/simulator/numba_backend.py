@@ -14,21 +14,38 @@ each amplitude once.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numba
 import numpy as np
 from numba import njit, prange
 
+from qdiff.quantum.gates import gate_spec
 from qdiff.quantum.observables import parity
-from qdiff.quantum.simulator.backend import IndexLayout, StatevectorBackend, insert_zero_bits
+from qdiff.quantum.simulator.backend import (
+    GateOp,
+    IndexLayout,
+    StatevectorBackend,
+    check_wires,
+    index_layout,
+    insert_zero_bits,
+)
 
-__all__ = ["NumbaBackend", "DEFAULT_PARALLEL_THRESHOLD"]
+__all__ = ["NumbaBackend", "DEFAULT_PARALLEL_THRESHOLD", "encode_block"]
 
 DEFAULT_PARALLEL_THRESHOLD = 1 << 15
 """Amplitudes at and above which the threaded drivers are used."""
 
 _CHUNK = 1 << 12  # groups per parallel work item: large enough to amortise scheduling
+
+MAX_BLOCK_WIRES = 8
+"""Widest block of gates the block kernel is given (see :meth:`NumbaBackend.fusion_width`)."""
+
+MIN_BATCH = 32
+"""Fewest groups of the other wires the block kernel needs (its rows' length)."""
+
+_BLOCK_AMPS = 1 << 15  # amplitudes per gathered batch (512 KiB as split re/im): in L2
 
 _jit = njit(cache=True, nogil=True, fastmath=False)
 _jit_par = njit(cache=True, nogil=True, parallel=True, fastmath=False)
@@ -443,3 +460,450 @@ class NumbaBackend(StatevectorBackend):
         par = self._parallel(state.shape[0])
         return (_sums_par if par else _sums_ser)(state, x_masks, z_masks)
 
+    def fusion_width(self, num_qubits: int) -> int:
+        """Blocks up to ``MAX_BLOCK_WIRES`` wide while a batch of ``MIN_BATCH`` groups is left
+        for the block kernel's rows, else 2 (dense 4x4 fused gates).
+
+        >>> NumbaBackend().fusion_width(20), NumbaBackend().fusion_width(4)
+        (8, 2)
+        """
+        return max(2, min(MAX_BLOCK_WIRES, num_qubits - MIN_BATCH.bit_length() + 1))
+
+    def apply_fused(self, state: Any, num_qubits: int, wires: Sequence[int],
+                    ops: Sequence[GateOp]) -> Any:
+        """One pass over the state for the whole gate sequence: the block kernel (see
+        :func:`encode_block`), when at least ``MIN_BATCH`` groups of the other wires exist.
+
+        >>> be = NumbaBackend(); psi = be.zero_state(6)
+        >>> ops = [GateOp("h", (0,)), GateOp("cx", (0, 1))]
+        >>> be.apply_fused(psi, 6, [0, 1], ops)[[0, 3]].real.round(4).tolist()
+        [0.7071, 0.7071]
+        """
+        n = self._num_qubits_of(state, num_qubits, "apply_fused")
+        ws = tuple(sorted(check_wires(wires, n, "fused gate")))
+        k = len(ws)
+        groups = 1 << (n - k)
+        batch = min(groups, max(MIN_BATCH, _BLOCK_AMPS >> k))
+        if groups < MIN_BATCH:
+            return super().apply_fused(state, n, wires, ops)
+        inside = set(ws)
+        ops = [GateOp(*op) for op in ops]
+        for op in ops:
+            if not set(op.wires) <= inside:
+                raise ValueError(f"fused gate on wires {ws}: a gate acts on {op.wires}, "
+                                 "outside them")
+        layout = index_layout(n, ws)
+        arrays = encode_block(ws, ops)
+        nb = groups // batch
+        par = self._parallel(state.shape[0]) and nb > 1
+        (_blk_par if par else _blk_ser)(state, nb, batch, layout.positions, layout.offsets,
+                                        *arrays)
+        return state
+
+
+
+# ---------------------------------------------------------------------------------------------
+# fused blocks: a gate sequence confined to k wires, applied in cache, one pass over the state
+#
+# The state splits into 2^(n-k) groups of 2^k amplitudes (one per setting of the other wires).
+# A batch of B consecutive groups is gathered into a split real/imaginary buffer of 2^k rows
+# by B columns (row r = amplitude r of each group), every gate of the block is applied to the
+# buffer, and the batch is scattered back. Each gate then works on whole rows, contiguous
+# runs of B doubles, so the inner loops vectorize whatever the gate's wires are. Permutation
+# gates (x, cx, swap, mcx, ...) only permute a row map; rows move once, at the scatter.
+# ---------------------------------------------------------------------------------------------
+
+OP_DENSE1, OP_DENSE2, OP_DENSEK, OP_DIAG, OP_PERM = 0, 1, 2, 3, 4
+"""Op kinds of the block kernel (see :func:`encode_block`)."""
+
+
+@_jit
+def _blk_dense1(re, im, rowmap, B, tb, cmask, pool, mo):
+    m00r, m00i = pool[mo].real, pool[mo].imag
+    m01r, m01i = pool[mo + 1].real, pool[mo + 1].imag
+    m10r, m10i = pool[mo + 2].real, pool[mo + 2].imag
+    m11r, m11i = pool[mo + 3].real, pool[mo + 3].imag
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & tb) != 0 or (r0 & cmask) != cmask:
+            continue
+        p0 = rowmap[r0] * B
+        p1 = rowmap[r0 | tb] * B
+        xr = re[p0:p0 + B]
+        xi = im[p0:p0 + B]
+        yr = re[p1:p1 + B]
+        yi = im[p1:p1 + B]
+        for b in range(B):
+            ar = xr[b]
+            ai = xi[b]
+            br = yr[b]
+            bi = yi[b]
+            xr[b] = m00r * ar - m00i * ai + m01r * br - m01i * bi
+            xi[b] = m00r * ai + m00i * ar + m01r * bi + m01i * br
+            yr[b] = m10r * ar - m10i * ai + m11r * br - m11i * bi
+            yi[b] = m10r * ai + m10i * ar + m11r * bi + m11i * br
+
+
+@_jit
+def _blk_dense2(re, im, rowmap, B, t0, t1, cmask, pool, mo):
+    mr = np.empty(16)
+    mi = np.empty(16)
+    for e in range(16):
+        mr[e] = pool[mo + e].real
+        mi[e] = pool[mo + e].imag
+    both = t0 | t1
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & both) != 0 or (r0 & cmask) != cmask:
+            continue
+        p0 = rowmap[r0] * B
+        p1 = rowmap[r0 | t0] * B
+        p2 = rowmap[r0 | t1] * B
+        p3 = rowmap[r0 | both] * B
+        ar = re[p0:p0 + B]
+        ai = im[p0:p0 + B]
+        br = re[p1:p1 + B]
+        bi = im[p1:p1 + B]
+        cr = re[p2:p2 + B]
+        ci = im[p2:p2 + B]
+        dr = re[p3:p3 + B]
+        di = im[p3:p3 + B]
+        for b in range(B):
+            x0r = ar[b]
+            x0i = ai[b]
+            x1r = br[b]
+            x1i = bi[b]
+            x2r = cr[b]
+            x2i = ci[b]
+            x3r = dr[b]
+            x3i = di[b]
+            ar[b] = (mr[0] * x0r - mi[0] * x0i + mr[1] * x1r - mi[1] * x1i
+                     + mr[2] * x2r - mi[2] * x2i + mr[3] * x3r - mi[3] * x3i)
+            ai[b] = (mr[0] * x0i + mi[0] * x0r + mr[1] * x1i + mi[1] * x1r
+                     + mr[2] * x2i + mi[2] * x2r + mr[3] * x3i + mi[3] * x3r)
+            br[b] = (mr[4] * x0r - mi[4] * x0i + mr[5] * x1r - mi[5] * x1i
+                     + mr[6] * x2r - mi[6] * x2i + mr[7] * x3r - mi[7] * x3i)
+            bi[b] = (mr[4] * x0i + mi[4] * x0r + mr[5] * x1i + mi[5] * x1r
+                     + mr[6] * x2i + mi[6] * x2r + mr[7] * x3i + mi[7] * x3r)
+            cr[b] = (mr[8] * x0r - mi[8] * x0i + mr[9] * x1r - mi[9] * x1i
+                     + mr[10] * x2r - mi[10] * x2i + mr[11] * x3r - mi[11] * x3i)
+            ci[b] = (mr[8] * x0i + mi[8] * x0r + mr[9] * x1i + mi[9] * x1r
+                     + mr[10] * x2i + mi[10] * x2r + mr[11] * x3i + mi[11] * x3r)
+            dr[b] = (mr[12] * x0r - mi[12] * x0i + mr[13] * x1r - mi[13] * x1i
+                     + mr[14] * x2r - mi[14] * x2i + mr[15] * x3r - mi[15] * x3i)
+            di[b] = (mr[12] * x0i + mi[12] * x0r + mr[13] * x1i + mi[13] * x1r
+                     + mr[14] * x2i + mi[14] * x2r + mr[15] * x3i + mi[15] * x3r)
+
+
+@_jit
+def _local_offsets(tgt, m, out):
+    # out[t] = the local row bits of target pattern t (bit j of t -> target bit tgt[j])
+    for t in range(1 << m):
+        o = 0
+        for j in range(m):
+            if (t >> j) & 1:
+                o |= tgt[j]
+        out[t] = o
+
+
+@_jit
+def _blk_densek(re, im, rowmap, B, tgt, m, cmask, pool, mo, toff, rows, xr, xi):
+    dim = 1 << m
+    _local_offsets(tgt, m, toff)
+    tmask = toff[dim - 1]
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & tmask) != 0 or (r0 & cmask) != cmask:
+            continue
+        for t in range(dim):
+            rows[t] = rowmap[r0 | toff[t]] * B
+        for b in range(B):
+            for t in range(dim):
+                xr[t] = re[rows[t] + b]
+                xi[t] = im[rows[t] + b]
+            for s in range(dim):
+                accr = 0.0
+                acci = 0.0
+                for t in range(dim):
+                    v = pool[mo + s * dim + t]
+                    accr += v.real * xr[t] - v.imag * xi[t]
+                    acci += v.real * xi[t] + v.imag * xr[t]
+                re[rows[s] + b] = accr
+                im[rows[s] + b] = acci
+
+
+@_jit
+def _blk_diag(re, im, rowmap, B, tgt, m, cmask, pool, mo):
+    for r in range(rowmap.shape[0]):
+        if (r & cmask) != cmask:
+            continue
+        t = 0
+        for j in range(m):
+            if r & tgt[j]:
+                t |= 1 << j
+        d = pool[mo + t]
+        if d == 1:
+            continue
+        dr = d.real
+        di = d.imag
+        p = rowmap[r] * B
+        xr = re[p:p + B]
+        xi = im[p:p + B]
+        for b in range(B):
+            ar = xr[b]
+            ai = xi[b]
+            xr[b] = dr * ar - di * ai
+            xi[b] = dr * ai + di * ar
+
+
+@_jit
+def _blk_perm(re, im, rowmap, B, tgt, m, cmask, pool, mo, perm, po, toff, rows):
+    dim = 1 << m
+    _local_offsets(tgt, m, toff)
+    tmask = toff[dim - 1]
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & tmask) != 0 or (r0 & cmask) != cmask:
+            continue
+        for t in range(dim):
+            rows[t] = rowmap[r0 | toff[t]]
+        for t in range(dim):
+            rowmap[r0 | toff[perm[po + t]]] = rows[t]
+            d = pool[mo + t]
+            if d != 1:
+                dr = d.real
+                di = d.imag
+                p = rows[t] * B
+                xr = re[p:p + B]
+                xi = im[p:p + B]
+                for b in range(B):
+                    ar = xr[b]
+                    ai = xi[b]
+                    xr[b] = dr * ar - di * ai
+                    xi[b] = dr * ai + di * ar
+
+
+@_jit
+def _blk_batch(psi, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs,
+               re, im, rowmap, bases, toff, rows, xr, xi):
+    R = offs.shape[0]
+    # Groups g0..g0+B-1 are contiguous when B is below the lowest block wire; otherwise each
+    # group is R/low runs of `low` contiguous amplitudes (the block's wires 0..log2(low)-1).
+    contiguous = (np.int64(1) << pos[0]) >= B
+    base0 = _insert(g0, pos)
+    for r in range(R):
+        rowmap[r] = r
+    if contiguous:
+        for r in range(R):
+            o = base0 | offs[r]
+            src = psi[o:o + B]
+            dst_r = re[r * B:(r + 1) * B]
+            dst_i = im[r * B:(r + 1) * B]
+            for b in range(B):
+                v = src[b]
+                dst_r[b] = v.real
+                dst_i[b] = v.imag
+    elif pos[0] >= 3:  # runs of 2^pos[0] >= 8 contiguous groups
+        run = np.int64(1) << pos[0]
+        for b in range(0, B, run):
+            bases[b] = _insert(g0 + b, pos)
+        for r in range(R):
+            o = offs[r]
+            for b0 in range(0, B, run):
+                src = psi[bases[b0] | o:(bases[b0] | o) + run]
+                dst_r = re[r * B + b0:r * B + b0 + run]
+                dst_i = im[r * B + b0:r * B + b0 + run]
+                for b in range(run):
+                    v = src[b]
+                    dst_r[b] = v.real
+                    dst_i[b] = v.imag
+    else:  # a transpose, by tiles of 8 groups so that buffer writes fill cache lines
+        for b in range(B):
+            bases[b] = _insert(g0 + b, pos)
+        for b0 in range(0, B, 8):
+            for rh in range(0, R, low):
+                oh = offs[rh]
+                for rl in range(low):
+                    p = (rh + rl) * B + b0
+                    for t in range(8):
+                        v = psi[(bases[b0 + t] | oh) + rl]
+                        re[p + t] = v.real
+                        im[p + t] = v.imag
+    for q in range(kinds.shape[0]):
+        kind = kinds[q]
+        cm = cmasks[q]
+        mo = moffs[q]
+        if kind == 0:
+            _blk_dense1(re, im, rowmap, B, tgts[q, 0], cm, pool, mo)
+        elif kind == 1:
+            _blk_dense2(re, im, rowmap, B, tgts[q, 0], tgts[q, 1], cm, pool, mo)
+        elif kind == 2:
+            _blk_densek(re, im, rowmap, B, tgts[q], ntg[q], cm, pool, mo, toff, rows, xr, xi)
+        elif kind == 3:
+            _blk_diag(re, im, rowmap, B, tgts[q], ntg[q], cm, pool, mo)
+        else:
+            _blk_perm(re, im, rowmap, B, tgts[q], ntg[q], cm, pool, mo, perm, poffs[q], toff,
+                      rows)
+    # scatter, reading each logical row from where the row map put it
+    if contiguous:
+        for r in range(R):
+            o = base0 | offs[r]
+            p = rowmap[r] * B
+            dst = psi[o:o + B]
+            src_r = re[p:p + B]
+            src_i = im[p:p + B]
+            for b in range(B):
+                dst[b] = complex(src_r[b], src_i[b])
+    elif pos[0] >= 3:
+        run = np.int64(1) << pos[0]
+        for r in range(R):
+            o = offs[r]
+            p = rowmap[r] * B
+            for b0 in range(0, B, run):
+                dst = psi[bases[b0] | o:(bases[b0] | o) + run]
+                src_r = re[p + b0:p + b0 + run]
+                src_i = im[p + b0:p + b0 + run]
+                for b in range(run):
+                    dst[b] = complex(src_r[b], src_i[b])
+    else:
+        for b0 in range(0, B, 8):
+            for rh in range(0, R, low):
+                oh = offs[rh]
+                for rl in range(low):
+                    p = rowmap[rh + rl] * B + b0
+                    for t in range(8):
+                        psi[(bases[b0 + t] | oh) + rl] = complex(re[p + t], im[p + t])
+
+
+@_jit
+def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs):
+    R = offs.shape[0]
+    low = 1
+    while low < R and offs[low] == low:  # block wires 0, 1, ...: contiguous runs in a group
+        low *= 2
+    dim = 1 << tgts.shape[1]
+    re = np.empty(R * B)
+    im = np.empty(R * B)
+    rowmap = np.empty(R, np.int64)
+    bases = np.empty(B, np.int64)
+    toff = np.empty(dim, np.int64)
+    rows = np.empty(dim, np.int64)
+    xr = np.empty(dim)
+    xi = np.empty(dim)
+    for batch in range(lo, hi):
+        _blk_batch(psi, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
+                   perm, poffs, re, im, rowmap, bases, toff, rows, xr, xi)
+
+
+@_jit
+def _blk_ser(psi, nb, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs):
+    _blk_range(psi, 0, nb, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs)
+
+
+@_jit_par
+def _blk_par(psi, nb, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs):
+    nch = min(nb, 8 * numba.get_num_threads())
+    for c in prange(nch):
+        _blk_range(psi, c * nb // nch, (c + 1) * nb // nch, B, pos, offs, kinds, cmasks, ntg,
+                   tgts, moffs, pool, perm, poffs)
+
+
+def _op_structure(op: GateOp) -> tuple[str, tuple[int, ...], tuple[int, ...], Any, Any]:
+    """(kind, controls, targets, data, perm) of one gate: what the block kernel needs."""
+    if isinstance(op.gate, np.ndarray):
+        m = np.asarray(op.gate, dtype=np.complex128)
+        return "dense", (), tuple(op.wires), m, None
+    spec = gate_spec(op.gate)
+    params = tuple(float(p) for p in op.params)
+    spec._check_params(params)
+    controls: tuple[int, ...] = ()
+    targets = tuple(op.wires)
+    if spec.structure == "controlled":
+        controls, targets = targets[:spec.num_controls], targets[spec.num_controls:]
+        spec = spec.base
+    if spec.structure == "diagonal":
+        return "diag", controls, targets, spec.diagonal(*params), None
+    if spec.structure == "permutation":
+        perm, phases = spec.permutation()
+        return "perm", controls, targets, np.asarray(phases, np.complex128), perm
+    return "dense", controls, targets, spec.matrix(*params), None
+
+
+def _as_one_qubit_op(m: np.ndarray) -> tuple[str, Any, Any]:
+    if m[0, 1] == 0 and m[1, 0] == 0:
+        return "diag", np.diagonal(m).copy(), None
+    if m[0, 0] == 0 and m[1, 1] == 0:  # U|0> = m10|1>, U|1> = m01|0>
+        return "perm", np.array([m[1, 0], m[0, 1]]), (1, 0)
+    return "dense", m, None
+
+
+def encode_block(wires: Sequence[int], ops: Sequence[GateOp]) -> tuple[np.ndarray, ...]:
+    """The op arrays of the block kernel for ``ops`` (global wires, all inside ``wires``).
+
+    Local row bit ``j`` is ``sorted(wires)[j]``. Runs of one-qubit gates on a wire are
+    multiplied into one 2x2 first; a product that is diagonal or anti-diagonal becomes a
+    diagonal or row-permutation op. Returns ``(kinds, cmasks, ntargets, targets, matrix
+    offsets, matrix pool, perm pool, perm offsets)``; ``targets[q]`` holds row bit masks.
+
+    >>> kinds, *_ = encode_block([0, 1], [GateOp("ry", (0,), (0.3,)), GateOp("rz", (0,), (0.2,)),
+    ...                                    GateOp("cx", (0, 1))])
+    >>> kinds.tolist()  # one dense 2x2 (ry then rz), then cx as a row permutation
+    [0, 4]
+    """
+    local = {w: j for j, w in enumerate(sorted(wires))}
+    entries: list[tuple[str, int, tuple[int, ...], Any, Any]] = []
+    pending: dict[int, np.ndarray] = {}
+
+    def flush(bit: int) -> None:
+        m = pending.pop(bit, None)
+        if m is not None:
+            kind, data, perm = _as_one_qubit_op(m)
+            entries.append((kind, 0, (1 << bit,), data, perm))
+
+    for op in ops:
+        kind, controls, targets, data, perm = _op_structure(GateOp(*op))
+        cbits = [local[w] for w in controls]
+        tbits = [local[w] for w in targets]
+        if not cbits and len(tbits) == 1:
+            if kind == "diag":
+                data = np.diag(data)
+            elif kind == "perm":
+                phases, data = data, np.zeros((2, 2), np.complex128)
+                data[list(perm), [0, 1]] = phases
+            t = tbits[0]
+            pending[t] = data @ pending[t] if t in pending else np.asarray(data, np.complex128)
+            continue
+        for bit in cbits + tbits:
+            flush(bit)
+        cmask = 0
+        for bit in cbits:
+            cmask |= 1 << bit
+        entries.append((kind, cmask, tuple(1 << b for b in tbits), data, perm))
+    for bit in sorted(pending):
+        flush(bit)
+    count = len(entries)
+    width = max([len(e[2]) for e in entries] + [1])
+    kinds = np.empty(count, np.int64)
+    cmasks = np.empty(count, np.int64)
+    ntg = np.empty(count, np.int64)
+    tgts = np.zeros((count, width), np.int64)
+    moffs = np.empty(count, np.int64)
+    poffs = np.zeros(count, np.int64)
+    pool: list[np.ndarray] = []
+    perms: list[int] = []
+    size = 0
+    for q, (kind, cmask, tmasks, data, perm) in enumerate(entries):
+        m = len(tmasks)
+        if kind == "dense":
+            kinds[q] = OP_DENSE1 if m == 1 else OP_DENSE2 if m == 2 else OP_DENSEK
+        else:
+            kinds[q] = OP_DIAG if kind == "diag" else OP_PERM
+        if kind == "perm":
+            poffs[q] = len(perms)
+            perms.extend(int(p) for p in perm)
+        cmasks[q] = cmask
+        ntg[q] = m
+        tgts[q, :m] = tmasks
+        flat = np.ascontiguousarray(data, dtype=np.complex128).ravel()
+        moffs[q] = size
+        pool.append(flat)
+        size += flat.size
+    pool_arr = np.concatenate(pool) if pool else np.zeros(1, np.complex128)
+    perm_arr = np.array(perms or [0], np.int64)
+    return kinds, cmasks, ntg, tgts, moffs, pool_arr, perm_arr, poffs

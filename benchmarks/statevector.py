@@ -1,0 +1,353 @@
+"""Statevector simulation through the user path, side by side with peer simulators, against
+the memory-bandwidth floor.
+
+    python benchmarks/statevector.py                      # n = 12, 16, 20, 22; 1 thread
+    python benchmarks/statevector.py --quick              # n = 12, 16
+    python benchmarks/statevector.py --sizes 20 22 --layers 10 --threads 2
+
+Circuit: the hardware-efficient ansatz, L layers (default 10) of RY and RZ on every qubit
+then a CNOT ladder cx(0,1), cx(1,2), ..., cx(n-2,n-1); complex128, from |0...0>, returning
+the final state. qdiff runs a traced program (angles are traced inputs) with ``qm.run``, the
+user path: the branch runner, the fusion pass (cached with the trace) and the back end.
+
+Columns (milliseconds for the whole circuit; best of --repeats warm runs):
+  gates        gate applications without fusion
+  passes       passes over the state of qdiff's Numba run with fusion (fused blocks + gates)
+  floor        bytes the unfused gates must move / measured copy bandwidth (a 1-qubit gate
+               reads and writes every amplitude, a CNOT half of them)
+  floor/fused  16 B x 2 x 2^n per fused pass / bandwidth: the floor of the fused program
+  numpy, numba             qdiff, fuse=False (one pass per gate)
+  numpy+fuse, numba+fuse   qdiff, fuse=True (the default)
+  aer          qiskit-aer AerSimulator(method="statevector"), its own fusion on; bound
+               circuit, save_statevector, run().result()
+  lightning    PennyLane lightning.qubit, a QNode returning qml.state()
+  qulacs       QuantumCircuit.update_quantum_state on a reused circuit and state
+  qiskit-sv    qiskit.quantum_info.Statevector(...).evolve(circuit)
+A value marked ``~`` is extrapolated from one layer because the full circuit would exceed
+--budget seconds; "not installed" means the package does not import here.
+
+Threads: NUMBA_NUM_THREADS, OMP_NUM_THREADS (lightning, qulacs), MKL/OpenBLAS and Aer's
+max_parallel_threads are all set to --threads (default 1) before anything is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+
+def _parse() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=None,
+                    help="register sizes (default 12 16 20 22)")
+    ap.add_argument("--layers", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=30.0,
+                    help="seconds one measurement may take before it is extrapolated")
+    ap.add_argument("--quick", action="store_true", help="n = 12, 16 and 2 repeats")
+    args = ap.parse_args()
+    if args.sizes is None:
+        args.sizes = [12, 16] if args.quick else [12, 16, 20, 22]
+    if args.quick:
+        args.repeats = min(args.repeats, 2)
+    return args
+
+
+ARGS = _parse() if __name__ == "__main__" else None
+if ARGS is not None:  # thread pools are sized when their libraries load: set them first
+    for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                "OPENBLAS_NUM_THREADS", "QULACS_NUM_THREADS"):
+        os.environ[var] = str(ARGS.threads)
+
+import numpy as np  # noqa: E402
+
+import qdiff  # noqa: E402
+from qdiff import quantum as qm  # noqa: E402
+from qdiff.quantum.simulator import available_backends  # noqa: E402
+
+
+# ------------------------------------------------------------------------------- the circuit
+def hea_angles(n: int, layers: int, seed: int = 0) -> np.ndarray:
+    """Angles ``[layer, 0 = RY / 1 = RZ, wire]``."""
+    return np.random.default_rng(seed).uniform(-np.pi, np.pi, (layers, 2, n))
+
+
+def hea_program(n: int, layers: int) -> Any:
+    """The ansatz as a qdiff program of its angles, returning the final state."""
+
+    def hea(angles: Any) -> Any:
+        q = qm.qubits(n)
+        for layer in range(layers):
+            for w in range(n):
+                qm.ry(angles[layer, 0, w], q[w])
+            for w in range(n):
+                qm.rz(angles[layer, 1, w], q[w])
+            for w in range(n - 1):
+                qm.cx(q[w], q[w + 1])
+        return qm.state(q)
+
+    return qdiff.program(hea, name=f"hea{n}x{layers}")
+
+
+def qiskit_circuit(angles: np.ndarray) -> Any:
+    import qiskit
+
+    layers, _, n = angles.shape
+    qc = qiskit.QuantumCircuit(n)
+    for layer in range(layers):
+        for w in range(n):
+            qc.ry(float(angles[layer, 0, w]), w)
+        for w in range(n):
+            qc.rz(float(angles[layer, 1, w]), w)
+        for w in range(n - 1):
+            qc.cx(w, w + 1)
+    return qc
+
+
+# ---------------------------------------------------------------------------------- timing
+def best_time(run: Callable[[], Any], repeats: int, budget: float) -> float:
+    """Best wall time of ``run()`` in seconds (after one warm-up call)."""
+    t0 = time.perf_counter()
+    run()
+    first = time.perf_counter() - t0
+    best = float("inf")
+    for _ in range(repeats if first < budget / max(repeats, 1) else 1):
+        t0 = time.perf_counter()
+        run()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def measure(make: Callable[[int], Callable[[], Any]], layers: int, repeats: int,
+            budget: float) -> str:
+    """Time ``make(layers)()``; extrapolate from ``make(1)`` when that would exceed budget."""
+    one = make(1)
+    t0 = time.perf_counter()
+    one()
+    one()
+    est = (time.perf_counter() - t0) / 2 * layers
+    if est > budget:
+        return f"~{best_time(one, 1, budget) * layers * 1e3:.1f}"
+    return f"{best_time(make(layers), repeats, budget) * 1e3:.1f}"
+
+
+def copy_bandwidth(num_bytes: int, threads: int) -> float:
+    """Bytes per second ``np.copyto`` moves (read + write) between two arrays of this size,
+    split over ``threads`` threads (NumPy releases the GIL while copying)."""
+    a = np.ones(num_bytes // 16, np.complex128)
+    b = np.empty_like(a)
+    bounds = np.linspace(0, a.size, threads + 1).astype(int)
+    slices = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    pool = ThreadPoolExecutor(threads) if threads > 1 else None
+
+    def copy() -> None:
+        if pool is None:
+            np.copyto(b, a)
+        else:
+            list(pool.map(lambda sl: np.copyto(b[sl], a[sl]), slices))
+
+    reps = max(3, int(4e8 // max(num_bytes, 1)))
+    copy()
+    best = float("inf")
+    for _ in range(3):
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            copy()
+        best = min(best, (time.perf_counter() - t0) / reps)
+    if pool is not None:
+        pool.shutdown()
+    return 2 * a.nbytes / best
+
+
+# ------------------------------------------------------------------------------ simulators
+def qdiff_runner(n: int, backend: str, fuse: bool, angles: np.ndarray) -> Callable[[int], Any]:
+    def make(layers: int) -> Callable[[], Any]:
+        program = hea_program(n, layers)
+        a = np.ascontiguousarray(angles[:layers])
+        return lambda: qm.run(program, a, backend=backend, fuse=fuse)
+
+    return make
+
+
+def aer_runner(threads: int, angles: np.ndarray) -> Callable[[int], Any] | None:
+    try:
+        from qiskit_aer import AerSimulator
+    except ImportError:
+        return None
+    sim = AerSimulator(method="statevector", max_parallel_threads=threads,
+                       max_parallel_experiments=1, max_parallel_shots=1)
+
+    def make(layers: int) -> Callable[[], Any]:
+        qc = qiskit_circuit(angles[:layers])
+        qc.save_statevector()
+        return lambda: sim.run(qc).result().get_statevector()
+
+    return make
+
+
+def lightning_runner(angles: np.ndarray) -> Callable[[int], Any] | None:
+    try:
+        import pennylane as qml
+
+        n = angles.shape[2]
+        dev = qml.device("lightning.qubit", wires=n)
+    except Exception:  # noqa: BLE001 - any import or plugin failure means "not installed"
+        return None
+
+    def make(layers: int) -> Callable[[], Any]:
+        @qml.qnode(dev)
+        def circuit(a: Any) -> Any:
+            for layer in range(layers):
+                for w in range(n):
+                    qml.RY(a[layer, 0, w], wires=w)
+                for w in range(n):
+                    qml.RZ(a[layer, 1, w], wires=w)
+                for w in range(n - 1):
+                    qml.CNOT(wires=[w, w + 1])
+            return qml.state()
+
+        a = np.ascontiguousarray(angles[:layers])
+        return lambda: circuit(a)
+
+    return make
+
+
+def qulacs_runner(angles: np.ndarray) -> Callable[[int], Any] | None:
+    try:
+        import qulacs
+    except ImportError:
+        return None
+    n = angles.shape[2]
+    state = qulacs.QuantumState(n)
+
+    def make(layers: int) -> Callable[[], Any]:
+        circuit = qulacs.QuantumCircuit(n)
+        for layer in range(layers):
+            # qulacs' add_RY_gate is exp(+iθY/2); add_RotY_gate is Qiskit's exp(-iθY/2)
+            for w in range(n):
+                circuit.add_RotY_gate(w, float(angles[layer, 0, w]))
+            for w in range(n):
+                circuit.add_RotZ_gate(w, float(angles[layer, 1, w]))
+            for w in range(n - 1):
+                circuit.add_CNOT_gate(w, w + 1)
+
+        def run() -> Any:
+            state.set_zero_state()
+            circuit.update_quantum_state(state)
+            return state
+
+        return run
+
+    return make
+
+
+def qiskit_sv_runner(angles: np.ndarray) -> Callable[[int], Any] | None:
+    try:
+        from qiskit.quantum_info import Statevector
+    except ImportError:
+        return None
+    n = angles.shape[2]
+
+    def make(layers: int) -> Callable[[], Any]:
+        qc = qiskit_circuit(angles[:layers])
+        return lambda: Statevector.from_int(0, 2 ** n).evolve(qc)
+
+    return make
+
+
+def final_state(name: str, result: Any) -> np.ndarray:
+    """The state a runner returned, as a NumPy vector (for the cross-check)."""
+    if name.startswith(("numpy", "numba")):
+        return np.asarray(result.values)
+    if name == "qulacs":
+        return np.asarray(result.get_vector())
+    if name == "qiskit-sv":
+        return np.asarray(result.data)
+    if name == "lightning":  # PennyLane's wire 0 is the most significant bit
+        vector = np.asarray(result)
+        n = vector.size.bit_length() - 1
+        return vector.reshape((2,) * n).transpose(range(n - 1, -1, -1)).reshape(-1)
+    return np.asarray(result)
+
+
+# ---------------------------------------------------------------------------------- the table
+def main() -> None:
+    args = ARGS
+    assert args is not None
+    import numba
+
+    qdiff_columns = []
+    for backend in ("numpy", "numba"):
+        if backend in available_backends():
+            qdiff_columns += [(backend, backend, False), (f"{backend}+fuse", backend, True)]
+    peers = [("aer", aer_runner), ("lightning", lightning_runner), ("qulacs", qulacs_runner),
+             ("qiskit-sv", qiskit_sv_runner)]
+    header = (["n", "gates", "passes", "floor", "floor/fused"] + [c[0] for c in qdiff_columns]
+              + [p[0] for p in peers])
+    rows, notes = [], []
+    for n in args.sizes:
+        angles = hea_angles(n, args.layers)
+        row = {"n": str(n), "gates": str(args.layers * (3 * n - 1))}
+        makers: dict[str, Callable[[int], Any] | None] = {}
+        for name, backend, fuse in qdiff_columns:
+            makers[name] = qdiff_runner(n, backend, fuse, angles)
+        for name, factory in peers:
+            makers[name] = (factory(args.threads, angles) if name == "aer"
+                            else factory(angles))
+        check_states: dict[str, np.ndarray] = {}
+        for name, make in makers.items():
+            if make is None:
+                row[name] = "not installed"
+                continue
+            if n <= 16:  # cross-check the final states (up to a global phase)
+                check_states[name] = final_state(name, make(args.layers)())
+            row[name] = measure(make, args.layers, args.repeats, args.budget)
+            print(f"  n={n} {name}: {row[name]} ms", file=sys.stderr, flush=True)
+        fused = qm.run(hea_program(n, args.layers), angles, backend="auto", fuse=True)
+        unfused_bytes = 16 * 2 ** n * args.layers * (2 * 2 * n + (n - 1))
+        bw = copy_bandwidth(16 << n, args.threads)
+        row["passes"] = str(fused.gate_passes)
+        row["floor"] = f"{unfused_bytes / bw * 1e3:.1f}"
+        row["floor/fused"] = f"{2 * 16 * 2 ** n * fused.gate_passes / bw * 1e3:.1f}"
+        row["bw"] = f"{bw / 1e9:.1f}"
+        if check_states:
+            ref = check_states.get("numpy", next(iter(check_states.values())))
+            errors = {k: abs(1 - abs(np.vdot(ref, s))) for k, s in check_states.items()}
+            bad = [k for k, e in errors.items() if e > 1e-9]
+            notes.append(f"n={n}: final states " + (f"DISAGREE: {bad}" if bad else "agree")
+                         + f", max 1-|<numpy|psi>| = {max(errors.values()):.1e} over "
+                         + ", ".join(errors))
+        rows.append(row)
+
+    print(f"HEA, L={args.layers} layers (RY+RZ on every qubit, CNOT ladder), complex128, "
+          f"ms for the whole circuit through each library's user API")
+    print(f"threads: {args.threads} (NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, Aer max_parallel_threads="
+          f"{args.threads}); cores={os.cpu_count()}; numpy copy bandwidth: "
+          + ", ".join(f"n={r['n']}: {r['bw']} GB/s" for r in rows))
+    widths = [max(len(h), *(len(r[h]) for r in rows)) for h in header]
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+    for r in rows:
+        print("  ".join(r[h].rjust(w) for h, w in zip(header, widths)))
+    print()
+    for r in rows:
+        peer_times = {p: float(r[p].lstrip("~")) for p, _ in peers
+                      if r[p] != "not installed" and not r[p].startswith("~")}
+        ours = {c: float(r[c].lstrip("~")) for c, _, _ in qdiff_columns}
+        if peer_times and ours:
+            peer, t_peer = min(peer_times.items(), key=lambda kv: kv[1])
+            best, t_best = min(ours.items(), key=lambda kv: kv[1])
+            print(f"n={r['n']}: fastest peer {peer} {t_peer:.1f} ms, fastest qdiff {best} "
+                  f"{t_best:.1f} ms: {t_best / t_peer:.2f}x the peer's time")
+    for line in notes:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

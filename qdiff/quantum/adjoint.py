@@ -1,0 +1,510 @@
+"""The adjoint method over measurement branches: exact derivatives of quantum programs.
+
+A program with measurements denotes ``E = Σ_b w_b · g_b``: branch ``b`` has probability
+weight ``w_b``, a normalized state and classical values, and ``g_b`` are its outputs. The
+forward sweep is the branching runner itself; `AdjointRunner` records every equation it
+executes in every branch. Branches share their prefix and a merge has several parents, so
+the records form a DAG, and the reverse sweep walks it backwards once (reverse-mode AD over
+the branch DAG): cotangents from the two outcomes of a measurement add up at the state
+before it, so a loop with K enumerated iterations costs O(K), not O(K^2).
+
+Conventions: for a classical value ``v`` the cotangent is ``∂J/∂v``; for a state ``ψ`` it is
+the adjoint vector ``λ`` with ``dJ = 2 Re<λ|dψ>`` (for ``J = <ψ|O|ψ>``, ``λ = Oψ``). The
+reverse sweep carries the pair (ψ, λ) backwards: gates are unitary, so ``ψ`` is uncomputed
+(``ψ_in = U^† ψ_out``), never stored; only measurements (and resets and postselection)
+keep the state they saw, which the forward sweep holds anyway because it branches there.
+Classical equations use their registered VJP rules, so angles computed by classical code
+(shared parameters, loop indices, classical loops and their reversal in ``qdiff.loops``)
+are chain-ruled by the classical reverse mode.
+
+Rules, one per record kind (``q`` = outcome probability, ``P`` = projector, ``A`` = the
+reset flip or identity, ``G`` = a gate's generator, ``U(θ) = exp(-iθG)``):
+
+- gate: ``θ̄ = 2 Im<λ_out|G ψ_out>``, ``ψ_in = U^†ψ_out``, ``λ_in = U^†λ_out``;
+  multi-parameter gates (``u``) go through their rotation occurrences and global phase.
+- measure/reset/postselect: ``ψ' = A P ψ / √q``, ``w' = w q``, ``q = |Pψ|²``:
+  ``q̄ = w̄' w'/q - Re<λ'|ψ'>/q``, ``w̄ += w̄' w'/w``, ``λ_in = P (A^†λ'/√q + q̄ ψ)``.
+- expval: ``λ_in = λ_out + ē O ψ``; probs: ``λ_in,i = λ_out,i + p̄_{j(i)} ψ_i``.
+- merge of parents (w_i, φ_i) into (W = Σ w_i, φ_0): ``w̄_i = W̄``,
+  ``v̄_i = (w_i/W) V̄``, ``λ_i = (w_i/W) <φ_0|φ_i> λ_V``.
+
+>>> import qdiff
+>>> from qdiff import quantum as qm
+>>> @qdiff.program
+... def coin(theta):
+...     q = qm.qubits(1)
+...     qm.ry(theta, q[0])
+...     return qm.expval("Z", q)
+>>> run = RecordedRun(coin.trace(0.3), [0.3])
+>>> bool(np.isclose(run.vjp([1.0])[0], -np.sin(0.3)))
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..autodiff.tangents import add_tangents, cast_like, is_differentiable
+from ..ir.core import Eqn, Program
+from ..ir.errors import QdiffError
+from ..ir.types import QState
+from .gates import gate_spec
+from .primitives import pauli_sum_of
+from .runner import HANDLERS, BranchRunner, Item, _with_params, merge_groups
+
+# Equations whose bodies the runner runs equation by equation: their records connect them.
+STRUCTURAL = ("cond", "loop", "while")
+
+
+@dataclass
+class Record:
+    """One equation executed on one branch (or one merge): nodes and values in and out."""
+
+    kind: str
+    eqn: Eqn | None
+    in_nodes: list[int | None]
+    in_values: list[Any]
+    out_nodes: list[int | None]
+    out_values: list[Any]
+    w_in: int
+    w_out: int
+    weight_in: float
+    weight_out: float
+    parents: list[tuple[int, float, list[int | None], list[Any]]] = field(default_factory=list)
+
+
+class AdjointRunner(BranchRunner):
+    """The branching runner, recording what it executes for the reverse sweep."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        # every gate is its own record: the reverse sweep needs each generator, so no fusion
+        super().__init__(*args, **{**kwargs, "fuse": False})
+        self.records: list[Record] = []
+        self._objects: dict[int, tuple[Any, int]] = {}
+        self._count = 0
+        self.states: dict[int, Any] = {}  # state node -> forward object
+
+    # -- nodes: a value's node is its object's identity (each output is a fresh object) ------
+    def node(self, obj: Any) -> int | None:
+        """The node of a recorded value, ``None`` for constants."""
+        entry = self._objects.get(id(obj))
+        return entry[1] if entry is not None and entry[0] is obj else None
+
+    def _new(self, obj: Any) -> int:
+        self._count += 1
+        self._objects[id(obj)] = (obj, self._count)  # keeps obj alive: ids stay unique
+        return self._count
+
+    def track(self, value: Any) -> tuple[Any, int]:
+        """A fresh object for ``value`` and its new node."""
+        fresh = value.view() if isinstance(value, np.ndarray) else np.asarray(value)
+        return fresh, self._new(fresh)
+
+    def weight_node(self, weight: float) -> int:
+        found = self.node(weight)
+        return found if found is not None else self._new(weight)
+
+    def track_inputs(self, values: Sequence[Any]) -> list[Any]:
+        """Fresh objects for the program inputs, whose nodes receive the gradient."""
+        return [self.track(np.asarray(v))[0] for v in values]
+
+    # -- hooks of the runner -----------------------------------------------------------------
+    def apply(self, eqn: Eqn, handler: Any, weight: float, inputs: list[Any]) -> list[Item]:
+        name = eqn.primitive.name
+        if handler is not None and name in STRUCTURAL:
+            return handler(self, eqn, weight, inputs)
+        if name == "reset":  # record the outcome, which a reset does not return
+            measured = HANDLERS["measure"](self, _with_params(eqn, reset=True), weight, inputs)
+            recorded = self._record(eqn, weight, inputs, measured)
+            return [(w, outs[:1]) for w, outs in recorded]
+        return self._record(eqn, weight, inputs, super().apply(eqn, handler, weight, inputs))
+
+    def _record(self, eqn: Eqn, weight: float, inputs: list[Any],
+                outcomes: list[Item]) -> list[Item]:
+        in_nodes = [self.node(v) for v in inputs]
+        w_in = self.weight_node(weight)
+        is_state = [isinstance(v.type, QState) for v in eqn.outputs]
+        result = []
+        for w, outs in outcomes:
+            tracked, out_nodes = [], []
+            for k, value in enumerate(outs):
+                obj, n = self.track(value)
+                tracked.append(obj)
+                out_nodes.append(n)
+                if k < len(is_state) and is_state[k]:
+                    self.states[n] = obj
+            w_out = w_in if w is weight else self._new(w)
+            kind = eqn.primitive.name if eqn.primitive.name in RULES else "classical"
+            self.records.append(Record(kind, eqn, in_nodes, inputs, out_nodes, tracked,
+                                       w_in, w_out, weight, w))
+            result.append((w, tracked))
+        return result
+
+    def merge(self, items: list[Item]) -> list[Item]:
+        merged = []
+        for group in merge_groups(items):
+            if len(group) == 1:
+                merged.append(items[group[0]])
+                continue
+            total = sum(items[i][0] for i in group) * 1.0
+            values = items[group[0]][1]
+            tracked, out_nodes = [], []
+            for value in values:
+                obj, n = self.track(value)
+                tracked.append(obj)
+                out_nodes.append(n)
+                if _is_state(value):
+                    self.states[n] = obj
+            parents = []
+            for i in group:
+                w, vals = items[i]
+                nodes = [self.node(v) for v in vals]
+                parents.append((self.weight_node(w), w, nodes, vals))
+            self.records.append(Record("merge", None, [], [], out_nodes, tracked, 0,
+                                       self._new(total), 0.0, total, parents))
+            merged.append((total, tracked))
+        return merged
+
+    # -- the reverse sweep ------------------------------------------------------------------
+    def reverse(self, weight_seeds: dict[int, float],
+                value_seeds: dict[int, Any]) -> dict[int, Any]:
+        """Walk the records backwards from the seeds; returns the cotangent of every node."""
+        sweep = Sweep(self, dict(weight_seeds), dict(value_seeds))
+        consumed = {n for r in self.records for n in r.in_nodes}
+        consumed.update(n for r in self.records for p in r.parents for n in p[2])
+        for n, obj in self.states.items():
+            if n not in consumed:
+                sweep.psi[n] = self.backend.copy(obj)
+        for record in reversed(self.records):
+            RULES[record.kind](sweep, record)
+        return sweep.ct
+
+
+def _is_state(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind == "c"
+
+
+class Sweep:
+    """The state of one reverse sweep: classical cotangents, adjoints λ and uncomputed ψ."""
+
+    def __init__(self, runner: AdjointRunner, weights: dict[int, float], values: dict):
+        self.runner = runner
+        self.be = runner.backend
+        self.ct: dict[int, Any] = {**values}
+        for n, w in weights.items():
+            self.ct[n] = self.ct.get(n, 0.0) + w
+        self.lam: dict[int, Any] = {}
+        self.psi: dict[int, Any] = {}
+
+    def add(self, node: int | None, value: Any) -> None:
+        if node is not None and value is not None:
+            self.ct[node] = add_tangents(self.ct.get(node), value)
+
+    def add_lam(self, node: int | None, value: Any) -> None:
+        if node is None or value is None:
+            return
+        have = self.lam.get(node)
+        if have is None:
+            self.lam[node] = value
+        else:
+            have += value
+
+    def state_pair(self, node: int) -> tuple[Any, Any]:
+        psi = self.psi.pop(node, None)
+        if psi is None:
+            raise QdiffError("internal: a state was neither uncomputed nor stored")
+        return psi, self.lam.pop(node, None)
+
+    def weight_cotangent(self, record: Record) -> float:
+        """w̄' of a record that may keep its input weight (then w̄' is read, not taken)."""
+        if record.w_out == record.w_in:
+            return float(self.ct.get(record.w_in, 0.0))
+        w_bar = float(self.ct.pop(record.w_out, 0.0))
+        if record.weight_in:
+            self.ct[record.w_in] = (self.ct.get(record.w_in, 0.0)
+                                    + w_bar * record.weight_out / record.weight_in)
+        return w_bar
+
+
+def _num_qubits(state: Any) -> int:
+    return int(state.shape[0]).bit_length() - 1
+
+
+# ------------------------------------------------------------------------------------ rules
+def _classical(sweep: Sweep, record: Record) -> None:
+    # v̄_in = vjp(v̄_out): the primitive's registered (tapeless) reverse rule, run eagerly.
+    cts_out = [sweep.ct.pop(n, None) if n is not None else None for n in record.out_nodes]
+    if record.w_out != record.w_in:
+        sweep.weight_cotangent(record)
+    if all(c is None for c in cts_out):
+        return
+    eqn = record.eqn
+    assert eqn is not None
+    wanted = [n is not None and is_differentiable(a.type)
+              for n, a in zip(record.in_nodes, eqn.inputs)]
+    if not any(wanted):
+        return
+    rule = eqn.primitive.vjp
+    if rule is None:
+        raise QdiffError(f"primitive {eqn.primitive.name!r} has no reverse-mode (VJP) rule")
+    cts_out = [None if c is None or not is_differentiable(v.type) else cast_like(c, v.type)
+               for c, v in zip(cts_out, eqn.outputs)]
+    cts_in = rule(cts_out, record.in_values, record.out_values, wanted, **eqn.params)
+    for n, c, a, flag in zip(record.in_nodes, cts_in, eqn.inputs, wanted):
+        if flag and c is not None:
+            sweep.add(n, np.asarray(cast_like(c, a.type)))
+
+
+def _gate(sweep: Sweep, record: Record) -> None:
+    # θ̄ = 2 Im<λ_out|G ψ_out>; ψ_in = U^†ψ_out; λ_in = U^†λ_out.
+    eqn = record.eqn
+    assert eqn is not None
+    psi, lam = sweep.state_pair(record.out_nodes[0])
+    angles = tuple(float(a) for a in record.in_values[1:])
+    grads = uncompute_gate(sweep.be, psi, lam, eqn.params["name"], tuple(eqn.params["wires"]),
+                           angles, eqn.params.get("static") or {},
+                           want=lam is not None and any(n is not None
+                                                        for n in record.in_nodes[1:]))
+    for n, g in zip(record.in_nodes[1:], grads):
+        sweep.add(n, np.asarray(g))
+    sweep.psi[record.in_nodes[0]] = psi
+    sweep.add_lam(record.in_nodes[0], lam)
+
+
+def uncompute_gate(be: Any, psi: Any, lam: Any, name: str, wires: tuple[int, ...],
+                   angles: tuple[float, ...], static: dict, want: bool) -> list[float]:
+    """Apply ``U^†`` to ``psi`` and ``lam`` in place; return ``∂J/∂angle`` when ``want``.
+
+    ``psi`` is the state after the gate, ``lam`` its adjoint (or ``None``).
+
+    >>> from qdiff.quantum.simulator import get_backend
+    >>> be = get_backend("numpy")
+    >>> psi = be.apply_gate(be.zero_state(1), 1, "ry", [0], [0.4]); lam = psi * np.array([1, -1])
+    >>> g = uncompute_gate(be, psi, lam, "ry", (0,), (0.4,), {}, True)   # d<Z>/dθ = -sin θ
+    >>> bool(round(g[0], 12) == round(-np.sin(0.4), 12)), np.allclose(psi, [1, 0])
+    (True, True)
+    """
+    spec = gate_spec(name, **static)
+    n = _num_qubits(psi)
+    grads = [0.0] * spec.num_params
+    if not (want and spec.num_params):
+        inverse, inverse_angles = spec.inverse(*angles)
+        for vector in (psi, lam):
+            if vector is not None:
+                be.apply_gate(vector, n, inverse, list(wires), inverse_angles)
+        return grads
+    if spec.generator is not None:
+        steps = [(0, spec, wires)]
+    else:  # u(θ, φ, λ) = e^{iα} rz(φ) ry(θ) rz(λ): walk its rotations backwards
+        steps = [(o.param_index, gate_spec(o.gate), tuple(wires[i] for i in o.wires))
+                 for o in spec.occurrences]
+        phase = spec.global_phase
+        assert phase is not None
+        alpha = phase(*angles)
+        overlap = be.inner(lam, psi)
+        for j in range(spec.num_params):  # α is affine in the angles: central difference
+            step = np.eye(spec.num_params)[j]
+            slope = (phase(*(np.add(angles, step))) - phase(*(np.subtract(angles, step)))) / 2
+            grads[j] -= 2 * slope * overlap.imag
+        psi *= np.exp(-1j * alpha)
+        lam *= np.exp(-1j * alpha)
+    for index, rotation, ws in reversed(steps):
+        theta = angles[index]
+        generated = be.apply_pauli_sum(psi, n, rotation.generator, list(ws))
+        grads[index] += 2 * be.inner(lam, generated).imag
+        inverse, inverse_angles = rotation.inverse(theta)
+        be.apply_gate(psi, n, inverse, list(ws), inverse_angles)
+        be.apply_gate(lam, n, inverse, list(ws), inverse_angles)
+    return grads
+
+
+def _projective(sweep: Sweep, record: Record) -> None:
+    # ψ' = A P ψ/√q, w' = w q: q̄ = w̄'w'/q - Re<λ'|ψ'>/q, λ_in = P(A^†λ'/√q + q̄ ψ).
+    eqn = record.eqn
+    assert eqn is not None
+    be = sweep.be
+    wire = eqn.params["wire"]
+    if eqn.primitive.name == "postselect":
+        outcome, flip = eqn.params["value"], False
+    else:
+        outcome = int(record.out_values[1])
+        flip = outcome == 1 and (eqn.primitive.name == "reset" or eqn.params.get("reset"))
+    stored = record.in_values[0]
+    n = _num_qubits(stored)
+    psi_out, lam_out = sweep.state_pair(record.out_nodes[0])
+    w_bar = sweep.weight_cotangent(record)
+    projected = be.project(be.copy(stored), n, wire, outcome)
+    q = be.norm_squared(projected)
+    q_bar = w_bar * record.weight_out / q
+    lam_in = None
+    if lam_out is not None:
+        q_bar -= be.inner(lam_out, psi_out).real / q
+        if flip:
+            be.apply_gate(lam_out, n, "x", [wire])
+        lam_in = be.project(lam_out, n, wire, outcome) / np.sqrt(q)
+    if q_bar:
+        lam_in = projected * q_bar if lam_in is None else lam_in + projected * q_bar
+    node = record.in_nodes[0]
+    if node not in sweep.psi:
+        sweep.psi[node] = be.copy(stored)
+    sweep.add_lam(node, lam_in)
+
+
+def _readout(sweep: Sweep, record: Record) -> None:
+    # expval: λ_in = λ_out + ē Oψ; probs: λ_in,i = λ_out,i + p̄_{j(i)} ψ_i.
+    eqn = record.eqn
+    assert eqn is not None
+    be = sweep.be
+    psi, lam = sweep.state_pair(record.out_nodes[0])
+    value_bar = sweep.ct.pop(record.out_nodes[1], None)
+    n = _num_qubits(psi)
+    extra = None
+    if value_bar is not None:
+        name = eqn.primitive.name
+        wires = list(eqn.params.get("wires", ()))
+        if name == "expval":
+            extra = be.apply_pauli_sum(psi, n, pauli_sum_of(eqn.params["terms"]), wires)
+            extra *= float(value_bar)
+        elif name == "probs":
+            extra = psi * np.asarray(value_bar, np.float64)[_bucket(n, wires)]
+        else:
+            raise QdiffError(f"{name}: its value cannot be differentiated; use expval or probs")
+    node = record.in_nodes[0]
+    sweep.psi[node] = psi
+    sweep.add_lam(node, lam)
+    sweep.add_lam(node, extra)
+
+
+def _bucket(n: int, wires: list[int]) -> np.ndarray:
+    """For each basis index, its outcome index on ``wires`` (``wires[0]`` least significant)."""
+    index = np.arange(2 ** n)
+    return sum(((index >> w) & 1) << k for k, w in enumerate(wires))
+
+
+def _qalloc(sweep: Sweep, record: Record) -> None:
+    # a fresh |0..0> depends on nothing
+    sweep.psi.pop(record.out_nodes[0], None)
+    sweep.lam.pop(record.out_nodes[0], None)
+
+
+def _qextend(sweep: Sweep, record: Record) -> None:
+    # ψ_out = |0>_new ⊗ ψ_in: ψ_in and λ_in are the leading block
+    psi, lam = sweep.state_pair(record.out_nodes[0])
+    size = record.in_values[0].shape[0]
+    sweep.psi[record.in_nodes[0]] = psi[:size].copy()
+    sweep.add_lam(record.in_nodes[0], None if lam is None else lam[:size].copy())
+
+
+def _merge(sweep: Sweep, record: Record) -> None:
+    # w̄_i = W̄; v̄_i = (w_i/W) V̄; λ_i = (w_i/W) <φ_0|φ_i> λ_V.
+    total = record.weight_out
+    w_bar = float(sweep.ct.pop(record.w_out, 0.0))
+    outs = []
+    for n, value in zip(record.out_nodes, record.out_values):
+        if _is_state(value):
+            outs.append(sweep.state_pair(n))
+        else:
+            outs.append(sweep.ct.pop(n, None))
+    for index, (w_node, w, nodes, values) in enumerate(record.parents):
+        share = w / total
+        sweep.ct[w_node] = sweep.ct.get(w_node, 0.0) + w_bar
+        for n, value, out in zip(nodes, values, outs):
+            if not _is_state(value):
+                sweep.add(n, None if out is None else share * np.asarray(out))
+                continue
+            psi, lam = out
+            if index == 0:
+                sweep.psi[n] = psi if len(record.parents) == 1 else sweep.be.copy(psi)
+                phase = 1.0
+            else:
+                sweep.psi[n] = sweep.be.copy(value)
+                overlap = sweep.be.inner(psi, value)  # <φ_0|φ_i>, a phase
+                phase = overlap / abs(overlap)
+            if lam is not None:
+                sweep.add_lam(n, (share * phase) * lam)
+
+
+RULES: dict[str, Callable[[Sweep, Record], None]] = {
+    "classical": _classical, "gate": _gate, "measure": _projective, "reset": _projective,
+    "postselect": _projective, "expval": _readout, "probs": _readout,
+    "statevector": _readout, "qalloc": _qalloc, "qextend": _qextend, "merge": _merge,
+}
+
+
+# ---------------------------------------------------------------------------------- drivers
+class RecordedRun:
+    """One recorded exact-mode run of a program; `vjp` runs a reverse sweep per cotangent.
+
+    Several sweeps share the forward run, so a Jacobian over many outputs costs one forward
+    sweep and one reverse sweep per row.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> @qdiff.program
+    ... def two(t):
+    ...     q = qm.qubits(1)
+    ...     qm.rx(t, q[0])
+    ...     return qm.expval("Z", q), qm.expval("Y", q)
+    >>> run = RecordedRun(two.trace(0.2), [0.2])
+    >>> [round(float(run.vjp([c, 1 - c])[0]), 8) for c in (1.0, 0.0)] == [
+    ...     round(-np.sin(0.2), 8), round(-np.cos(0.2), 8)]
+    True
+    """
+
+    def __init__(self, program: Program, args: Sequence[Any], *, backend: str = "auto",
+                 tol: float = 1e-12, max_loop_iterations: int = 100_000):
+        self.program = program
+        self.runner = runner = AdjointRunner("exact", backend, tol, None, max_loop_iterations)
+        self.inputs = runner.track_inputs(args)
+        self.input_nodes = [runner.node(v) for v in self.inputs]
+        self.items = runner.run_program(program, [(1.0, self.inputs)])
+        self.weights = [(runner.weight_node(w), w) for w, _ in self.items]
+        self.mass = sum(w for w, _ in self.items)
+        self.postselected = runner.postselected_away > 0
+        if self.postselected and self.mass <= tol:
+            raise QdiffError("postselection succeeds with probability 0: the value is undefined")
+        norm = self.mass if self.postselected else 1.0
+        self.values = [sum((w * np.asarray(outs[k], np.float64) for w, outs in self.items),
+                           np.zeros(atom.type.shape)) / norm
+                       for k, atom in enumerate(program.outputs)]
+        self._mass_grads: list[Any] | None = None
+
+    def vjp(self, cotangents: Sequence[Any]) -> list[np.ndarray]:
+        """``Σ_j c_j · ∂E_j/∂inputs``, one array per program input."""
+        runner, program = self.runner, self.program
+        cts = [np.asarray(c, np.float64) for c in cotangents]
+        if len(cts) != len(program.outputs):
+            raise QdiffError(
+                f"expected {len(program.outputs)} output cotangent(s), got {len(cts)}")
+        weight_seeds: dict[int, float] = {}
+        value_seeds: dict[int, Any] = {}
+        for (w_node, w), (_, outs) in zip(self.weights, self.items):
+            score = sum(float(np.vdot(c, np.asarray(o, np.float64))) for c, o in zip(cts, outs))
+            weight_seeds[w_node] = weight_seeds.get(w_node, 0.0) + score
+            for c, o, atom in zip(cts, outs, program.outputs):
+                n = runner.node(o)
+                if n is not None and is_differentiable(atom.type):
+                    value_seeds[n] = add_tangents(value_seeds.get(n), w * c)
+        grads = self._sweep(weight_seeds, value_seeds)
+        if not self.postselected:
+            return grads
+        # a conditioned value F/P: the quotient rule (∂F·P - F·∂P)/P^2, P = Σ_b w_b
+        if self._mass_grads is None:
+            self._mass_grads = self._sweep({n: 1.0 for n, _ in self.weights}, {})
+        weighted = sum(weight_seeds.values())
+        return [(g * self.mass - weighted * dm) / self.mass ** 2
+                for g, dm in zip(grads, self._mass_grads)]
+
+    def _sweep(self, weight_seeds: dict[int, float], value_seeds: dict[int, Any]) -> list:
+        seen = self.runner.reverse(weight_seeds, value_seeds)
+        return [_as_float(seen.get(n), v) for n, v in zip(self.input_nodes, self.inputs)]
+
+
+def _as_float(value: Any, like: Any) -> np.ndarray:
+    if value is None:
+        return np.zeros(np.shape(like))
+    return np.asarray(value, np.float64).reshape(np.shape(like))
