@@ -456,25 +456,38 @@ class RecordedRun:
     """
 
     def __init__(self, program: Program, args: Sequence[Any], *, backend: str = "auto",
-                 tol: float = 1e-12, max_loop_iterations: int = 100_000):
+                 tol: float = 1e-12, max_loop_iterations: int = 100_000, mode: str = "exact",
+                 seed: Any = None):
         self.program = program
-        self.runner = runner = AdjointRunner("exact", backend, tol, None, max_loop_iterations)
+        self.runner = runner = AdjointRunner(mode, backend, tol, seed, max_loop_iterations)
         self.inputs = runner.track_inputs(args)
         self.input_nodes = [runner.node(v) for v in self.inputs]
         self.items = runner.run_program(program, [(1.0, self.inputs)])
         self.weights = [(runner.weight_node(w), w) for w, _ in self.items]
         self.mass = sum(w for w, _ in self.items)
-        self.postselected = runner.postselected_away > 0
+        # in sample mode a rejected trajectory is a zero, not an error
+        self.postselected = mode == "exact" and runner.postselected_away > 0
         if self.postselected and self.mass <= tol:
             raise QdiffError("postselection succeeds with probability 0: the value is undefined")
+        self.raw_values = [sum((w * np.asarray(outs[k], np.float64) for w, outs in self.items),
+                               np.zeros(atom.type.shape))
+                           for k, atom in enumerate(program.outputs)]
         norm = self.mass if self.postselected else 1.0
-        self.values = [sum((w * np.asarray(outs[k], np.float64) for w, outs in self.items),
-                           np.zeros(atom.type.shape)) / norm
-                       for k, atom in enumerate(program.outputs)]
+        self.values = [v / norm for v in self.raw_values]
         self._mass_grads: list[Any] | None = None
 
-    def vjp(self, cotangents: Sequence[Any]) -> list[np.ndarray]:
-        """``Σ_j c_j · ∂E_j/∂inputs``, one array per program input."""
+    def mass_vjp(self) -> list[np.ndarray]:
+        """``∂P/∂inputs`` for the kept probability mass ``P = Σ_b w_b``."""
+        if self._mass_grads is None:
+            self._mass_grads = self._sweep({n: 1.0 for n, _ in self.weights}, {})
+        return self._mass_grads
+
+    def vjp(self, cotangents: Sequence[Any], conditioned: bool = True) -> list[np.ndarray]:
+        """``Σ_j c_j · ∂E_j/∂inputs``, one array per program input.
+
+        With postselection, ``E = F/P`` is conditioned on it; ``conditioned=False`` gives
+        the derivative of the unnormalized ``F = Σ_b w_b g_b`` instead.
+        """
         runner, program = self.runner, self.program
         cts = [np.asarray(c, np.float64) for c in cotangents]
         if len(cts) != len(program.outputs):
@@ -490,14 +503,12 @@ class RecordedRun:
                 if n is not None and is_differentiable(atom.type):
                     value_seeds[n] = add_tangents(value_seeds.get(n), w * c)
         grads = self._sweep(weight_seeds, value_seeds)
-        if not self.postselected:
+        if not (self.postselected and conditioned):
             return grads
         # a conditioned value F/P: the quotient rule (∂F·P - F·∂P)/P^2, P = Σ_b w_b
-        if self._mass_grads is None:
-            self._mass_grads = self._sweep({n: 1.0 for n, _ in self.weights}, {})
         weighted = sum(weight_seeds.values())
         return [(g * self.mass - weighted * dm) / self.mass ** 2
-                for g, dm in zip(grads, self._mass_grads)]
+                for g, dm in zip(grads, self.mass_vjp())]
 
     def _sweep(self, weight_seeds: dict[int, float], value_seeds: dict[int, Any]) -> list:
         seen = self.runner.reverse(weight_seeds, value_seeds)

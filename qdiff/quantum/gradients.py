@@ -27,6 +27,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,6 +60,9 @@ class QuantumGradient:
     unterminated_mass: float = 0.0
     aborted_mass: float = 0.0
     postselection_probability: float = 1.0
+    value_stderr: Any = None
+    grad_stderr: Any = None
+    shots: int | None = None
 
 
 def as_quantum_program(f: Any, args: Sequence[Any]) -> Program:
@@ -112,17 +116,31 @@ def _structure(program: Program, outputs: list[Any]) -> Any:
 
 def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
              cotangent: Any = None, tol: float = 1e-12, backend: str = "auto",
-             step: float = 1e-6) -> QuantumGradient:
+             step: float = 1e-6, executor: Executor | None = None, mode: str = "exact",
+             shots: int = 1000, seed: Any = None) -> QuantumGradient:
     """The value of a quantum program and its gradient (or VJP with ``cotangent``).
 
     ``method``: ``"adjoint"`` | ``"finite-diff"`` | ``"auto"``; ``tol`` prunes branches;
-    ``step`` is the finite-difference step. See the module docstring for an example.
+    ``step`` is the finite-difference step. Independent evaluations (the shifted programs
+    of ``"finite-diff"``) run on ``executor`` when given: any `concurrent.futures.Executor`,
+    such as a process pool or a Dask ``Client.get_executor()``. See the module docstring.
+
+    ``mode="sample"`` estimates value and gradient from ``shots`` seeded trajectories: each
+    trajectory's adjoint sweep gives ``∂g + g ∂log p`` (pathwise plus score), an unbiased
+    estimate; ``value_stderr`` and ``grad_stderr`` hold the standard errors. Postselected
+    values are ratios of two such means (delta-method standard errors).
     """
     method = _check_method(method)
     program = as_quantum_program(f, args)
     leaves, _ = pytree.flatten(tuple(args))
     positions, tree = _selection(program, argnums)
     cts = _flat_cotangent(program, cotangent)
+    if mode == "sample":
+        if method != "adjoint":
+            raise QdiffError("sample mode differentiates with method='adjoint'")
+        return _sampled(program, leaves, cts, positions, tree, shots, seed, backend)
+    if mode != "exact":
+        raise QdiffError(f"mode must be 'exact' or 'sample', got {mode!r}")
     if method == "adjoint":
         run = RecordedRun(program, leaves, backend=backend, tol=tol)
         flat = run.vjp(cts)
@@ -131,7 +149,7 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
             run.mass if run.postselected else 1.0))
     else:
         flat, value, info = _finite_differences(program, leaves, cts, positions, step, tol,
-                                                backend)
+                                                backend, executor)
         extra = {}
     grads = [flat[k] for k in positions]
     return QuantumGradient(
@@ -140,35 +158,134 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
         aborted_mass=info.aborted, **extra)
 
 
+def _sampled(program: Program, leaves: list[Any], cts: list[np.ndarray], positions: list[int],
+             tree: Any, shots: int, seed: Any, backend: str) -> QuantumGradient:
+    if shots < 2:
+        raise QdiffError(f"sample mode needs at least 2 shots, got {shots}")
+    seeds = np.random.SeedSequence(seed).spawn(shots)
+    conditioned = _postselects(program)  # otherwise P = 1 exactly and ∂P = 0
+    rows = []  # per shot: F (weighted outputs), P (kept), dF, dP (flattened selected leaves)
+    aborted = unterminated = 0.0
+    for shot_seed in seeds:
+        run = RecordedRun(program, leaves, backend=backend, mode="sample", seed=shot_seed)
+        value = np.concatenate([np.ravel(v) for v in run.raw_values])
+        score = sum(float(np.vdot(c, v)) for c, v in zip(cts, run.raw_values))
+        flat = run.vjp(cts, conditioned=False)
+        d_value = np.concatenate([np.ravel(flat[k]) for k in positions])
+        d_mass = np.concatenate([np.ravel(g) for k, g in enumerate(run.mass_vjp())
+                                 if k in positions]) if conditioned else np.zeros_like(d_value)
+        rows.append((value, score, run.mass, d_value, d_mass))
+        aborted += run.runner.aborted
+        unterminated += run.runner.unterminated
+    values = np.stack([r[0] for r in rows])
+    scores = np.array([r[1] for r in rows])
+    masses = np.array([r[2] for r in rows])
+    d_values = np.stack([r[3] for r in rows])
+    d_masses = np.stack([r[4] for r in rows])
+    p = masses.mean()
+    if p == 0:
+        raise QdiffError("no trajectory was accepted (postselection rejected every shot)")
+    f, df, dp, fv = scores.mean(), d_values.mean(0), d_masses.mean(0), values.mean(0)
+    grad = (df * p - f * dp) / p ** 2
+    # delta method: the influence of each shot on the ratio estimates
+    influence = ((d_values - df) / p - (d_masses - dp) * f / p ** 2
+                 - np.outer(scores - f, dp) / p ** 2
+                 + np.outer(masses - p, (2 * f * dp - df * p) / p ** 3))
+    value_influence = (values - fv) / p - np.outer(masses - p, fv) / p ** 2
+    n = len(rows)
+    grad_err = influence.std(0, ddof=1) / np.sqrt(n)
+    value_err = value_influence.std(0, ddof=1) / np.sqrt(n)
+    out_values = _split_like(fv / p, program)
+    out_errors = _split_like(value_err, program)
+    return QuantumGradient(
+        value=_structure(program, out_values), grad=_unflatten_selected(grad, leaves, positions,
+                                                                         tree),
+        method="adjoint", aborted_mass=aborted / n, unterminated_mass=unterminated / n,
+        postselection_probability=p, value_stderr=_structure(program, out_errors),
+        grad_stderr=_unflatten_selected(grad_err, leaves, positions, tree), shots=n)
+
+
+def _postselects(program: Program) -> bool:
+    return any(eqn.primitive.name == "postselect"
+               or any(_postselects(sub) for _, sub in eqn.subprograms())
+               for eqn in program.eqns)
+
+
+def _split_like(flat: np.ndarray, program: Program) -> list[np.ndarray]:
+    parts, start = [], 0
+    for t in program.out_types:
+        size = int(np.prod(t.shape))
+        parts.append(flat[start:start + size].reshape(t.shape))
+        start += size
+    return parts
+
+
+def _unflatten_selected(flat: np.ndarray, leaves: list[Any], positions: list[int],
+                        tree: Any) -> Any:
+    parts, start = [], 0
+    for k in positions:
+        size = int(np.prod(np.shape(leaves[k])))
+        parts.append(flat[start:start + size].reshape(np.shape(leaves[k])))
+        start += size
+    return pytree.unflatten(tree, parts)
+
+
 def _finite_differences(program: Program, leaves: list[Any], cts: list[np.ndarray],
-                        positions: list[int], step: float, tol: float,
-                        backend: str) -> tuple[list[Any], list[Any], BranchRunner]:
-    from .runner import _exact
-
-    def run(values: list[Any]) -> tuple[list[np.ndarray], BranchRunner]:
-        runner = BranchRunner("exact", backend, tol)
-        result = _exact(runner, program, [np.asarray(v) for v in values])
-        outs = pytree.flatten(result.values if isinstance(result.values, tuple)
-                              else (result.values,))[0]
-        return [np.asarray(o, np.float64) for o in outs], runner
-
-    base, runner = run(leaves)
-    flat: list[Any] = [None] * len(leaves)
+                        positions: list[int], step: float, tol: float, backend: str,
+                        executor: Executor | None) -> tuple[list[Any], list[Any], BranchRunner]:
+    base, runner = _exact_outputs(program, leaves, tol, backend)
+    jobs, slots = [], []
     for k in positions:
         x = np.asarray(leaves[k], np.float64)
-        g = np.zeros(x.shape)
         for index in np.ndindex(x.shape):
-            shifted = []
             for sign in (1.0, -1.0):
                 moved = x.copy()
                 moved[index] += sign * step
-                values = list(leaves)
-                values[k] = moved
-                outs, _ = run(values)
-                shifted.append(sum(float(np.vdot(c, o)) for c, o in zip(cts, outs)))
-            g[index] = (shifted[0] - shifted[1]) / (2 * step)
-        flat[k] = g
+                jobs.append([*leaves[:k], moved, *leaves[k + 1:]])
+            slots.append((k, index))
+    scores = _weighted_values(program, jobs, cts, tol, backend, executor)
+    flat: list[Any] = [None] * len(leaves)
+    for k in positions:
+        flat[k] = np.zeros(np.shape(leaves[k]))
+    for n, (k, index) in enumerate(slots):
+        flat[k][index] = (scores[2 * n] - scores[2 * n + 1]) / (2 * step)
     return flat, base, runner
+
+
+def _exact_outputs(program: Program, values: list[Any], tol: float,
+                   backend: str) -> tuple[list[np.ndarray], BranchRunner]:
+    from .runner import _exact
+
+    runner = BranchRunner("exact", backend, tol)
+    result = _exact(runner, program, [np.asarray(v) for v in values])
+    outs = pytree.flatten(result.values if isinstance(result.values, tuple)
+                          else (result.values,))[0]
+    return [np.asarray(o, np.float64) for o in outs], runner
+
+
+def _weighted_values(program: Program, jobs: list[list[Any]], cts: list[np.ndarray],
+                     tol: float, backend: str, executor: Executor | None) -> list[float]:
+    """``Σ_j c_j · E_j(values)`` for every job: in process, or on ``executor`` (the program
+    travels as its JSON text, so process pools and Dask workers need no pickled closures)."""
+    if executor is None:
+        return [_weighted_value(program, values, cts, tol, backend) for values in jobs]
+    text = program.to_json()
+    futures = [executor.submit(_weighted_value_from_json, text, values, cts, tol, backend)
+               for values in jobs]
+    return [f.result() for f in futures]
+
+
+def _weighted_value(program: Program, values: list[Any], cts: list[np.ndarray], tol: float,
+                    backend: str) -> float:
+    outs, _ = _exact_outputs(program, values, tol, backend)
+    return sum(float(np.vdot(c, o)) for c, o in zip(cts, outs))
+
+
+def _weighted_value_from_json(text: str, values: list[Any], cts: list[np.ndarray], tol: float,
+                              backend: str) -> float:
+    from .. import quantum  # noqa: F401  (registers the quantum primitives in a fresh process)
+
+    return _weighted_value(Program.from_json(text), values, cts, tol, backend)
 
 
 def jacobian(f: Any, *args: Any, argnums: Any = 0, tol: float = 1e-12,

@@ -39,10 +39,10 @@ class QuantumResult:
 
     ``values`` has the structure of the program's outputs. In ``exact`` and ``density`` mode
     they are expectations over branches (an array drawn by ``qm.sample`` is a mixture of the
-    branches' draws instead, and its ``stderr`` is None); ``dropped_mass`` is what pruning below ``tol`` removed,
-    ``unterminated_mass`` what loops still held when cut off, ``aborted_mass`` what bounded
-    loops aborted. With postselection, values are conditioned on it and
-    ``postselection_probability`` says how likely it was. In ``sample`` mode ``stderr``
+    branches' draws instead; in ``sample`` mode its ``stderr`` is None); ``dropped_mass``: what
+    pruning below ``tol`` removed, ``unterminated_mass`` what loops still held when cut off,
+    ``aborted_mass`` what bounded loops aborted. With postselection, values are conditioned
+    on it and ``postselection_probability`` says how likely it was. In ``sample`` mode ``stderr``
     holds the standard errors and ``shots`` the trajectories that count.
     ``gate_passes`` counts the gate applications (passes over a state) the run made, and
     ``passes_saved`` those that gate fusion saved (both summed over branches and shots).

@@ -193,3 +193,38 @@ def test_qdiff_transformations_dispatch_on_quantum_programs():
     assert (value, g) == (pytest.approx(1 / np.sin(0.35) ** 2), pytest.approx(-23.2994, rel=1e-5))
     traced = qdiff.trace(until_one, 0.7)
     assert qdiff.grad(traced)(0.7) == pytest.approx(-23.2994, rel=1e-5)
+
+
+def test_independent_evaluations_run_on_a_process_pool():
+    from concurrent.futures import ProcessPoolExecutor
+
+    f = random_circuit(7, depth=len(PARAMETRIC))
+    w = np.array([0.1, 0.5, -0.3, 0.8])
+    cotangent = (1.0, 0.5, np.array([0.0, 1.0, 0.0, 0.0]))
+    local = gradient(f, w, cotangent=cotangent, method="finite-diff")
+    with ProcessPoolExecutor(2) as pool:
+        pooled = gradient(f, w, cotangent=cotangent, method="finite-diff", executor=pool)
+    np.testing.assert_allclose(pooled.grad, local.grad, atol=1e-12)
+    np.testing.assert_allclose(pooled.grad, gradient(f, w, cotangent=cotangent).grad, atol=1e-7)
+
+
+def test_sample_mode_gradients_are_unbiased_with_shrinking_errors():
+    exact = 0.413667  # d/dθ tan²(θ/2) at θ = 0.7
+    small = gradient(coin_loop, 0.7, mode="sample", shots=300, seed=11)
+    large = gradient(coin_loop, 0.7, mode="sample", shots=1200, seed=12)
+    for result in (small, large):
+        assert abs(result.grad - exact) < 4 * result.grad_stderr
+        assert abs(result.value - np.tan(0.35) ** 2) < 4 * result.value_stderr
+    assert large.grad_stderr < 0.8 * small.grad_stderr  # ~1/2 for 4x the shots (heavy tails)
+
+    def f(x):
+        q = qm.qubits(2)
+        qm.h(q[0])
+        qm.cx(q[0], q[1])
+        qm.rx(x, q[1])
+        qm.postselect(q[1], 1)
+        return qm.expval("ZI", q)
+
+    post = gradient(f, 0.512, mode="sample", shots=800, seed=5)
+    assert abs(post.grad - np.sin(0.512)) <= 4 * post.grad_stderr + 1e-12
+    assert post.postselection_probability == pytest.approx(0.5, abs=0.1)

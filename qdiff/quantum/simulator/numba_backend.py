@@ -15,13 +15,14 @@ each amplitude once.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numba
 import numpy as np
 from numba import njit, prange
 
-from qdiff.quantum.gates import gate_spec
+from qdiff.quantum.gates import GateSpec, gate_spec
 from qdiff.quantum.observables import parity
 from qdiff.quantum.simulator.backend import (
     GateOp,
@@ -486,14 +487,8 @@ class NumbaBackend(StatevectorBackend):
         batch = min(groups, max(MIN_BATCH, _BLOCK_AMPS >> k))
         if groups < MIN_BATCH:
             return super().apply_fused(state, n, wires, ops)
-        inside = set(ws)
-        ops = [GateOp(*op) for op in ops]
-        for op in ops:
-            if not set(op.wires) <= inside:
-                raise ValueError(f"fused gate on wires {ws}: a gate acts on {op.wires}, "
-                                 "outside them")
         layout = index_layout(n, ws)
-        arrays = encode_block(ws, ops)
+        arrays = encode_block(ws, ops)  # checks that the ops stay on the block's wires
         nb = groups // batch
         par = self._parallel(state.shape[0]) and nb > 1
         (_blk_par if par else _blk_ser)(state, nb, batch, layout.positions, layout.offsets,
@@ -804,37 +799,165 @@ def _blk_par(psi, nb, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm,
                    tgts, moffs, pool, perm, poffs)
 
 
-def _op_structure(op: GateOp) -> tuple[str, tuple[int, ...], tuple[int, ...], Any, Any]:
-    """(kind, controls, targets, data, perm) of one gate: what the block kernel needs."""
-    if isinstance(op.gate, np.ndarray):
-        m = np.asarray(op.gate, dtype=np.complex128)
-        return "dense", (), tuple(op.wires), m, None
-    spec = gate_spec(op.gate)
-    params = tuple(float(p) for p in op.params)
-    spec._check_params(params)
+# ---------------------------------------------------------------------------------------------
+# encoding a gate sequence for the block kernel
+#
+# The structure of a block (which gates on which wires) is encoded once and cached: the op
+# kinds, masks and pool offsets, and which one-qubit gates fold into one 2x2. Each call only
+# computes the matrices from the parameters, one vectorized NumPy step per gate type.
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class _Skeleton:
+    keep: tuple[Any, ...]  # gates named by id() in the cache key stay alive with the entry
+    kinds: np.ndarray
+    cmasks: np.ndarray
+    ntg: np.ndarray
+    tgts: np.ndarray
+    moffs: np.ndarray
+    pool_size: int
+    perm: np.ndarray
+    poffs: np.ndarray
+    pool_fixed: np.ndarray  # the pool with constant data filled in
+    # folded one-qubit entries, grouped by the sequence of gates they multiply:
+    # (specs, op indices [entries, len(specs)], entry numbers, pool offsets)
+    folds: list[tuple[tuple[GateSpec, ...], np.ndarray, np.ndarray, np.ndarray]]
+    # multi-qubit parametric ops: (entry number, op index, spec, "dense" | "diag" | "perm")
+    dynamic: list[tuple[int, int, GateSpec, str]]
+
+
+def _split(spec: GateSpec, wires: tuple[int, ...]) -> tuple[GateSpec, tuple[int, ...],
+                                                             tuple[int, ...], str]:
+    """(the gate acting on the targets, controls, targets, kind) of one table gate."""
     controls: tuple[int, ...] = ()
-    targets = tuple(op.wires)
     if spec.structure == "controlled":
-        controls, targets = targets[:spec.num_controls], targets[spec.num_controls:]
-        spec = spec.base
+        controls, wires, spec = wires[:spec.num_controls], wires[spec.num_controls:], spec.base
+    kind = {"diagonal": "diag", "permutation": "perm"}.get(spec.structure, "dense")
+    return spec, controls, wires, kind
+
+
+def _op_data(spec: GateSpec, kind: str, params: tuple[float, ...]) -> np.ndarray:
+    if kind == "diag":
+        return spec.diagonal(*params)
+    if kind == "perm":
+        return np.asarray(spec.permutation()[1], np.complex128)
+    return spec.matrix(*params)
+
+
+def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]]) -> _Skeleton:
+    local = {w: j for j, w in enumerate(ws)}
+    entries: list[list[Any]] = []  # [kind, cmask, tmasks, size, payload]
+    pending: dict[int, list[int]] = {}
+    specs: list[GateSpec | None] = []
+
+    def flush(bit: int) -> None:
+        chain = pending.pop(bit, None)
+        if chain is not None:
+            entries.append(["fold", 0, (1 << bit,), 4, chain])
+
+    for index, (gate, wires) in enumerate(ops):
+        if any(w not in local for w in wires):
+            raise ValueError(f"fused gate on wires {ws}: a gate acts on {wires}, outside them")
+        if isinstance(gate, np.ndarray):
+            m = np.asarray(gate, np.complex128)
+            if m.shape != (1 << len(wires),) * 2:
+                raise ValueError(f"a matrix of shape {m.shape} cannot act on wires {wires}")
+            spec, controls, targets, kind = None, (), wires, "matrix"
+        else:
+            full = gate_spec(gate)
+            if len(wires) != full.num_qubits:
+                raise ValueError(f"gate {full.name!r} acts on {full.num_qubits} wire(s), "
+                                 f"got {wires}")
+            spec, controls, targets, kind = _split(full, wires)
+        specs.append(spec)
+        if not controls and len(targets) == 1:
+            pending.setdefault(local[targets[0]], []).append(index)
+            continue
+        cbits = [local[w] for w in controls]
+        tbits = [local[w] for w in targets]
+        for bit in cbits + tbits:
+            flush(bit)
+        cmask = sum(1 << b for b in cbits)
+        size = (1 << len(tbits)) ** (2 if kind in ("dense", "matrix") else 1)
+        entries.append([kind, cmask, tuple(1 << b for b in tbits), size, index])
+    for bit in sorted(pending):
+        flush(bit)
+
+    count = len(entries)
+    width = max([len(e[2]) for e in entries] + [1])
+    kinds = np.zeros(count, np.int64)
+    cmasks = np.zeros(count, np.int64)
+    ntg = np.zeros(count, np.int64)
+    tgts = np.zeros((count, width), np.int64)
+    moffs = np.zeros(count, np.int64)
+    poffs = np.zeros(count, np.int64)
+    perms: list[int] = [1, 0]  # slot 0: the swap of a folded anti-diagonal 2x2
+    size = 0
+    fold_groups: dict[tuple[int, ...], list[tuple[int, list[int], int]]] = {}
+    dynamic: list[tuple[int, int, GateSpec, str]] = []
+    fixed: list[tuple[int, np.ndarray]] = []
+    for q, (kind, cmask, tmasks, sz, payload) in enumerate(entries):
+        m = len(tmasks)
+        cmasks[q], ntg[q], moffs[q] = cmask, m, size
+        tgts[q, :m] = tmasks
+        size += sz
+        if kind == "fold":
+            key = tuple(id(specs[i]) if specs[i] is not None else -1 - i for i in payload)
+            fold_groups.setdefault(key, []).append((q, payload, int(moffs[q])))
+            continue
+        kinds[q] = {"diag": OP_DIAG, "perm": OP_PERM}.get(
+            kind, OP_DENSE1 if m == 1 else OP_DENSE2 if m == 2 else OP_DENSEK)
+        spec = specs[payload]
+        if kind == "perm":
+            poffs[q] = len(perms)
+            perms.extend(int(p) for p in spec.permutation()[0])
+        if kind == "matrix":
+            fixed.append((q, np.asarray(ops[payload][0], np.complex128).ravel()))
+        elif spec.num_params == 0:
+            fixed.append((q, np.ravel(_op_data(spec, kind, ()))))
+        else:
+            dynamic.append((q, payload, spec, kind))
+    pool = np.zeros(max(size, 1), np.complex128)
+    for q, data in fixed:
+        pool[moffs[q]:moffs[q] + data.size] = data
+    folds = []
+    for group in fold_groups.values():
+        chain = group[0][1]
+        folds.append((tuple(specs[i] if specs[i] is not None else ops[i][0] for i in chain),
+                      np.array([g[1] for g in group], np.int64),
+                      np.array([g[0] for g in group], np.int64),
+                      np.array([g[2] for g in group], np.int64)))
+    keep = tuple(g for g, _ in ops if not isinstance(g, str))
+    return _Skeleton(keep, kinds, cmasks, ntg, tgts, moffs, size, np.array(perms, np.int64),
+                     poffs, pool, folds, dynamic)
+
+
+def _stacked_matrices(spec: Any, params: list[tuple[float, ...]]) -> np.ndarray:
+    """The 2x2 matrices of one one-qubit gate for many parameter tuples: [N, 2, 2]."""
+    count = len(params)
+    if isinstance(spec, np.ndarray):
+        return np.broadcast_to(np.asarray(spec, np.complex128), (count, 2, 2))
+    if spec.num_params == 0:
+        return np.broadcast_to(spec.matrix(), (count, 2, 2))
+    theta = np.array(params, np.float64)
+    if spec.pauli_word is not None:
+        half = 0.5 * theta[:, 0]
+        c, s = np.cos(half), np.sin(half)
+        pauli = {"X": ((0, 1), (1, 0)), "Y": ((0, -1j), (1j, 0)), "Z": ((1, 0), (0, -1)),
+                 "I": ((1, 0), (0, 1))}[spec.pauli_word]
+        return (c[:, None, None] * np.eye(2) - 1j * s[:, None, None]
+                * np.array(pauli, np.complex128))
     if spec.structure == "diagonal":
-        return "diag", controls, targets, spec.diagonal(*params), None
-    if spec.structure == "permutation":
-        perm, phases = spec.permutation()
-        return "perm", controls, targets, np.asarray(phases, np.complex128), perm
-    return "dense", controls, targets, spec.matrix(*params), None
+        return np.stack([np.diag(spec.diagonal(*p)) for p in params])
+    return np.stack([spec.matrix(*p) for p in params])
 
 
-def _as_one_qubit_op(m: np.ndarray) -> tuple[str, Any, Any]:
-    if m[0, 1] == 0 and m[1, 0] == 0:
-        return "diag", np.diagonal(m).copy(), None
-    if m[0, 0] == 0 and m[1, 1] == 0:  # U|0> = m10|1>, U|1> = m01|0>
-        return "perm", np.array([m[1, 0], m[0, 1]]), (1, 0)
-    return "dense", m, None
+_SKELETONS: dict[Any, _Skeleton] = {}
 
 
-def encode_block(wires: Sequence[int], ops: Sequence[GateOp]) -> tuple[np.ndarray, ...]:
-    """The op arrays of the block kernel for ``ops`` (global wires, all inside ``wires``).
+def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, ...]:
+    """The op arrays of the block kernel for ``ops`` (``GateOp``s or ``(gate, wires, params)``
+    with global wires, all inside ``wires``).
 
     Local row bit ``j`` is ``sorted(wires)[j]``. Runs of one-qubit gates on a wire are
     multiplied into one 2x2 first; a product that is diagonal or anti-diagonal becomes a
@@ -846,64 +969,33 @@ def encode_block(wires: Sequence[int], ops: Sequence[GateOp]) -> tuple[np.ndarra
     >>> kinds.tolist()  # one dense 2x2 (ry then rz), then cx as a row permutation
     [0, 4]
     """
-    local = {w: j for j, w in enumerate(sorted(wires))}
-    entries: list[tuple[str, int, tuple[int, ...], Any, Any]] = []
-    pending: dict[int, np.ndarray] = {}
-
-    def flush(bit: int) -> None:
-        m = pending.pop(bit, None)
-        if m is not None:
-            kind, data, perm = _as_one_qubit_op(m)
-            entries.append((kind, 0, (1 << bit,), data, perm))
-
-    for op in ops:
-        kind, controls, targets, data, perm = _op_structure(GateOp(*op))
-        cbits = [local[w] for w in controls]
-        tbits = [local[w] for w in targets]
-        if not cbits and len(tbits) == 1:
-            if kind == "diag":
-                data = np.diag(data)
-            elif kind == "perm":
-                phases, data = data, np.zeros((2, 2), np.complex128)
-                data[list(perm), [0, 1]] = phases
-            t = tbits[0]
-            pending[t] = data @ pending[t] if t in pending else np.asarray(data, np.complex128)
+    ws = tuple(sorted(int(w) for w in wires))
+    gates = [(op[0], tuple(op[1])) for op in ops]
+    params = [tuple(op[2]) if len(op) > 2 else () for op in ops]
+    key = (ws, tuple((g if isinstance(g, str) else id(g), w) for g, w in gates))
+    skel = _SKELETONS.get(key)
+    if skel is None:
+        skel = _build_skeleton(ws, gates)
+        if len(_SKELETONS) > 2048:
+            _SKELETONS.clear()
+        _SKELETONS[key] = skel
+    kinds = skel.kinds.copy()
+    pool = skel.pool_fixed.copy()
+    for q, index, spec, kind in skel.dynamic:
+        data = np.ravel(_op_data(spec, kind, params[index]))
+        pool[skel.moffs[q]:skel.moffs[q] + data.size] = data
+    for chain, indices, entries, offsets in skel.folds:
+        m = None
+        for j, spec in enumerate(chain):
+            step = _stacked_matrices(spec, [params[i] for i in indices[:, j]])
+            m = step if m is None else step @ m
+        if m is None:
             continue
-        for bit in cbits + tbits:
-            flush(bit)
-        cmask = 0
-        for bit in cbits:
-            cmask |= 1 << bit
-        entries.append((kind, cmask, tuple(1 << b for b in tbits), data, perm))
-    for bit in sorted(pending):
-        flush(bit)
-    count = len(entries)
-    width = max([len(e[2]) for e in entries] + [1])
-    kinds = np.empty(count, np.int64)
-    cmasks = np.empty(count, np.int64)
-    ntg = np.empty(count, np.int64)
-    tgts = np.zeros((count, width), np.int64)
-    moffs = np.empty(count, np.int64)
-    poffs = np.zeros(count, np.int64)
-    pool: list[np.ndarray] = []
-    perms: list[int] = []
-    size = 0
-    for q, (kind, cmask, tmasks, data, perm) in enumerate(entries):
-        m = len(tmasks)
-        if kind == "dense":
-            kinds[q] = OP_DENSE1 if m == 1 else OP_DENSE2 if m == 2 else OP_DENSEK
-        else:
-            kinds[q] = OP_DIAG if kind == "diag" else OP_PERM
-        if kind == "perm":
-            poffs[q] = len(perms)
-            perms.extend(int(p) for p in perm)
-        cmasks[q] = cmask
-        ntg[q] = m
-        tgts[q, :m] = tmasks
-        flat = np.ascontiguousarray(data, dtype=np.complex128).ravel()
-        moffs[q] = size
-        pool.append(flat)
-        size += flat.size
-    pool_arr = np.concatenate(pool) if pool else np.zeros(1, np.complex128)
-    perm_arr = np.array(perms or [0], np.int64)
-    return kinds, cmasks, ntg, tgts, moffs, pool_arr, perm_arr, poffs
+        diag = (m[:, 0, 1] == 0) & (m[:, 1, 0] == 0)
+        anti = ~diag & (m[:, 0, 0] == 0) & (m[:, 1, 1] == 0)
+        kinds[entries] = np.where(diag, OP_DIAG, np.where(anti, OP_PERM, OP_DENSE1))
+        flat = m.reshape(-1, 4).copy()
+        flat[diag, 1] = flat[diag, 3]  # diagonal ops read d0, d1
+        flat[anti, 0], flat[anti, 1] = m[anti, 1, 0], m[anti, 0, 1]  # phases of |0>, |1>
+        pool[offsets[:, None] + np.arange(4)] = flat
+    return (kinds, skel.cmasks, skel.ntg, skel.tgts, skel.moffs, pool, skel.perm, skel.poffs)
