@@ -98,21 +98,33 @@ def _map_impl(*args: Any, body: Program, num_consts: int,
     if n and _scalar_elementwise(body):
         # a fused elementwise lambda on scalars: one vectorized pass instead of n calls
         outs = evaluate(body, *consts, *xs)
-        return [np.array(np.broadcast_to(out, (n,)), dtype=t.np_dtype)
-                for out, t in zip(outs, body.out_types)]
+        return [out if _fresh_row_array(out, n, t, [*args, *outs[:k]]) else
+                np.array(np.broadcast_to(out, (n,)), dtype=t.np_dtype)
+                for k, (out, t) in enumerate(zip(outs, body.out_types))]
     rows = [evaluate(body, *consts, *(x[i] for x in xs)) for i in range(n)]
     return [np.stack([row[k] for row in rows]) if n else np.zeros((0, *t.shape), t.dtype)
             for k, t in enumerate(body.out_types)]
 
 
+_ELEMENTWISE: set = set()
+
+
 def _scalar_elementwise(body: Program) -> bool:
     """Whether ``body`` takes scalars and applies only elementwise primitives, so running
     it once on whole arrays computes every row."""
-    from .elementwise import PRIMITIVES, convert_p, select_p
+    if not _ELEMENTWISE:
+        from .elementwise import PRIMITIVES, convert_p, select_p
 
-    allowed = {*PRIMITIVES.values(), convert_p, select_p}
+        _ELEMENTWISE.update((*PRIMITIVES.values(), convert_p, select_p))
     return (all(isinstance(t, Tensor) and t.shape == () for t in body.in_types)
-            and all(eqn.primitive in allowed for eqn in body.eqns))
+            and all(eqn.primitive in _ELEMENTWISE for eqn in body.eqns))
+
+
+def _fresh_row_array(out: Any, n: int, t: Tensor, taken: Sequence[Any]) -> bool:
+    """Whether a vectorized lambda result can be returned as is: an array of all rows that
+    is not an operand or an earlier result."""
+    return (isinstance(out, np.ndarray) and out.shape == (n,) and out.dtype == t.np_dtype
+            and not any(out is a for a in taken))
 
 
 def map(f: Callable[..., Any], *xs: Any, ad_mode: str = "auto") -> Any:

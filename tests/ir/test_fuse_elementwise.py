@@ -241,6 +241,8 @@ def test_integer_and_rank0_chains_and_single_operations_are_left_alone():
 
     program = qdiff.trace(f, np.arange(4), np.ones(4), 0.5)
     assert fuse_elementwise(program) is program
+    dead = qdiff.trace(lambda x: (qnp.sin(qnp.cos(x)), x * 2.0)[1], np.ones(3))
+    assert top_level(fuse_elementwise(dead)) == ["cos", "sin", "mul"]
 
 
 def test_loop_bodies_are_fused_but_increments_stay_visible():

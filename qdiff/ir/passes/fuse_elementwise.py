@@ -111,7 +111,10 @@ def _fuse(program: Program, nested: bool) -> Program:
         if i in last_of:
             members = last_of[i]
             exported = [eqns[k].outputs[0] for k in members if eqns[k].outputs[0] in readers]
-            fused.extend(_fused_eqns([eqns[k] for k in members], exported))
+            if exported:
+                fused.extend(_fused_eqns([eqns[k] for k in members], exported))
+            else:  # dead code: left for `simplify` to drop
+                fused.extend(eqns[k] for k in members)
         elif i not in member:
             fused.append(eqn)
     return _rebuild(program, fused)
