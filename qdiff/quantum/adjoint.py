@@ -52,9 +52,10 @@ from ..autodiff.tangents import add_tangents, cast_like, is_differentiable
 from ..ir.core import Eqn, Program
 from ..ir.errors import QdiffError
 from ..ir.types import QState
-from .gates import gate_spec
+from .gates import GateSpec, gate_spec
 from .primitives import pauli_sum_of
 from .runner import HANDLERS, BranchRunner, Item, _with_params, merge_groups
+from .simulator import GateOp
 
 # Equations whose bodies the runner runs equation by equation: their records connect them.
 STRUCTURAL = ("cond", "loop", "while")
@@ -87,6 +88,8 @@ class AdjointRunner(BranchRunner):
         self._objects: dict[int, tuple[Any, int]] = {}
         self._count = 0
         self.states: dict[int, Any] = {}  # state node -> forward object
+        # gates not yet applied, per state buffer: they run in blocks when the state is read
+        self._pending: dict[int, tuple[Any, list[GateOp]]] = {}
 
     # -- nodes: a value's node is its object's identity (each output is a fresh object) ------
     def node(self, obj: Any) -> int | None:
@@ -115,6 +118,10 @@ class AdjointRunner(BranchRunner):
     # -- hooks of the runner -----------------------------------------------------------------
     def apply(self, eqn: Eqn, handler: Any, weight: float, inputs: list[Any]) -> list[Item]:
         name = eqn.primitive.name
+        if name == "gate":
+            return self._record(eqn, weight, inputs, [(weight, [self._defer(eqn, inputs)])])
+        if self._pending and any(isinstance(a.type, QState) for a in eqn.inputs):
+            self.flush()
         if handler is not None and name in STRUCTURAL:
             return handler(self, eqn, weight, inputs)
         if name == "reset":  # record the outcome, which a reset does not return
@@ -144,7 +151,28 @@ class AdjointRunner(BranchRunner):
             result.append((w, tracked))
         return result
 
+    def _defer(self, eqn: Eqn, inputs: list[Any]) -> Any:
+        # The gate's output is its input buffer (gates run in place), updated later.
+        state, *angles = inputs
+        owner = _owner(state)
+        op = GateOp(_op_gate(_eqn_spec(eqn)), tuple(eqn.params["wires"]),
+                    tuple(float(a) for a in angles))
+        entry = self._pending.get(id(owner))
+        if entry is None:
+            self._pending[id(owner)] = (owner, [op])
+        else:
+            entry[1].append(op)
+        self.gate_passes += 1
+        return state
+
+    def flush(self) -> None:
+        """Apply the deferred gates: blocks of the back end's fusion width, one pass each."""
+        pending, self._pending = self._pending, {}
+        for owner, ops in pending.values():
+            apply_gates(self.backend, owner, ops)
+
     def merge(self, items: list[Item]) -> list[Item]:
+        self.flush()
         merged = []
         for group in merge_groups(items):
             if len(group) == 1:
@@ -173,19 +201,87 @@ class AdjointRunner(BranchRunner):
     def reverse(self, weight_seeds: dict[int, float],
                 value_seeds: dict[int, Any]) -> dict[int, Any]:
         """Walk the records backwards from the seeds; returns the cotangent of every node."""
+        self.flush()
         sweep = Sweep(self, dict(weight_seeds), dict(value_seeds))
-        consumed = {n for r in self.records for n in r.in_nodes}
-        consumed.update(n for r in self.records for p in r.parents for n in p[2])
+        records = self.records
+        consumed = {n for r in records for n in r.in_nodes}
+        consumed.update(n for r in records for p in r.parents for n in p[2])
         for n, obj in self.states.items():
             if n not in consumed:
                 sweep.psi[n] = self.backend.copy(obj)
-        for record in reversed(self.records):
-            RULES[record.kind](sweep, record)
+        i = len(records) - 1
+        while i >= 0:
+            if records[i].kind == "gate":  # a run of gates on one state, as one unit
+                gates, deferred, i = _gate_run(records, i)
+                _gates(sweep, gates)
+                for record in deferred:
+                    _classical(sweep, record)
+                continue
+            RULES[records[i].kind](sweep, records[i])
+            i -= 1
         return sweep.ct
 
 
 def _is_state(value: Any) -> bool:
     return isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind == "c"
+
+
+def _owner(array: np.ndarray) -> np.ndarray:
+    """The array that owns a view's memory (the state buffer gates update in place)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+_SPECS: dict[int, tuple[Eqn, GateSpec]] = {}
+
+
+def _eqn_spec(eqn: Eqn) -> GateSpec:
+    """The GateSpec of a ``gate`` equation (cached per equation)."""
+    hit = _SPECS.get(id(eqn))
+    if hit is not None and hit[0] is eqn:
+        return hit[1]
+    params = eqn.params
+    static = dict(params.get("static") or {})
+    if params["name"] in ("mcx", "mcz") and "num_controls" not in static:
+        static["num_controls"] = len(params["wires"]) - 1
+    spec = gate_spec(params["name"], **static)
+    if len(_SPECS) > 8192:
+        _SPECS.clear()
+    _SPECS[id(eqn)] = (eqn, spec)
+    return spec
+
+
+def _op_gate(spec: GateSpec) -> Any:
+    """What a GateOp carries for ``spec``: a user matrix as the matrix itself (its spec is a
+    fresh object per call), a table gate as its spec."""
+    return spec.static["matrix"] if spec.name == "unitary" else spec
+
+
+def apply_gates(be: Any, state: Any, ops: list[GateOp]) -> Any:
+    """Apply ``ops`` to ``state`` in place, in blocks of the back end's fusion width (the
+    fusion pass's planner), each block in one pass over the state.
+
+    >>> from qdiff.quantum.simulator import get_backend
+    >>> be = get_backend("numpy")
+    >>> psi = apply_gates(be, be.zero_state(2), [GateOp("h", (0,)), GateOp("cx", (0, 1))])
+    >>> be.probs(psi, 2).round(3).tolist()
+    [0.5, 0.0, 0.0, 0.5]
+    """
+    from .fusion import plan_blocks
+
+    n = _num_qubits(state)
+    if len(ops) == 1:
+        op = ops[0]
+        return be.apply_gate(state, n, op.gate, list(op.wires), op.params)
+    for block in plan_blocks([op.wires for op in ops], max(be.fusion_width(n), 1)):
+        if len(block) == 1:
+            op = ops[block[0]]
+            be.apply_gate(state, n, op.gate, list(op.wires), op.params)
+            continue
+        wires = sorted({w for k in block for w in ops[k].wires})
+        be.apply_fused(state, n, wires, [ops[k] for k in block])
+    return state
 
 
 class Sweep:
@@ -201,8 +297,14 @@ class Sweep:
         self.psi: dict[int, Any] = {}
 
     def add(self, node: int | None, value: Any) -> None:
-        if node is not None and value is not None:
-            self.ct[node] = add_tangents(self.ct.get(node), value)
+        if node is None or value is None:
+            return
+        have = self.ct.get(node)
+        if (isinstance(have, np.ndarray) and isinstance(value, np.ndarray)
+                and have.shape == value.shape and have.dtype == value.dtype == np.float64):
+            self.ct[node] = have + value  # what add_tangents computes, without tracing
+        else:
+            self.ct[node] = add_tangents(have, value)
 
     def add_lam(self, node: int | None, value: Any) -> None:
         if node is None or value is None:
@@ -248,6 +350,12 @@ def _classical(sweep: Sweep, record: Record) -> None:
               for n, a in zip(record.in_nodes, eqn.inputs)]
     if not any(wanted):
         return
+    fast = _SHAPE_VJPS.get(eqn.primitive.name)
+    if fast is not None and cts_out[0] is not None:
+        ct, x = np.asarray(cts_out[0]), record.in_values[0]
+        if ct.dtype == np.float64 and isinstance(x, np.ndarray) and x.dtype == np.float64:
+            sweep.add(record.in_nodes[0], fast(ct, x, **eqn.params))
+            return
     rule = eqn.primitive.vjp
     if rule is None:
         raise QdiffError(f"primitive {eqn.primitive.name!r} has no reverse-mode (VJP) rule")
@@ -257,6 +365,124 @@ def _classical(sweep: Sweep, record: Record) -> None:
     for n, c, a, flag in zip(record.in_nodes, cts_in, eqn.inputs, wanted):
         if flag and c is not None:
             sweep.add(n, np.asarray(cast_like(c, a.type)))
+
+
+def _slice_vjp(ct: np.ndarray, x: np.ndarray, *, start: tuple[int, ...],
+               limit: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
+    out = np.zeros(x.shape)
+    out[tuple(slice(a, b, s) for a, b, s in zip(start, limit, strides))] = ct
+    return out
+
+
+# The registered (traced) rules of the shape ops that select gate angles from a parameter
+# array, run directly on float64 arrays: x̄ = ȳ moved back where y came from.
+_SHAPE_VJPS: dict[str, Callable[..., np.ndarray]] = {
+    "reshape": lambda ct, x, *, shape: ct.reshape(x.shape),
+    "slice": _slice_vjp,
+}
+
+
+def _gate_run(records: list[Record], i: int) -> tuple[list[Record], list[Record], int]:
+    """The run of gate records on one state that ends at ``records[i]`` (last first), the
+    classical records met inside it (they only chain-rule the angles, so they may run after
+    the gates), and the index where the walk stops."""
+    gates = [records[i]]
+    deferred: list[Record] = []
+    node = records[i].in_nodes[0]
+    j = i - 1
+    while j >= 0:
+        record = records[j]
+        if record.kind == "gate" and record.out_nodes[0] == node:
+            gates.append(record)
+            node = record.in_nodes[0]
+        elif record.kind == "classical" and record.w_out == record.w_in:
+            deferred.append(record)
+        else:
+            break
+        j -= 1
+    return gates, deferred, j
+
+
+def _gates(sweep: Sweep, gates: list[Record]) -> None:
+    # The gate rule on a run of gates (last first), in blocks: θ̄ = 2 Im<λ|Gψ>, ψ <- U^†ψ,
+    # λ <- U^†λ, gate by gate from the last; gates on disjoint wires commute (and commute
+    # with each other's generators), so a block may reorder them. A u gate goes through its
+    # rotations; its global phase e^{iα} commutes with everything: α's part of θ̄ is
+    # -2 α' Im<λ|ψ>, the same anywhere in the run, and ψ, λ take e^{-iα} once.
+    be = sweep.be
+    psi, lam = sweep.state_pair(gates[0].out_nodes[0])
+    n = _num_qubits(psi)
+    ops: list[GateOp] = []
+    want: list[bool] = []
+    slots: list[tuple[int, int]] = []  # (gate, angle) of each op's derivative
+    phases: list[tuple[int, int, float]] = []  # (gate, angle, dα/dangle)
+    alpha = 0.0
+    grads = []
+    for index, record in enumerate(reversed(gates)):
+        spec = _eqn_spec(record.eqn)
+        wires = tuple(record.eqn.params["wires"])
+        angles = tuple(float(a) for a in record.in_values[1:])
+        grads.append([0.0] * len(angles))
+        wanted = lam is not None and any(k is not None for k in record.in_nodes[1:])
+        if wanted and spec.generator is None and spec.num_params:
+            # u(θ, φ, λ) = e^{iα} rz(φ) ry(θ) rz(λ): its rotations, in application order
+            for o in spec.occurrences:
+                ops.append(GateOp(gate_spec(o.gate), tuple(wires[w] for w in o.wires),
+                                  (angles[o.param_index],)))
+                want.append(True)
+                slots.append((index, o.param_index))
+            phase = spec.global_phase
+            assert phase is not None
+            alpha += phase(*angles)
+            for j in range(spec.num_params):  # α is affine in the angles: central difference
+                step = np.eye(spec.num_params)[j]
+                slope = (phase(*np.add(angles, step)) - phase(*np.subtract(angles, step))) / 2
+                phases.append((index, j, slope))
+            continue
+        ops.append(GateOp(spec, wires, angles))
+        want.append(wanted and spec.num_params == 1)
+        slots.append((index, 0))
+    if phases:
+        overlap = be.inner(lam, psi)
+        for index, j, slope in phases:
+            grads[index][j] -= 2 * slope * overlap.imag
+    width = max(be.adjoint_width(n), 1)
+    for wires, block in reversed(_adjoint_blocks(ops, width)):
+        g = be.adjoint_block(psi, lam, n, wires, [ops[k] for k in block],
+                             [want[k] for k in block])
+        for k, value in zip(block, g):
+            if want[k]:
+                index, j = slots[k]
+                grads[index][j] += float(value)
+    if alpha:
+        factor = np.exp(-1j * alpha)
+        psi *= factor
+        if lam is not None:
+            lam *= factor
+    for record, values in zip(reversed(gates), grads):
+        for node, g in zip(record.in_nodes[1:], values):
+            sweep.add(node, np.asarray(g))
+    first = gates[-1].in_nodes[0]
+    sweep.psi[first] = psi
+    sweep.add_lam(first, lam)
+
+
+def _adjoint_blocks(ops: list[GateOp], width: int) -> list[tuple[list[int], list[int]]]:
+    """(wires, op indices) of the blocks of a gate run in execution order: the fusion pass's
+    planner, with gates wider than three wires alone (a dense block matrix would be big)."""
+    from .fusion import plan_blocks
+
+    blocks: list[tuple[list[int], list[int]]] = []
+    start = 0
+    for end in [k for k, op in enumerate(ops) if len(op.wires) > 3] + [len(ops)]:
+        if end > start:
+            for block in plan_blocks([ops[k].wires for k in range(start, end)], width):
+                indices = [start + k for k in block]
+                blocks.append((sorted({w for k in indices for w in ops[k].wires}), indices))
+        if end < len(ops):
+            blocks.append((sorted(ops[end].wires), [end]))
+        start = end + 1
+    return blocks
 
 
 def _gate(sweep: Sweep, record: Record) -> None:
@@ -366,9 +592,11 @@ def _readout(sweep: Sweep, record: Record) -> None:
     if value_bar is not None:
         name = eqn.primitive.name
         wires = list(eqn.params.get("wires", ()))
-        if name == "expval":
-            extra = be.apply_pauli_sum(psi, n, pauli_sum_of(eqn.params["terms"]), wires)
-            extra *= float(value_bar)
+        if name == "expval":  # λ += ē Oψ, in place, in one pass
+            if lam is None:
+                lam = be.xp.zeros_like(psi)
+            be.add_pauli_sum(lam, psi, n, pauli_sum_of(eqn.params["terms"]), wires,
+                             scale=float(value_bar))
         elif name == "probs":
             extra = psi * np.asarray(value_bar, np.float64)[_bucket(n, wires)]
         else:
@@ -428,10 +656,16 @@ def _merge(sweep: Sweep, record: Record) -> None:
                 sweep.add_lam(n, (share * phase) * lam)
 
 
+def _sample(sweep: Sweep, record: Record) -> None:
+    raise QdiffError("a program reading qm.sample cannot be differentiated: the draws are "
+                     "integers; differentiate probs or expval instead")
+
+
 RULES: dict[str, Callable[[Sweep, Record], None]] = {
     "classical": _classical, "gate": _gate, "measure": _projective, "reset": _projective,
     "postselect": _projective, "expval": _readout, "probs": _readout,
     "statevector": _readout, "qalloc": _qalloc, "qextend": _qextend, "merge": _merge,
+    "sample": _sample,
 }
 
 
@@ -463,6 +697,7 @@ class RecordedRun:
         self.inputs = runner.track_inputs(args)
         self.input_nodes = [runner.node(v) for v in self.inputs]
         self.items = runner.run_program(program, [(1.0, self.inputs)])
+        runner.flush()
         self.weights = [(runner.weight_node(w), w) for w, _ in self.items]
         self.mass = sum(w for w, _ in self.items)
         # in sample mode a rejected trajectory is a zero, not an error

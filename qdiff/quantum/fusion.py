@@ -158,11 +158,11 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int) -> list[li
 
     Greedy, one gate at a time. A gate joins the block that last touched all its wires when
     the union stays within ``max_qubits`` (it moves earlier past blocks on other wires);
-    otherwise it opens a new block and pulls in the blocks that last touched its wires and
-    nothing after them (they move later, past blocks on other wires) while they fit. So a
-    one-qubit gate always merges with its wire's last block, and one-qubit gates before a
-    two-qubit gate merge into it. Gates wider than ``max_qubits`` stay alone. Only gates on
-    disjoint wires change order.
+    a gate on wires nothing touched yet may join the latest block. Otherwise it opens a new
+    block and pulls in the blocks that last touched its wires and nothing after them (they
+    move later, past blocks on other wires) while they fit. So a one-qubit gate always
+    merges with its wire's last block, and one-qubit gates before a two-qubit gate merge into
+    it. Gates wider than ``max_qubits`` stay alone. Only gates on disjoint wires change order.
 
     >>> plan_blocks([(0,), (1,), (0, 1), (0,), (1, 2), (2,)], 2)
     [[0, 1, 2, 3], [4, 5]]
@@ -172,6 +172,8 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int) -> list[li
     for index, ws in enumerate(gate_wires):
         wires = set(ws)
         owners = {id(last[w]): last[w] for w in wires if w in last}
+        if not owners and blocks:
+            owners = {0: blocks[-1]}  # fresh wires: the gate may move back to any block
         if len(owners) == 1:
             (block,) = owners.values()
             if len(block.wires | wires) <= max_qubits:
@@ -213,6 +215,9 @@ class FusionStats:
     ``gates``: gate equations before; ``passes``: gate and fused-gate equations after (each
     is one pass over the state); ``passes_saved = gates - passes``; ``fused``: how many
     ``fused_gate`` equations were formed; ``widest``: the widest one.
+
+    >>> FusionStats(gates=10, passes=3, fused=2, widest=4).passes_saved
+    7
     """
 
     gates: int = 0
@@ -222,6 +227,7 @@ class FusionStats:
 
     @property
     def passes_saved(self) -> int:
+        """Passes over the state the fused program saves (per run of its text)."""
         return self.gates - self.passes
 
 
@@ -231,7 +237,8 @@ Width = int | Callable[[int], int]
 def fuse_gates(program: Program, max_qubits: Width = 2, report: bool = False) -> Any:
     """The program with its gate runs fused into blocks of at most ``max_qubits`` wires.
 
-    ``max_qubits`` may be a function of the register size (``backend.fusion_width``). With
+    ``max_qubits`` may be a function of the register size (``backend.fusion_width``); 0
+    leaves the gates alone, 1 merges runs of one-qubit gates on a wire. With
     ``report=True`` returns ``(program, FusionStats)``. The result computes exactly what
     ``program`` computes (up to rounding); see the module docstring for what is merged.
 
@@ -270,6 +277,11 @@ def _fuse(program: Program, max_qubits: Width, stats: FusionStats) -> Program:
             run.clear()
 
     for eqn in program.eqns:
+        if eqn.primitive is gate_p and _width(max_qubits, eqn.inputs[0].type.num_qubits) < 1:
+            stats.gates += 1  # the back end does not fuse for this register
+            stats.passes += 1
+            out.append(eqn)
+            continue
         if eqn.primitive is gate_p:
             state = eqn.inputs[0]
             if run and not (state is run[-1].outputs[0] and uses.get(state, 0) == 1):
@@ -294,11 +306,15 @@ def _fuse(program: Program, max_qubits: Width, stats: FusionStats) -> Program:
                    in_tree=program.in_tree, out_tree=program.out_tree)
 
 
+def _width(max_qubits: Width, num_qubits: int) -> int:
+    return int(max_qubits(num_qubits) if callable(max_qubits) else max_qubits)
+
+
 def _fuse_run(run: list[Eqn], max_qubits: Width, stats: FusionStats) -> list[Eqn]:
     state_type = run[0].inputs[0].type
-    width = max_qubits(state_type.num_qubits) if callable(max_qubits) else int(max_qubits)
     stats.gates += len(run)
-    blocks = plan_blocks([e.params["wires"] for e in run], max(width, 1))
+    blocks = plan_blocks([e.params["wires"] for e in run],
+                         _width(max_qubits, state_type.num_qubits))
     stats.passes += len(blocks)
     out: list[Eqn] = []
     state = run[0].inputs[0]
@@ -332,11 +348,13 @@ def _fused_eqn(eqns: list[Eqn], state: Var, result: Var) -> Eqn:
 
 
 # ----------------------------------------------------------------------- cached, per back end
-_FUSED: dict[tuple[int, str], tuple[Program, Program, FusionStats]] = {}
+_FUSED: dict[tuple[int, str, int | None], tuple[Program, Program, FusionStats]] = {}
 
 
-def fused_program(program: Program, backend: Any = "auto") -> tuple[Program, FusionStats]:
-    """``fuse_gates(program, backend.fusion_width)``, cached per program and back end.
+def fused_program(program: Program, backend: Any = "auto",
+                  max_qubits: int | None = None) -> tuple[Program, FusionStats]:
+    """``fuse_gates(program, max_qubits or backend.fusion_width)``, cached per program, back
+    end and width.
 
     >>> import qdiff
     >>> from qdiff import quantum as qm
@@ -347,17 +365,18 @@ def fused_program(program: Program, backend: Any = "auto") -> tuple[Program, Fus
     True
     """
     be = get_backend(backend)
-    key = (id(program), be.name)
+    key = (id(program), be.name, max_qubits)
     hit = _FUSED.get(key)
     if hit is not None and hit[0] is program:
         return hit[1], hit[2]
-    fused, stats = fuse_gates(program, be.fusion_width, report=True)
+    fused, stats = fuse_gates(program, be.fusion_width if max_qubits is None else max_qubits,
+                              report=True)
     if len(_FUSED) > 4096:
         _FUSED.clear()
     _FUSED[key] = (program, fused, stats)
 
     def done(p: Program) -> None:  # the runner meets the sub-programs again: already fused
-        _FUSED[(id(p), be.name)] = (p, p, stats)
+        _FUSED[(id(p), be.name, max_qubits)] = (p, p, stats)
         for eqn in p.eqns:
             for _, sub in eqn.subprograms():
                 done(sub)

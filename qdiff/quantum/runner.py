@@ -90,7 +90,7 @@ class BranchRunner:
 
     def __init__(self, mode: str = "exact", backend: str = "auto", tol: float = 1e-12,
                  seed: Any = None, max_loop_iterations: int = 100_000,
-                 zero_exit_limit: int = 1_000, fuse: bool | None = None):
+                 zero_exit_limit: int = 1_000, fuse: bool | int | None = None):
         if mode not in ("exact", "sample"):
             raise QdiffError(f"mode must be 'exact', 'sample' or 'density', got {mode!r}")
         self.mode = mode
@@ -105,8 +105,10 @@ class BranchRunner:
         self.postselected_away = 0.0
         self.rejected_shots = 0
         self.samples: dict[int, np.ndarray] = {}  # arrays drawn by `sample`, by id
-        # gate fusion (`fusion.py`): None = the default, on (measured faster on every back end)
-        self.fuse = True if fuse is None else bool(fuse)
+        # gate fusion (`fusion.py`): on by default, with the back end's block width for the
+        # register (none where fusing does not pay); an int forces that width
+        self.fuse = True if fuse is None else fuse
+        self.fusion_width = None if isinstance(fuse, bool) or fuse is None else int(fuse)
         self.gate_passes = 0
         self.passes_saved = 0
 
@@ -114,7 +116,7 @@ class BranchRunner:
     def run_program(self, program: Program, items: list[Item]) -> list[Item]:
         """Run ``program`` on each (weight, inputs) item; returns (weight, outputs) items."""
         if self.fuse:
-            program = fused_program(program, self.backend)[0]
+            program = fused_program(program, self.backend, self.fusion_width)[0]
         branches = [(w, dict(zip(program.inputs, values))) for w, values in items]
         for eqn in program.eqns:
             branches = self._step(eqn, branches)
@@ -405,7 +407,7 @@ HANDLERS: dict[str, Handler] = {
 # --------------------------------------------------------------------------------- the API
 def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: Any = None,
         backend: str = "auto", tol: float = 1e-12, max_loop_iterations: int = 100_000,
-        fuse: bool | None = None) -> QuantumResult:
+        fuse: bool | int | None = None) -> QuantumResult:
     """Run a quantum program and return its values with what the semantics dropped.
 
     ``mode="exact"`` enumerates measurement branches (pruned below ``tol``); ``"sample"``
@@ -413,7 +415,9 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
     runs the program on density matrices (at most 10 qubits, see `density_runner`), an
     independent check of ``"exact"``. ``seed`` also seeds the draws of ``qm.sample``.
     ``fuse`` (default on) runs the program after gate fusion (`fusion.py`): fewer passes
-    over the state, the same values; ``fuse=False`` runs the gates one by one.
+    over the state, the same values, in blocks as wide as the back end finds best for the
+    register; ``fuse=k`` forces blocks of up to k wires, ``fuse=False`` runs the gates one
+    by one.
 
     >>> import qdiff
     >>> from qdiff import quantum as qm

@@ -228,3 +228,14 @@ def test_sample_mode_gradients_are_unbiased_with_shrinking_errors():
     post = gradient(f, 0.512, mode="sample", shots=800, seed=5)
     assert abs(post.grad - np.sin(0.512)) <= 4 * post.grad_stderr + 1e-12
     assert post.postselection_probability == pytest.approx(0.5, abs=0.1)
+
+
+def test_sample_readouts_are_refused_clearly():
+    def f(x):
+        q = qm.qubits(1)
+        qm.rx(x, q[0])
+        draws = qm.sample(shots=10)
+        return qm.expval("Z", q) + qnp.sum(draws) * 0.0
+
+    with pytest.raises(qdiff.QdiffError, match="qm.sample cannot be differentiated"):
+        gradient(f, 0.3)

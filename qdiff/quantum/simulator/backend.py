@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from qdiff.quantum.gates import GateSpec, gate_spec
-from qdiff.quantum.observables import PauliSum, pauli_masks
+from qdiff.quantum.observables import PauliSum, parity, pauli_masks
 from qdiff.quantum.simulator.memory import check_statevector_memory
 
 __all__ = [
@@ -550,20 +550,23 @@ class StatevectorBackend(abc.ABC):
             self._dense(state, layout, m)
         return state
 
-    dense_fusion_limit: int = 3
+    dense_fusion_limit: int = 6
     """Widest fused gate :meth:`apply_fused` turns into one dense matrix (wider ones run gate by
     gate unless a back end overrides it)."""
 
     def fusion_width(self, num_qubits: int) -> int:
         """The widest block of gates the fusion pass should merge for this back end.
 
-        Measured on the hardware-efficient ansatz of ``benchmarks/statevector.py``; 2 here
-        (a 4x4 matrix per fused gate), wider where a back end has a block kernel.
+        0 means no fusion. Measured on the hardware-efficient ansatz of
+        ``benchmarks/statevector.py`` with the array-module kernels (one gather/scatter of the
+        state per pass): none below 11 qubits, where building the fused matrices costs more
+        than the passes they save, 4x4 matrices up to 13 qubits, 5-qubit blocks (32x32) from
+        14 qubits on, where fewer passes over the state win.
 
-        >>> get_backend("numpy").fusion_width(20)
-        2
+        >>> [get_backend("numpy").fusion_width(n) for n in (4, 12, 20)]
+        [0, 2, 5]
         """
-        return 2
+        return 0 if num_qubits < 11 else 2 if num_qubits < 14 else 5
 
     def apply_fused(self, state: Any, num_qubits: int, wires: Sequence[int],
                     ops: Iterable[GateOp]) -> Any:
@@ -800,6 +803,117 @@ class StatevectorBackend(abc.ABC):
         cdf = np.cumsum(np.clip(p, 0.0, None)) / total
         out = np.searchsorted(cdf, gen.random(int(shots)), side="right")
         return np.minimum(out, p.size - 1).astype(np.int64)
+
+    # -- the adjoint method ------------------------------------------------------------------
+    def _pauli_cross(self, bra: Any, ket: Any, x_masks: np.ndarray,
+                     z_masks: np.ndarray) -> np.ndarray:
+        """Per term: ``sum_i conj(bra[i^x]) (-1)^parity(i&z) ket[i]`` (host complex128)."""
+        xp = self.xp
+        i = xp.arange(ket.shape[0], dtype=xp.int64)
+        out = np.empty(len(x_masks), dtype=np.complex128)
+        for k, (x, z) in enumerate(zip(x_masks.tolist(), z_masks.tolist(), strict=True)):
+            sign = (1 - 2 * parity(i & z)).astype(ket.real.dtype)
+            terms = xp.conj(bra[i ^ x] if x else bra) * sign * ket
+            out[k] = complex(xp.sum(terms.astype(xp.complex128)))
+        return out
+
+    def _pauli_accumulate(self, out: Any, state: Any, num_qubits: int, x_masks: np.ndarray,
+                          z_masks: np.ndarray, factors: np.ndarray) -> None:
+        """``out += sum_k factors[k] (-1)^parity((i^x_k)&z_k) state[i^x_k]`` for all i."""
+        tmp = None
+        for x, z, f in zip(x_masks.tolist(), z_masks.tolist(), factors.tolist(), strict=True):
+            if tmp is None:
+                tmp = state.copy()
+            else:
+                tmp[...] = state
+            self._pauli(tmp, num_qubits, x, z, 0.0, f)
+            out += tmp
+
+    def inner_pauli_sum(self, bra: Any, ket: Any, num_qubits: int, obs: PauliSum | str,
+                        wires: Sequence[int] | None = None) -> complex:
+        """``<bra| O |ket>`` for a Pauli sum ``O``, without forming ``O|ket>``.
+
+        The adjoint method's derivative of a gate ``exp(-iθG)`` is ``2 Im<λ|G ψ>``; this
+        reads the two states once per term (the Numba back end: once for all terms).
+
+        >>> be = get_backend("numpy"); psi = be.apply_gate(be.zero_state(1), 1, "h", [0])
+        >>> round(be.inner_pauli_sum(be.zero_state(1), psi, 1, "X - 2*Z").real, 6)
+        -0.707107
+        """
+        n = self._num_qubits_of(ket, num_qubits, "inner_pauli_sum")
+        self._num_qubits_of(bra, n, "inner_pauli_sum")
+        obs = _as_pauli_sum(obs)
+        xs, zs, fs = obs.masks(self._obs_wires(obs, n, wires))
+        if not len(fs):
+            return 0j
+        raw = self._pauli_cross(bra, ket, np.asarray(xs, np.int64), np.asarray(zs, np.int64))
+        return complex(np.dot(np.asarray(fs, np.complex128), raw))
+
+    def add_pauli_sum(self, out: Any, state: Any, num_qubits: int, obs: PauliSum | str,
+                      wires: Sequence[int] | None = None, scale: complex = 1.0) -> Any:
+        """``out <- out + scale * O state`` in place (``out`` and ``state`` distinct arrays);
+        returns ``out``. The adjoint of a readout ``<ψ|O|ψ>`` with cotangent ``ē`` adds
+        ``ē O ψ`` to ``λ`` this way (the Numba back end in one pass, no temporaries).
+
+        >>> be = get_backend("numpy"); out = np.ones(2, complex)
+        >>> be.add_pauli_sum(out, be.zero_state(1), 1, "0.5*Z + 2*X", scale=2.0).real.tolist()
+        [2.0, 5.0]
+        """
+        n = self._num_qubits_of(state, num_qubits, "add_pauli_sum")
+        self._num_qubits_of(out, n, "add_pauli_sum")
+        obs = _as_pauli_sum(obs)
+        xs, zs, fs = obs.masks(self._obs_wires(obs, n, wires))
+        if len(fs):
+            self._pauli_accumulate(out, state, n, np.asarray(xs, np.int64),
+                                   np.asarray(zs, np.int64),
+                                   np.asarray(fs, np.complex128) * complex(scale))
+        return out
+
+    def adjoint_width(self, num_qubits: int) -> int:
+        """The widest block of gates :meth:`adjoint_block` should be given (the fusion width
+        unless a back end knows better).
+
+        >>> be = get_backend("numpy"); be.adjoint_width(20) == be.fusion_width(20)
+        True
+        """
+        return self.fusion_width(num_qubits)
+
+    def adjoint_block(self, psi: Any, lam: Any, num_qubits: int, wires: Sequence[int],
+                      ops: Sequence[GateOp], want: Sequence[bool]) -> np.ndarray:
+        """Undo a gate sequence on the adjoint method's pair (ψ, λ), with derivatives.
+
+        ``ops`` are the forward gates (table gates by name or :class:`GateSpec`) in
+        application order, all inside ``wires``; ``want[k]`` asks for the derivative of op
+        ``k``, a one-parameter gate ``U_k = exp(-iθ G_k)``. For ``k`` from last to first:
+        ``g[k] = 2 Im<λ|G_k ψ>``, then ``ψ <- U_k^† ψ`` and ``λ <- U_k^† λ``, in place.
+        Returns ``g`` (float64, 0 where not wanted). ``lam=None`` undoes ψ only.
+
+        Here gate by gate: one pass over each state per gate and one over both per
+        derivative (:meth:`inner_pauli_sum`); the Numba back end does a block in one pass.
+
+        >>> be = get_backend("numpy")
+        >>> psi = be.apply_gate(be.zero_state(1), 1, "ry", [0], [0.4]); lam = psi * [1, -1]
+        >>> g = be.adjoint_block(psi, lam, 1, [0], [GateOp("ry", (0,), (0.4,))], [True])
+        >>> round(float(g[0]), 12) == round(-math.sin(0.4), 12), bool(np.allclose(psi, [1, 0]))
+        (True, True)
+        """
+        n = self._num_qubits_of(psi, num_qubits, "adjoint_block")
+        if lam is not None:
+            self._num_qubits_of(lam, n, "adjoint_block")
+        grads = np.zeros(len(ops))
+        for k in range(len(ops) - 1, -1, -1):
+            op = GateOp(*ops[k])
+            spec = gate_spec(op.gate)
+            if want[k] and lam is not None:
+                if spec.generator is None:
+                    raise ValueError(f"adjoint_block: gate {spec.name!r} has no generator")
+                grads[k] = 2 * self.inner_pauli_sum(lam, psi, n, spec.generator,
+                                                    op.wires).imag
+            inverse, params = spec.inverse(*op.params)
+            self.apply_gate(psi, n, inverse, op.wires, params)
+            if lam is not None:
+                self.apply_gate(lam, n, inverse, op.wires, params)
+        return grads
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -46,10 +46,16 @@ MAX_BLOCK_WIRES = 8
 MIN_BATCH = 32
 """Fewest groups of the other wires the block kernel needs (its rows' length)."""
 
+FUSION_MIN_QUBITS = 9
+"""Smallest register the fusion pass fuses for (below, gates are cheaper one by one)."""
+
 _BLOCK_AMPS = 1 << 15  # amplitudes per gathered batch (512 KiB as split re/im): in L2
 
 _jit = njit(cache=True, nogil=True, fastmath=False)
 _jit_par = njit(cache=True, nogil=True, parallel=True, fastmath=False)
+# the block kernels: FMA contraction only (a product rounds once instead of twice), so that
+# the complex 2x2 and 4x4 arithmetic compiles to fused multiply-adds
+_jit_blk = njit(cache=True, nogil=True, fastmath={"contract"})
 
 _insert = njit(inline="always", cache=True)(insert_zero_bits)
 _parity = njit(inline="always", cache=True)(parity)
@@ -461,13 +467,64 @@ class NumbaBackend(StatevectorBackend):
         par = self._parallel(state.shape[0])
         return (_sums_par if par else _sums_ser)(state, x_masks, z_masks)
 
+    # -- the adjoint method (kernels in numba_adjoint) ----------------------------------------
+    def _pauli_cross(self, bra: Any, ket: Any, x_masks: np.ndarray,
+                     z_masks: np.ndarray) -> np.ndarray:
+        from qdiff.quantum.simulator.numba_adjoint import pauli_cross
+
+        return pauli_cross(bra, ket, x_masks, z_masks, self._parallel(ket.shape[0]))
+
+    def _pauli_accumulate(self, out: Any, state: Any, num_qubits: int, x_masks: np.ndarray,
+                          z_masks: np.ndarray, factors: np.ndarray) -> None:
+        from qdiff.quantum.simulator.numba_adjoint import pauli_accumulate
+
+        pauli_accumulate(out, state, num_qubits, x_masks, z_masks, factors,
+                         self._parallel(state.shape[0]))
+
+    def adjoint_block(self, psi: Any, lam: Any, num_qubits: int, wires: Sequence[int],
+                      ops: Sequence[GateOp], want: Sequence[bool]) -> np.ndarray:
+        """The reverse sweep of a gate block on (ψ, λ) in one pass over each state (the base
+        class has the contract; the kernel is ``numba_adjoint.adjoint_block``), when at least
+        ``MIN_BATCH`` groups of the other wires exist; gate by gate otherwise.
+
+        >>> be = NumbaBackend(); psi = be.apply_gate(be.zero_state(6), 6, "ry", [0], [0.4])
+        >>> lam = be.apply_pauli_string(psi.copy(), 6, "Z", [0])
+        >>> g = be.adjoint_block(psi, lam, 6, [0], [GateOp("ry", (0,), (0.4,))], [True])
+        >>> bool(round(float(g[0]), 10) == round(-np.sin(0.4), 10)), round(float(abs(psi[0])), 10)
+        (True, 1.0)
+        """
+        from qdiff.quantum.simulator import numba_adjoint
+
+        n = self._num_qubits_of(psi, num_qubits, "adjoint_block")
+        ws = tuple(sorted(check_wires(wires, n, "adjoint block")))
+        if lam is None:  # ψ only: the forward block kernel on the inverse gates
+            inverse = []
+            for op in reversed(ops):
+                op = GateOp(*op)
+                spec, params = gate_spec(op.gate).inverse(*op.params)
+                gate = spec.static["matrix"] if spec.name == "unitary" else spec
+                inverse.append(GateOp(gate, tuple(op.wires), params))
+            self.apply_fused(psi, n, ws, inverse)
+            return np.zeros(len(ops))
+        self._num_qubits_of(lam, n, "adjoint_block")
+        grads = numba_adjoint.adjoint_block(psi, lam, n, ws, ops, want, MIN_BATCH,
+                                            self._parallel(psi.shape[0]))
+        if grads is None:
+            return super().adjoint_block(psi, lam, n, ws, ops, want)
+        return grads
+
     def fusion_width(self, num_qubits: int) -> int:
         """Blocks up to ``MAX_BLOCK_WIRES`` wide while a batch of ``MIN_BATCH`` groups is left
-        for the block kernel's rows, else 2 (dense 4x4 fused gates).
+        for the block kernel's rows; no fusion below ``FUSION_MIN_QUBITS`` qubits, where a
+        gate costs less than preparing a fused one (measured, ``benchmarks/statevector.py``).
 
-        >>> NumbaBackend().fusion_width(20), NumbaBackend().fusion_width(4)
-        (8, 2)
+        >>> NumbaBackend().fusion_width(20), NumbaBackend().fusion_width(10)
+        (8, 5)
+        >>> NumbaBackend().fusion_width(4)  # not worth it
+        0
         """
+        if num_qubits < FUSION_MIN_QUBITS:
+            return 0
         return max(2, min(MAX_BLOCK_WIRES, num_qubits - MIN_BATCH.bit_length() + 1))
 
     def apply_fused(self, state: Any, num_qubits: int, wires: Sequence[int],
@@ -490,9 +547,11 @@ class NumbaBackend(StatevectorBackend):
         layout = index_layout(n, ws)
         arrays = encode_block(ws, ops)  # checks that the ops stay on the block's wires
         nb = groups // batch
-        par = self._parallel(state.shape[0]) and nb > 1
-        (_blk_par if par else _blk_ser)(state, nb, batch, layout.positions, layout.offsets,
-                                        *arrays)
+        if self._parallel(state.shape[0]) and nb > 1:
+            _blk_par(state, nb, min(nb, 8 * numba.get_num_threads()), batch, layout.positions,
+                     layout.offsets, *arrays)
+        else:
+            _blk_ser(state, nb, batch, layout.positions, layout.offsets, *arrays)
         return state
 
 
@@ -508,11 +567,11 @@ class NumbaBackend(StatevectorBackend):
 # gates (x, cx, swap, mcx, ...) only permute a row map; rows move once, at the scatter.
 # ---------------------------------------------------------------------------------------------
 
-OP_DENSE1, OP_DENSE2, OP_DENSEK, OP_DIAG, OP_PERM = 0, 1, 2, 3, 4
+OP_DENSE1, OP_DENSE2, OP_DENSEK, OP_DIAG, OP_PERM, OP_REAL1, OP_REAL2 = 0, 1, 2, 3, 4, 5, 6
 """Op kinds of the block kernel (see :func:`encode_block`)."""
 
 
-@_jit
+@_jit_blk
 def _blk_dense1(re, im, rowmap, B, tb, cmask, pool, mo):
     m00r, m00i = pool[mo].real, pool[mo].imag
     m01r, m01i = pool[mo + 1].real, pool[mo + 1].imag
@@ -538,7 +597,71 @@ def _blk_dense1(re, im, rowmap, B, tb, cmask, pool, mo):
             yi[b] = m10r * ai + m10i * ar + m11r * bi + m11i * br
 
 
-@_jit
+@_jit_blk
+def _blk_real1(re, im, rowmap, B, tb, cmask, pool, mo):
+    # a real 2x2 (ry, h, and products of real gates): half the arithmetic of a complex one
+    m00 = pool[mo].real
+    m01 = pool[mo + 1].real
+    m10 = pool[mo + 2].real
+    m11 = pool[mo + 3].real
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & tb) != 0 or (r0 & cmask) != cmask:
+            continue
+        p0 = rowmap[r0] * B
+        p1 = rowmap[r0 | tb] * B
+        xr = re[p0:p0 + B]
+        xi = im[p0:p0 + B]
+        yr = re[p1:p1 + B]
+        yi = im[p1:p1 + B]
+        for b in range(B):
+            ar = xr[b]
+            ai = xi[b]
+            br = yr[b]
+            bi = yi[b]
+            xr[b] = m00 * ar + m01 * br
+            xi[b] = m00 * ai + m01 * bi
+            yr[b] = m10 * ar + m11 * br
+            yi[b] = m10 * ai + m11 * bi
+
+
+@_jit_blk
+def _real2_rows(s0, s1, s2, s3, B, a00, a01, a10, a11, b00, b01, b10, b11):
+    for b in range(B):
+        x0 = s0[b]
+        x1 = s1[b]
+        x2 = s2[b]
+        x3 = s3[b]
+        y0 = a00 * x0 + a01 * x1
+        y1 = a10 * x0 + a11 * x1
+        y2 = a00 * x2 + a01 * x3
+        y3 = a10 * x2 + a11 * x3
+        s0[b] = b00 * y0 + b01 * y2
+        s2[b] = b10 * y0 + b11 * y2
+        s1[b] = b00 * y1 + b01 * y3
+        s3[b] = b10 * y1 + b11 * y3
+
+
+@_jit_blk
+def _blk_real2(re, im, rowmap, B, ta, tb, pool, mo):
+    # two real 2x2 on two wires in one sweep (A on ta, then B on tb): half the buffer traffic
+    a00, a01, a10, a11 = pool[mo].real, pool[mo + 1].real, pool[mo + 2].real, pool[mo + 3].real
+    b00, b01, b10, b11 = (pool[mo + 4].real, pool[mo + 5].real, pool[mo + 6].real,
+                          pool[mo + 7].real)
+    both = ta | tb
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & both) != 0:
+            continue
+        p0 = rowmap[r0] * B
+        p1 = rowmap[r0 | ta] * B
+        p2 = rowmap[r0 | tb] * B
+        p3 = rowmap[r0 | both] * B
+        _real2_rows(re[p0:p0 + B], re[p1:p1 + B], re[p2:p2 + B], re[p3:p3 + B], B,
+                    a00, a01, a10, a11, b00, b01, b10, b11)
+        _real2_rows(im[p0:p0 + B], im[p1:p1 + B], im[p2:p2 + B], im[p3:p3 + B], B,
+                    a00, a01, a10, a11, b00, b01, b10, b11)
+
+
+@_jit_blk
 def _blk_dense2(re, im, rowmap, B, t0, t1, cmask, pool, mo):
     mr = np.empty(16)
     mi = np.empty(16)
@@ -588,7 +711,7 @@ def _blk_dense2(re, im, rowmap, B, t0, t1, cmask, pool, mo):
                      + mr[14] * x2i + mi[14] * x2r + mr[15] * x3i + mi[15] * x3r)
 
 
-@_jit
+@_jit_blk
 def _local_offsets(tgt, m, out):
     # out[t] = the local row bits of target pattern t (bit j of t -> target bit tgt[j])
     for t in range(1 << m):
@@ -599,7 +722,7 @@ def _local_offsets(tgt, m, out):
         out[t] = o
 
 
-@_jit
+@_jit_blk
 def _blk_densek(re, im, rowmap, B, tgt, m, cmask, pool, mo, toff, rows, xr, xi):
     dim = 1 << m
     _local_offsets(tgt, m, toff)
@@ -624,7 +747,7 @@ def _blk_densek(re, im, rowmap, B, tgt, m, cmask, pool, mo, toff, rows, xr, xi):
                 im[rows[s] + b] = acci
 
 
-@_jit
+@_jit_blk
 def _blk_diag(re, im, rowmap, B, tgt, m, cmask, pool, mo):
     for r in range(rowmap.shape[0]):
         if (r & cmask) != cmask:
@@ -648,7 +771,7 @@ def _blk_diag(re, im, rowmap, B, tgt, m, cmask, pool, mo):
             xi[b] = dr * ai + di * ar
 
 
-@_jit
+@_jit_blk
 def _blk_perm(re, im, rowmap, B, tgt, m, cmask, pool, mo, perm, po, toff, rows):
     dim = 1 << m
     _local_offsets(tgt, m, toff)
@@ -674,7 +797,7 @@ def _blk_perm(re, im, rowmap, B, tgt, m, cmask, pool, mo, perm, po, toff, rows):
                     xi[b] = dr * ai + di * ar
 
 
-@_jit
+@_jit_blk
 def _blk_batch(psi, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs,
                re, im, rowmap, bases, toff, rows, xr, xi):
     R = offs.shape[0]
@@ -732,6 +855,10 @@ def _blk_batch(psi, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool
             _blk_densek(re, im, rowmap, B, tgts[q], ntg[q], cm, pool, mo, toff, rows, xr, xi)
         elif kind == 3:
             _blk_diag(re, im, rowmap, B, tgts[q], ntg[q], cm, pool, mo)
+        elif kind == 5:
+            _blk_real1(re, im, rowmap, B, tgts[q, 0], cm, pool, mo)
+        elif kind == 6:
+            _blk_real2(re, im, rowmap, B, tgts[q, 0], tgts[q, 1], pool, mo)
         else:
             _blk_perm(re, im, rowmap, B, tgts[q], ntg[q], cm, pool, mo, perm, poffs[q], toff,
                       rows)
@@ -766,7 +893,7 @@ def _blk_batch(psi, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool
                         psi[(bases[b0 + t] | oh) + rl] = complex(re[p + t], im[p + t])
 
 
-@_jit
+@_jit_blk
 def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs):
     R = offs.shape[0]
     low = 1
@@ -786,14 +913,14 @@ def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool,
                    perm, poffs, re, im, rowmap, bases, toff, rows, xr, xi)
 
 
-@_jit
+@_jit_blk
 def _blk_ser(psi, nb, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs):
     _blk_range(psi, 0, nb, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs)
 
 
 @_jit_par
-def _blk_par(psi, nb, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs):
-    nch = min(nb, 8 * numba.get_num_threads())
+def _blk_par(psi, nb, nch, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs):
+    # nch work items of about nb / nch batches each
     for c in prange(nch):
         _blk_range(psi, c * nb // nch, (c + 1) * nb // nch, B, pos, offs, kinds, cmasks, ntg,
                    tgts, moffs, pool, perm, poffs)
@@ -815,15 +942,21 @@ class _Skeleton:
     ntg: np.ndarray
     tgts: np.ndarray
     moffs: np.ndarray
-    pool_size: int
     perm: np.ndarray
     poffs: np.ndarray
     pool_fixed: np.ndarray  # the pool with constant data filled in
-    # folded one-qubit entries, grouped by the sequence of gates they multiply:
-    # (specs, op indices [entries, len(specs)], entry numbers, pool offsets)
-    folds: list[tuple[tuple[GateSpec, ...], np.ndarray, np.ndarray, np.ndarray]]
-    # multi-qubit parametric ops: (entry number, op index, spec, "dense" | "diag" | "perm")
-    dynamic: list[tuple[int, int, GateSpec, str]]
+    # runs of one-qubit gates multiplied into one 2x2, grouped by the gates they multiply:
+    # (gates, op indices [runs, len(gates)], entry numbers, pool offsets, mode), mode "real"
+    # or "complex" (the kind follows the product: diagonal, anti-diagonal or full) or
+    # "fixed" (one half of a pair of real runs)
+    folds: list[tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, str]]
+    # multi-qubit ops computed at every call: (entry number, op index, spec, kind), kind
+    # "dense" | "perm" for parametric table gates, "matrix" for raw matrices
+    dynamic: list[tuple[int, int, GateSpec | None, str]]
+    # merged diagonals: (pool offset, size, [([(spec, op index)], control ok, index)]):
+    # each item's diagonal d (2^targets) enters as d[index] where its controls are 1
+    diagonals: list[tuple[int, int, list[tuple[list[tuple[GateSpec, int]], np.ndarray,
+                                               np.ndarray]]]]
 
 
 def _split(spec: GateSpec, wires: tuple[int, ...]) -> tuple[GateSpec, tuple[int, ...],
@@ -844,16 +977,58 @@ def _op_data(spec: GateSpec, kind: str, params: tuple[float, ...]) -> np.ndarray
     return spec.matrix(*params)
 
 
+def _always_real(spec: GateSpec) -> bool:
+    """Whether a one-qubit table gate's matrix is real for every parameter (ry, h, x, z)."""
+    probes = [()] if spec.num_params == 0 else [(0.37,) * spec.num_params,
+                                                 (-1.9,) * spec.num_params]
+    return all(not np.any(spec.matrix(*p).imag) for p in probes)
+
+
 def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]]) -> _Skeleton:
+    # Encoding order: one-qubit gates wait on their wire (pending) until a multi-qubit gate
+    # comes; then every wire's run is emitted, split into its part up to the last
+    # non-diagonal gate (a real or complex 2x2) and its trailing diagonal gates, which join
+    # the diagonal gates of all wires, and diagonal multi-qubit gates, in ONE diagonal op.
     local = {w: j for j, w in enumerate(ws)}
     entries: list[list[Any]] = []  # [kind, cmask, tmasks, size, payload]
     pending: dict[int, list[int]] = {}
+    diag_items: list[tuple[list[int], int, tuple[int, ...]]] = []  # (ops, cmask, tbits)
     specs: list[GateSpec | None] = []
+    info: list[tuple[str, bool]] = []  # per op: kind, real
 
-    def flush(bit: int) -> None:
-        chain = pending.pop(bit, None)
-        if chain is not None:
-            entries.append(["fold", 0, (1 << bit,), 4, chain])
+    def emit_diagonal() -> None:
+        if diag_items:
+            bits = sorted({b for _, cmask, tbits in diag_items for b in tbits}
+                          | {b for _, cmask, _ in diag_items for b in range(len(ws))
+                             if cmask >> b & 1})
+            entries.append(["diagonal", 0, tuple(1 << b for b in bits), 1 << len(bits),
+                            (bits, list(diag_items))])
+            diag_items.clear()
+
+    def flush_all() -> None:
+        if pending and diag_items:
+            emit_diagonal()  # diagonals gathered before the pending runs come first
+        real_heads: list[tuple[int, list[int]]] = []
+        for bit in sorted(pending):
+            chain = pending[bit]
+            last = max((k for k, i in enumerate(chain) if info[i][0] != "diag"), default=-1)
+            head, tail = chain[:last + 1], chain[last + 1:]
+            if head and not all(info[i][1] for i in head):
+                head, tail = chain, []  # a complex 2x2 anyway: fold the diagonals into it
+            if head and all(info[i][1] for i in head) and not all(
+                    info[i][0] in ("perm", "diag") for i in head):
+                real_heads.append((bit, head))  # (x, z, ... alone cost nothing: not paired)
+            elif head:
+                entries.append(["fold", 0, (1 << bit,), 4, head])
+            if tail:
+                diag_items.append((tail, 0, (bit,)))
+        for k in range(0, len(real_heads) - 1, 2):  # real runs two by two: one sweep each
+            (a, head_a), (b, head_b) = real_heads[k], real_heads[k + 1]
+            entries.append(["fold2", 0, (1 << a, 1 << b), 8, (head_a, head_b)])
+        if len(real_heads) % 2:
+            bit, head = real_heads[-1]
+            entries.append(["fold", 0, (1 << bit,), 4, head])
+        pending.clear()
 
     for index, (gate, wires) in enumerate(ops):
         if any(w not in local for w in wires):
@@ -862,26 +1037,31 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
             m = np.asarray(gate, np.complex128)
             if m.shape != (1 << len(wires),) * 2:
                 raise ValueError(f"a matrix of shape {m.shape} cannot act on wires {wires}")
-            spec, controls, targets, kind = None, (), wires, "matrix"
+            spec, controls, targets, kind, real = None, (), wires, "matrix", False
         else:
             full = gate_spec(gate)
             if len(wires) != full.num_qubits:
                 raise ValueError(f"gate {full.name!r} acts on {full.num_qubits} wire(s), "
                                  f"got {wires}")
             spec, controls, targets, kind = _split(full, wires)
+            real = not controls and len(targets) == 1 and _always_real(spec)
         specs.append(spec)
+        info.append((kind, real))
         if not controls and len(targets) == 1:
             pending.setdefault(local[targets[0]], []).append(index)
             continue
+        flush_all()
         cbits = [local[w] for w in controls]
-        tbits = [local[w] for w in targets]
-        for bit in cbits + tbits:
-            flush(bit)
+        tbits = tuple(local[w] for w in targets)
         cmask = sum(1 << b for b in cbits)
+        if kind == "diag":
+            diag_items.append(([index], cmask, tbits))
+            continue
+        emit_diagonal()
         size = (1 << len(tbits)) ** (2 if kind in ("dense", "matrix") else 1)
         entries.append([kind, cmask, tuple(1 << b for b in tbits), size, index])
-    for bit in sorted(pending):
-        flush(bit)
+    flush_all()
+    emit_diagonal()
 
     count = len(entries)
     width = max([len(e[2]) for e in entries] + [1])
@@ -893,26 +1073,47 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
     poffs = np.zeros(count, np.int64)
     perms: list[int] = [1, 0]  # slot 0: the swap of a folded anti-diagonal 2x2
     size = 0
-    fold_groups: dict[tuple[int, ...], list[tuple[int, list[int], int]]] = {}
-    dynamic: list[tuple[int, int, GateSpec, str]] = []
+    fold_groups: dict[tuple[Any, ...], list[tuple[int, list[int], int]]] = {}
+    dynamic: list[tuple[int, int, GateSpec | None, str]] = []
+    diagonals: list[tuple[int, int, list[tuple[list[tuple[GateSpec, int]], np.ndarray,
+                                               np.ndarray]]]] = []
     fixed: list[tuple[int, np.ndarray]] = []
     for q, (kind, cmask, tmasks, sz, payload) in enumerate(entries):
         m = len(tmasks)
         cmasks[q], ntg[q], moffs[q] = cmask, m, size
         tgts[q, :m] = tmasks
         size += sz
-        if kind == "fold":
-            key = tuple(id(specs[i]) if specs[i] is not None else -1 - i for i in payload)
-            fold_groups.setdefault(key, []).append((q, payload, int(moffs[q])))
+        if kind in ("fold", "fold2"):
+            halves = [payload] if kind == "fold" else list(payload)
+            if kind == "fold2":
+                kinds[q] = OP_REAL2
+            for half, chain in enumerate(halves):
+                mode = ("fixed" if kind == "fold2" else
+                        "real" if all(info[i][1] for i in chain) else "complex")
+                key = (mode, *(id(specs[i]) if specs[i] is not None else -1 - i
+                               for i in chain))
+                fold_groups.setdefault(key, []).append((q, chain, int(moffs[q]) + 4 * half))
             continue
-        kinds[q] = {"diag": OP_DIAG, "perm": OP_PERM}.get(
+        if kind == "diagonal":
+            kinds[q] = OP_DIAG
+            bits, items = payload
+            t = np.arange(1 << len(bits))
+            rows = sum(((t >> j) & 1) << b for j, b in enumerate(bits))  # local row bits
+            expanded = []
+            for op_indices, icmask, tbits in items:
+                ok = (rows & icmask) == icmask
+                idx = sum(((rows >> b) & 1) << j for j, b in enumerate(tbits))
+                expanded.append(([(specs[i], i) for i in op_indices], ok, idx))
+            diagonals.append((int(moffs[q]), sz, expanded))
+            continue
+        kinds[q] = {"perm": OP_PERM}.get(
             kind, OP_DENSE1 if m == 1 else OP_DENSE2 if m == 2 else OP_DENSEK)
         spec = specs[payload]
         if kind == "perm":
             poffs[q] = len(perms)
             perms.extend(int(p) for p in spec.permutation()[0])
-        if kind == "matrix":
-            fixed.append((q, np.asarray(ops[payload][0], np.complex128).ravel()))
+        if kind == "matrix":  # read at every call: the array may change in place
+            dynamic.append((q, payload, spec, kind))
         elif spec.num_params == 0:
             fixed.append((q, np.ravel(_op_data(spec, kind, ()))))
         else:
@@ -921,15 +1122,15 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
     for q, data in fixed:
         pool[moffs[q]:moffs[q] + data.size] = data
     folds = []
-    for group in fold_groups.values():
+    for key, group in fold_groups.items():
         chain = group[0][1]
         folds.append((tuple(specs[i] if specs[i] is not None else ops[i][0] for i in chain),
                       np.array([g[1] for g in group], np.int64),
                       np.array([g[0] for g in group], np.int64),
-                      np.array([g[2] for g in group], np.int64)))
+                      np.array([g[2] for g in group], np.int64), key[0]))
     keep = tuple(g for g, _ in ops if not isinstance(g, str))
-    return _Skeleton(keep, kinds, cmasks, ntg, tgts, moffs, size, np.array(perms, np.int64),
-                     poffs, pool, folds, dynamic)
+    return _Skeleton(keep, kinds, cmasks, ntg, tgts, moffs, np.array(perms, np.int64), poffs,
+                     pool, folds, dynamic, diagonals)
 
 
 def _stacked_matrices(spec: Any, params: list[tuple[float, ...]]) -> np.ndarray:
@@ -960,14 +1161,17 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
     with global wires, all inside ``wires``).
 
     Local row bit ``j`` is ``sorted(wires)[j]``. Runs of one-qubit gates on a wire are
-    multiplied into one 2x2 first; a product that is diagonal or anti-diagonal becomes a
-    diagonal or row-permutation op. Returns ``(kinds, cmasks, ntargets, targets, matrix
-    offsets, matrix pool, perm pool, perm offsets)``; ``targets[q]`` holds row bit masks.
+    multiplied into one 2x2 (real when the gates are, like ``ry``: half the arithmetic, and
+    real runs on two wires share one sweep); a product that is diagonal or anti-diagonal
+    becomes a diagonal or row-permutation op. Diagonal gates (``rz`` after a real run,
+    ``cz``, ``rzz``, ...) merge into one diagonal op over all their wires. Returns
+    ``(kinds, cmasks, ntargets, targets, matrix offsets, matrix pool, perm pool, perm
+    offsets)``; ``targets[q]`` holds row bit masks.
 
     >>> kinds, *_ = encode_block([0, 1], [GateOp("ry", (0,), (0.3,)), GateOp("rz", (0,), (0.2,)),
-    ...                                    GateOp("cx", (0, 1))])
-    >>> kinds.tolist()  # one dense 2x2 (ry then rz), then cx as a row permutation
-    [0, 4]
+    ...                                    GateOp("rx", (1,), (0.1,)), GateOp("cx", (0, 1))])
+    >>> kinds.tolist()  # rx (complex), ry (real), rz as a diagonal op, cx a row permutation
+    [0, 5, 3, 4]
     """
     ws = tuple(sorted(int(w) for w in wires))
     gates = [(op[0], tuple(op[1])) for op in ops]
@@ -982,20 +1186,33 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
     kinds = skel.kinds.copy()
     pool = skel.pool_fixed.copy()
     for q, index, spec, kind in skel.dynamic:
-        data = np.ravel(_op_data(spec, kind, params[index]))
+        if kind == "matrix":
+            data = np.asarray(gates[index][0], np.complex128).ravel()
+        else:
+            data = np.ravel(_op_data(spec, kind, params[index]))
         pool[skel.moffs[q]:skel.moffs[q] + data.size] = data
-    for chain, indices, entries, offsets in skel.folds:
-        m = None
-        for j, spec in enumerate(chain):
-            step = _stacked_matrices(spec, [params[i] for i in indices[:, j]])
-            m = step if m is None else step @ m
-        if m is None:
+    for chain, indices, entries, offsets, mode in skel.folds:
+        m = _stacked_matrices(chain[0], [params[i] for i in indices[:, 0]])
+        for j in range(1, len(chain)):
+            m = _stacked_matrices(chain[j], [params[i] for i in indices[:, j]]) @ m
+        if mode == "fixed":  # half of a pair of real runs: the kind is fixed
+            pool[offsets[:, None] + np.arange(4)] = m.reshape(-1, 4).real
             continue
+        real = mode == "real"
         diag = (m[:, 0, 1] == 0) & (m[:, 1, 0] == 0)
         anti = ~diag & (m[:, 0, 0] == 0) & (m[:, 1, 1] == 0)
-        kinds[entries] = np.where(diag, OP_DIAG, np.where(anti, OP_PERM, OP_DENSE1))
+        kinds[entries] = np.where(diag, OP_DIAG, np.where(anti, OP_PERM,
+                                                          OP_REAL1 if real else OP_DENSE1))
         flat = m.reshape(-1, 4).copy()
         flat[diag, 1] = flat[diag, 3]  # diagonal ops read d0, d1
         flat[anti, 0], flat[anti, 1] = m[anti, 1, 0], m[anti, 0, 1]  # phases of |0>, |1>
         pool[offsets[:, None] + np.arange(4)] = flat
+    for offset, size, items in skel.diagonals:
+        d = np.ones(size, np.complex128)
+        for parts, ok, idx in items:
+            part = parts[0][0].diagonal(*params[parts[0][1]])
+            for spec, i in parts[1:]:
+                part = spec.diagonal(*params[i]) * part
+            d *= np.where(ok, part[idx], 1)
+        pool[offset:offset + size] = d
     return (kinds, skel.cmasks, skel.ntg, skel.tgts, skel.moffs, pool, skel.perm, skel.poffs)

@@ -1,0 +1,388 @@
+"""Gradients of a variational circuit, side by side: qdiff's adjoint method against PennyLane
+lightning's adjoint method, Qiskit's reverse and parameter-shift gradients and JAX backprop.
+
+    python benchmarks/gradients.py                        # n = 12, 16, 20; L = 5, 10; 1 thread
+    python benchmarks/gradients.py --quick                # n = 12, 16; L = 5
+    python benchmarks/gradients.py --sizes 20 --layers 10 --threads 2
+
+Circuit: the hardware-efficient ansatz on n qubits, L layers, each RY then RZ on every qubit
+(2nL parameters, all distinct) then a CNOT ladder cx(0,1), ..., cx(n-2,n-1); complex128, from
+|0...0>. Observables: ``Z`` = sum_i Z_i and ``heis`` = sum_i (X_i X_i+1 + Y_i Y_i+1 + Z_i Z_i+1),
+the Heisenberg chain. The gradient is d<H>/d(angles) at uniform random angles.
+
+Methods (each through its library's user API):
+  qdiff          ``qm.gradient(program, w)`` (method "adjoint"): the program traced once with
+                 ``qdiff.program`` and ``qm.*`` gates; the value is ``qm.run(program, w)``
+                 (gate fusion on, the default)
+  lightning      PennyLane lightning.qubit, a QNode with diff_method="adjoint", ``qml.grad``
+  qiskit-rev     qiskit_algorithms ReverseEstimatorGradient (statevector), value by the
+                 StatevectorEstimator
+  qiskit-shift   qiskit_algorithms ParamShiftEstimatorGradient with the StatevectorEstimator:
+                 2P circuit runs, O(P^2) gates, so only where n <= --shift-max-n and
+                 L <= --shift-max-layers
+  jax            ``jax.jit(jax.value_and_grad)`` of a small statevector simulator written here
+                 (a scan over layers, each layer rematerialized with ``jax.checkpoint`` so that
+                 memory stays at one state per layer)
+
+Columns: grad and value in seconds (best of --repeats warm calls; a value marked ``~`` is a
+single call that exceeded --budget, warm-up included), their ratio, and max|dg|, the largest
+absolute difference between the method's gradient and qdiff's. "not installed" means the
+package does not import; "skipped" that the configuration is outside the method's limits.
+
+Threads: NUMBA_NUM_THREADS, OMP_NUM_THREADS (lightning), MKL/OpenBLAS, and XLA's CPU thread
+pool are set to --threads (default 1) before anything is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def _parse() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=None,
+                    help="register sizes (default 12 16 20)")
+    ap.add_argument("--layers", type=int, nargs="+", default=None,
+                    help="numbers of layers (default 5 10)")
+    ap.add_argument("--observables", nargs="+", choices=["Z", "heis"], default=["Z", "heis"])
+    ap.add_argument("--methods", nargs="+", default=None,
+                    help="subset of: qdiff lightning qiskit-rev qiskit-shift jax")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--budget", type=float, default=60.0,
+                    help="seconds one call may take before it is not repeated")
+    ap.add_argument("--qiskit-max-n", type=int, default=16,
+                    help="largest n for qiskit-rev (its statevector evolution is slow)")
+    ap.add_argument("--shift-max-n", type=int, default=12)
+    ap.add_argument("--shift-max-layers", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="n = 12, 16, L = 5, 2 repeats")
+    args = ap.parse_args()
+    if args.sizes is None:
+        args.sizes = [12, 16] if args.quick else [12, 16, 20]
+    if args.layers is None:
+        args.layers = [5] if args.quick else [5, 10]
+    if args.quick:
+        args.repeats = min(args.repeats, 2)
+    return args
+
+
+ARGS = _parse() if __name__ == "__main__" else None
+if ARGS is not None:  # thread pools are sized when their libraries load: set them first
+    for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(ARGS.threads)
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                               + f" --xla_cpu_multi_thread_eigen={str(ARGS.threads > 1).lower()}"
+                               + f" intra_op_parallelism_threads={ARGS.threads}")
+
+import numpy as np  # noqa: E402
+
+import qdiff  # noqa: E402
+from qdiff import quantum as qm  # noqa: E402
+
+METHODS = ["qdiff", "lightning", "qiskit-rev", "qiskit-shift", "jax"]
+Method = Callable[[np.ndarray], tuple[Callable[[], Any], Callable[[], Any]]]
+
+
+# ------------------------------------------------------------------------------- the problem
+def angles(n: int, layers: int, seed: int = 0) -> np.ndarray:
+    """Angles ``[layer, 0 = RY / 1 = RZ, wire]``, uniform in [-π, π)."""
+    return np.random.default_rng(seed).uniform(-np.pi, np.pi, (layers, 2, n))
+
+
+def pauli_terms(n: int, observable: str) -> list[tuple[float, str, tuple[int, ...]]]:
+    """The observable as (coefficient, Pauli letters, wires) terms."""
+    if observable == "Z":
+        return [(1.0, "Z", (i,)) for i in range(n)]
+    return [(1.0, p + p, (i, i + 1)) for i in range(n - 1) for p in "XYZ"]
+
+
+def qdiff_observable(n: int, observable: str) -> qm.PauliSum:
+    labels = []
+    for coef, letters, wires in pauli_terms(n, observable):
+        label = ["I"] * n
+        for letter, w in zip(letters, wires):
+            label[w] = letter
+        labels.append((coef, "".join(label)))
+    return qm.PauliSum(labels)
+
+
+def qdiff_program(n: int, layers: int, observable: str) -> Any:
+    obs = qdiff_observable(n, observable)
+
+    def energy(w: Any) -> Any:
+        q = qm.qubits(n)
+        for layer in range(layers):
+            for i in range(n):
+                qm.ry(w[layer, 0, i], q[i])
+            for i in range(n):
+                qm.rz(w[layer, 1, i], q[i])
+            for i in range(n - 1):
+                qm.cx(q[i], q[i + 1])
+        return qm.expval(obs, q)
+
+    return qdiff.program(energy, name=f"hea{n}x{layers}")
+
+
+# ----------------------------------------------------------------------------------- methods
+# Each returns (gradient call, value call) for a problem, or None when not installed; a
+# gradient call returns the gradient as an array shaped like the angles.
+def qdiff_method(n: int, layers: int, observable: str) -> Any:
+    program = qdiff_program(n, layers, observable)
+
+    def make(w: np.ndarray) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        return (lambda: np.asarray(qm.gradient(program, w, method="adjoint").grad),
+                lambda: qm.run(program, w).values)
+
+    return make
+
+
+def lightning_method(n: int, layers: int, observable: str) -> Any:
+    try:
+        import pennylane as qml
+        from pennylane import numpy as pnp
+
+        dev = qml.device("lightning.qubit", wires=n)
+    except Exception:  # noqa: BLE001 - any import or plugin failure means "not installed"
+        return None
+    paulis = {"X": qml.PauliX, "Y": qml.PauliY, "Z": qml.PauliZ}
+    ops = []
+    coeffs = []
+    for coef, letters, wires in pauli_terms(n, observable):
+        term = paulis[letters[0]](wires[0])
+        for letter, w in zip(letters[1:], wires[1:]):
+            term = term @ paulis[letter](w)
+        ops.append(term)
+        coeffs.append(coef)
+    hamiltonian = qml.Hamiltonian(coeffs, ops)
+
+    @qml.qnode(dev, diff_method="adjoint")
+    def circuit(a: Any) -> Any:
+        for layer in range(layers):
+            for i in range(n):
+                qml.RY(a[layer, 0, i], wires=i)
+            for i in range(n):
+                qml.RZ(a[layer, 1, i], wires=i)
+            for i in range(n - 1):
+                qml.CNOT(wires=[i, i + 1])
+        return qml.expval(hamiltonian)
+
+    grad = qml.grad(circuit)
+
+    def make(w: np.ndarray) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        a = pnp.array(w, requires_grad=True)
+        return lambda: np.asarray(grad(a)), lambda: circuit(a)
+
+    return make
+
+
+def _qiskit_problem(n: int, layers: int, observable: str) -> Any:
+    from qiskit.circuit import ParameterVector, QuantumCircuit
+    from qiskit.quantum_info import SparsePauliOp
+
+    theta = ParameterVector("w", layers * 2 * n)
+    qc = QuantumCircuit(n)
+    for layer in range(layers):
+        for i in range(n):
+            qc.ry(theta[(layer * 2) * n + i], i)
+        for i in range(n):
+            qc.rz(theta[(layer * 2 + 1) * n + i], i)
+        for i in range(n - 1):
+            qc.cx(i, i + 1)
+    op = SparsePauliOp.from_sparse_list(
+        [(letters, list(wires), coef) for coef, letters, wires in pauli_terms(n, observable)],
+        num_qubits=n)
+    return qc, op
+
+
+def qiskit_method(kind: str) -> Callable[[int, int, str], Any]:
+    def method(n: int, layers: int, observable: str) -> Any:
+        try:
+            from qiskit.primitives import StatevectorEstimator
+            from qiskit_algorithms.gradients import (
+                ParamShiftEstimatorGradient,
+                ReverseEstimatorGradient,
+            )
+        except ImportError:
+            return None
+        qc, op = _qiskit_problem(n, layers, observable)
+        estimator = StatevectorEstimator()
+        gradient = (ReverseEstimatorGradient() if kind == "rev"
+                    else ParamShiftEstimatorGradient(estimator))
+
+        def make(w: np.ndarray) -> tuple[Callable[[], Any], Callable[[], Any]]:
+            values = w.reshape(-1)
+
+            def grad() -> Any:
+                result = gradient.run([qc], [op], [values]).result()
+                return np.asarray(result.gradients[0]).reshape(w.shape)
+
+            def value() -> Any:
+                return float(estimator.run([(qc, op, values)]).result()[0].data.evs)
+
+            return grad, value
+
+        return make
+
+    return method
+
+
+def jax_method(n: int, layers: int, observable: str) -> Any:
+    try:
+        import jax
+        import jax.numpy as jnp
+    except ImportError:
+        return None
+    jax.config.update("jax_enable_x64", True)
+
+    # state: a tensor with one axis per qubit, axis a = wire a (the order does not change an
+    # expectation value)
+    def one_qubit(state: Any, m: Any, wire: int) -> Any:
+        moved = jnp.moveaxis(state, wire, 0)
+        return jnp.moveaxis(jnp.tensordot(m, moved, axes=1), 0, wire)
+
+    def cnot(state: Any, control: int, target: int) -> Any:
+        index = [slice(None)] * n
+        index[control] = 1
+        index = tuple(index)
+        flipped_axis = target - (target > control)  # the control axis is gone in the slice
+        return state.at[index].set(jnp.flip(state[index], axis=flipped_axis))
+
+    def layer(state: Any, a: Any) -> tuple[Any, None]:
+        for i in range(n):
+            c, s = jnp.cos(a[0, i] / 2), jnp.sin(a[0, i] / 2)
+            state = one_qubit(state, jnp.array([[c, -s], [s, c]], dtype=jnp.complex128), i)
+        for i in range(n):
+            phase = jnp.exp(-0.5j * a[1, i])
+            state = one_qubit(state, jnp.array([[phase, 0], [0, jnp.conj(phase)]]), i)
+        for i in range(n - 1):
+            state = cnot(state, i, i + 1)
+        return state, None
+
+    def energy(a: Any) -> Any:
+        state = jnp.zeros((2,) * n, jnp.complex128).at[(0,) * n].set(1.0)
+        state, _ = jax.lax.scan(jax.checkpoint(layer), state, a)
+        p = jnp.abs(state) ** 2
+        total = 0.0
+        for i in range(n):  # Z_i, and Z_i Z_i+1 for the Heisenberg chain
+            zi = jnp.moveaxis(p, i, 0)
+            if observable == "Z":
+                total = total + jnp.sum(zi[0]) - jnp.sum(zi[1])
+            elif i < n - 1:
+                pair = jnp.moveaxis(p, (i, i + 1), (0, 1))
+                total = total + jnp.sum(pair[0, 0] + pair[1, 1] - pair[0, 1] - pair[1, 0])
+                amps = jnp.moveaxis(state, (i, i + 1), (0, 1))  # XX + YY = 2 (|01><10| + h.c.)
+                total = total + 4 * jnp.sum(jnp.real(jnp.conj(amps[0, 1]) * amps[1, 0]))
+        return total
+
+    grad = jax.jit(jax.grad(energy))
+    value = jax.jit(energy)
+
+    def make(w: np.ndarray) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        a = jnp.asarray(w)
+        return (lambda: np.asarray(grad(a).block_until_ready()),
+                lambda: float(value(a).block_until_ready()))
+
+    return make
+
+
+FACTORIES: dict[str, Callable[[int, int, str], Any]] = {
+    "qdiff": qdiff_method, "lightning": lightning_method, "qiskit-rev": qiskit_method("rev"),
+    "qiskit-shift": qiskit_method("shift"), "jax": jax_method,
+}
+
+
+# ---------------------------------------------------------------------------------- timing
+def best_time(run: Callable[[], Any], repeats: int, budget: float) -> tuple[float, bool, Any]:
+    """(best wall time in seconds, whether it is a single over-budget call, last result)."""
+    t0 = time.perf_counter()
+    result = run()
+    first = time.perf_counter() - t0
+    if first > budget:
+        return first, True, result
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = run()
+        best = min(best, time.perf_counter() - t0)
+    return best, False, result
+
+
+def skipped(args: argparse.Namespace, method: str, n: int, layers: int) -> bool:
+    if method == "qiskit-rev":
+        return n > args.qiskit_max_n
+    if method == "qiskit-shift":
+        return n > args.shift_max_n or layers > args.shift_max_layers
+    return False
+
+
+def fmt(seconds: float, single: bool) -> str:
+    text = f"{seconds:.3f}" if seconds < 10 else f"{seconds:.1f}"
+    return ("~" if single else "") + text
+
+
+# ---------------------------------------------------------------------------------- the table
+def main() -> None:
+    args = ARGS
+    assert args is not None
+    methods = args.methods or METHODS
+    load_before = os.getloadavg()
+    header = ["n", "L", "P", "H", "method", "grad s", "value s", "grad/value", "max|dg|"]
+    rows: list[list[str]] = []
+    summary: list[str] = []
+    for n in args.sizes:
+        for layers in args.layers:
+            w = angles(n, layers)
+            for observable in args.observables:
+                reference = None
+                times: dict[str, tuple[float, float]] = {}
+                for method in methods:
+                    row = [str(n), str(layers), str(2 * n * layers), observable, method]
+                    if skipped(args, method, n, layers):
+                        rows.append(row + ["skipped", "", "", ""])
+                        continue
+                    make = FACTORIES[method](n, layers, observable)
+                    if make is None:
+                        rows.append(row + ["not installed", "", "", ""])
+                        continue
+                    grad, value = make(w)
+                    t_grad, single_g, g = best_time(grad, args.repeats, args.budget)
+                    t_value, single_v, _ = best_time(value, args.repeats, args.budget)
+                    g = np.asarray(g, np.float64).reshape(w.shape)
+                    if method == "qdiff":
+                        reference = g
+                    diff = "" if reference is None else f"{np.max(np.abs(g - reference)):.1e}"
+                    times[method] = (t_grad, t_value)
+                    rows.append(row + [fmt(t_grad, single_g), fmt(t_value, single_v),
+                                       f"{t_grad / t_value:.1f}", diff])
+                    print(f"  n={n} L={layers} {observable} {method}: grad {t_grad:.3f} s, "
+                          f"value {t_value:.3f} s", file=sys.stderr, flush=True)
+                if "qdiff" in times and "lightning" in times:
+                    summary.append(
+                        f"n={n} L={layers} {observable}: qdiff grad = "
+                        f"{times['qdiff'][0] / times['lightning'][0]:.2f}x lightning's grad, "
+                        f"{times['qdiff'][0] / times['qdiff'][1]:.2f}x qdiff's value")
+    load_after = os.getloadavg()
+    import numba
+
+    print("Hardware-efficient ansatz (RY, RZ on every qubit, CNOT ladder), complex128; "
+          "seconds per call, best of " f"{args.repeats} warm calls")
+    print(f"threads: {args.threads} (NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}, "
+          f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}); cores={os.cpu_count()}; "
+          f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
+    widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(header)]
+    print("  ".join(h.rjust(wd) for h, wd in zip(header, widths)))
+    for r in rows:
+        print("  ".join(c.rjust(wd) for c, wd in zip(r, widths)))
+    print()
+    for line in summary:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

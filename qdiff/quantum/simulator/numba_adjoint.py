@@ -1,0 +1,1065 @@
+"""Numba kernels of the adjoint method (used by :class:`NumbaBackend`'s adjoint methods).
+
+- :func:`pauli_cross`: ``<bra|P|ket>`` for every term of a Pauli sum, in one pass over the two
+  states, without forming ``P|ket>``.
+- :func:`pauli_accumulate`: ``out += O state`` for a Pauli sum ``O`` in one pass (the adjoint
+  of a readout adds ``ē O ψ`` to ``λ``).
+- :func:`adjoint_block`: the reverse sweep of a gate block on the pair (ψ, λ) in one pass over
+  each state. The forward block kernel (``numba_backend``) run backwards on two states at
+  once: a batch of B groups of ψ and the same B groups of λ are gathered into split re/im
+  buffers (rows = the block's 2^k amplitudes, one row map for both), then for every gate,
+  last first, the derivative ``2 Im<λ|G ψ>`` is summed over the buffer while ``U^†`` is
+  applied to both buffers, and the batch is scattered back. Each state crosses memory once
+  per block instead of once per gate, and ψ and λ once more per derivative.
+
+Two fusions inside a block: a run of diagonal gates (rz, phase, cz, crz, rzz, ...) is one
+diagonal over the block's rows, and since diagonal gates commute with each other and with
+their generators, every derivative of the run is a weighted sum of the row sums
+``Im<λ_r|ψ_r>`` read in the same pass; a one-target gate takes its derivative in the pass
+that applies its inverse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from qdiff.quantum.gates import GateSpec, gate_spec
+from qdiff.quantum.observables import parity
+from qdiff.quantum.simulator.backend import GateOp, index_layout, insert_zero_bits
+
+__all__ = ["pauli_cross", "pauli_accumulate", "adjoint_block", "encode_adjoint_block",
+           "MAX_ADJOINT_TARGETS"]
+
+_jit = njit(cache=True, nogil=True, fastmath=False)
+_jit_par = njit(cache=True, nogil=True, parallel=True, fastmath=False)
+# Derivative sums may reassociate, so that they vectorize: they are sums of many products,
+# whose rounding does not depend on one order more than on another.
+_jit_sum = njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+
+_insert = njit(inline="always", cache=True)(insert_zero_bits)
+_parity = njit(inline="always", cache=True)(parity)
+
+_CHUNK = 1 << 12  # amplitudes per parallel work item of the one-pass kernels
+
+_ADJ_AMPS = 1 << 15  # amplitudes per gathered batch of each state in the block kernel
+
+_ACC_BITS = 10  # the low index bits whose signs the accumulate kernel tabulates per term
+
+MAX_ADJOINT_TARGETS = 3
+"""Widest dense gate (targets) the adjoint block kernel takes; wider ones go gate by gate."""
+
+A_DENSE1, A_ROT1, A_DENSEK, A_DIAGRUN, A_PERM, A_ROT2 = 0, 1, 2, 3, 4, 5
+"""Step kinds of the block kernel: an inverse 2x2, the same with its gate's derivative in the
+same pass, a 2^m x 2^m inverse, a run of diagonal gates with their derivatives, a
+permutation, two uncontrolled one-target gates on different wires with their derivatives in
+one pass (see :func:`encode_adjoint_block`)."""
+
+G_NONE, G_DIAG, G_DENSE1, G_DENSEK = 0, 1, 2, 3
+"""Generator kinds of a step whose derivative is taken in its own pass: none, diagonal,
+2x2, 2^m x 2^m."""
+
+
+# ---------------------------------------------------------------------------------------------
+# <bra|P|ket> for every term, in one pass
+# ---------------------------------------------------------------------------------------------
+
+@_jit
+def _cross_body(bra, ket, lo, hi, xs, zs, out):
+    # out[k] += sum_i conj(bra[i^x_k]) (-1)^parity(i & z_k) ket[i]
+    nt = xs.shape[0]
+    for i in range(lo, hi):
+        v = np.complex128(ket[i])
+        for k in range(nt):
+            t = np.complex128(bra[i ^ xs[k]]).conjugate() * v
+            if _parity(i & zs[k]):
+                out[k] -= t
+            else:
+                out[k] += t
+
+
+@_jit
+def _cross_ser(bra, ket, xs, zs):
+    out = np.zeros(xs.shape[0], np.complex128)
+    _cross_body(bra, ket, 0, ket.shape[0], xs, zs, out)
+    return out
+
+
+@_jit_par
+def _cross_par(bra, ket, xs, zs):
+    n = ket.shape[0]
+    nch = (n + _CHUNK - 1) // _CHUNK
+    part = np.zeros((nch, xs.shape[0]), np.complex128)
+    for c in prange(nch):
+        lo = c * _CHUNK
+        _cross_body(bra, ket, lo, min(lo + _CHUNK, n), xs, zs, part[c])
+    return part.sum(axis=0)
+
+
+def pauli_cross(bra: np.ndarray, ket: np.ndarray, x_masks: np.ndarray, z_masks: np.ndarray,
+                parallel: bool = False) -> np.ndarray:
+    """Per term: ``sum_i conj(bra[i^x]) (-1)^parity(i&z) ket[i]`` (complex128).
+
+    >>> psi = np.array([1, 1j])                   # Y: <ψ|Y|ψ> = 2 = i * (-2i); Z: 0
+    >>> [complex(c) for c in pauli_cross(psi, psi, np.array([1, 0]), np.array([1, 1]))]
+    [-2j, 0j]
+    """
+    xs = np.ascontiguousarray(x_masks, np.int64)
+    zs = np.ascontiguousarray(z_masks, np.int64)
+    return (_cross_par if parallel else _cross_ser)(bra, ket, xs, zs)
+
+
+# ---------------------------------------------------------------------------------------------
+# out += O state, in one pass
+# ---------------------------------------------------------------------------------------------
+
+@_jit
+def _accumulate_body(out, state, c0, c1, L, xs, zs, fs, starts, signs, cr, ci):
+    # out[i] += sum_k fs[k] (-1)^parity(i & z_k) state[i ^ x_k] over the chunks c0..c1 of 2^L
+    # amplitudes (fs carry (-1)^parity(x_k & z_k)). Terms are grouped by x: a group's
+    # coefficient of every amplitude in the chunk is a sum of rows of the sign table of the
+    # low bits, each scaled by the sign of the chunk's high bits; then one pass over the chunk.
+    size = np.int64(1) << L
+    for c in range(c0, c1):
+        hi = np.int64(c) << L
+        for g in range(starts.shape[0] - 1):
+            for lo in range(size):
+                cr[lo] = 0.0
+                ci[lo] = 0.0
+            for k in range(starts[g], starts[g + 1]):
+                f = fs[k]
+                if _parity(hi & zs[k]):
+                    f = -f
+                ar = f.real
+                ai = f.imag
+                row = signs[k]
+                for lo in range(size):
+                    cr[lo] += ar * row[lo]
+                    ci[lo] += ai * row[lo]
+            x = xs[starts[g]]
+            for lo in range(size):
+                v = np.complex128(state[(hi + lo) ^ x])
+                out[hi + lo] += complex(cr[lo] * v.real - ci[lo] * v.imag,
+                                        cr[lo] * v.imag + ci[lo] * v.real)
+
+
+@_jit
+def _accumulate_ser(out, state, L, xs, zs, fs, starts, signs):
+    size = 1 << L
+    _accumulate_body(out, state, 0, out.shape[0] >> L, L, xs, zs, fs, starts, signs,
+                     np.empty(size), np.empty(size))
+
+
+@_jit_par
+def _accumulate_par(out, state, nch, L, xs, zs, fs, starts, signs):
+    chunks = out.shape[0] >> L
+    size = 1 << L
+    for c in prange(nch):
+        _accumulate_body(out, state, c * chunks // nch, (c + 1) * chunks // nch, L, xs, zs,
+                         fs, starts, signs, np.empty(size), np.empty(size))
+
+
+def pauli_accumulate(out: np.ndarray, state: np.ndarray, num_qubits: int, x_masks: np.ndarray,
+                     z_masks: np.ndarray, factors: np.ndarray, parallel: bool = False) -> None:
+    """``out[i] += sum_k factors[k] (-1)^parity((i^x_k)&z_k) state[i^x_k]`` for all i (the
+    ``_pauli`` convention), in place, in one pass over ``out``.
+
+    >>> out = np.zeros(2, complex)
+    >>> pauli_accumulate(out, np.array([1, 0j]), 1, np.array([0, 1]), np.array([1, 0]),
+    ...                  np.array([0.5, 2.0]))
+    >>> out.real.tolist()
+    [0.5, 2.0]
+    """
+    order = np.argsort(x_masks, kind="stable")
+    xs = np.ascontiguousarray(np.asarray(x_masks, np.int64)[order])
+    zs = np.ascontiguousarray(np.asarray(z_masks, np.int64)[order])
+    fs = np.asarray(factors, np.complex128)[order] * (1 - 2 * parity(xs & zs))
+    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1], True]).astype(np.int64)
+    L = min(_ACC_BITS, num_qubits)
+    lo = np.arange(1 << L, dtype=np.int64)
+    signs = np.ascontiguousarray(1.0 - 2.0 * parity(lo[None, :] & zs[:, None]))
+    fs = np.ascontiguousarray(fs)
+    if parallel:
+        nch = min(out.shape[0] >> L, 8 * numba.get_num_threads())
+        _accumulate_par(out, state, nch, L, xs, zs, fs, starts, signs)
+    else:
+        _accumulate_ser(out, state, L, xs, zs, fs, starts, signs)
+
+
+# ---------------------------------------------------------------------------------------------
+# the block kernel: gather and scatter of one state's batch (the forward block kernel's three
+# layouts: contiguous rows, runs of 2^pos[0] >= 8 groups, a transpose by tiles of 8 groups)
+# ---------------------------------------------------------------------------------------------
+
+@_jit
+def _bases(g0, B, pos, bases):
+    if (np.int64(1) << pos[0]) >= B:
+        bases[0] = _insert(g0, pos)
+        return 0
+    if pos[0] >= 3:
+        run = np.int64(1) << pos[0]
+        for b in range(0, B, run):
+            bases[b] = _insert(g0 + b, pos)
+        return 1
+    for b in range(B):
+        bases[b] = _insert(g0 + b, pos)
+    return 2
+
+
+@_jit
+def _gather(psi, re, im, B, offs, low, layout, bases, pos):
+    R = offs.shape[0]
+    if layout == 0:
+        for r in range(R):
+            o = bases[0] | offs[r]
+            src = psi[o:o + B]
+            dr = re[r * B:(r + 1) * B]
+            di = im[r * B:(r + 1) * B]
+            for b in range(B):
+                v = src[b]
+                dr[b] = v.real
+                di[b] = v.imag
+    elif layout == 1:
+        run = np.int64(1) << pos[0]
+        for r in range(R):
+            o = offs[r]
+            for b0 in range(0, B, run):
+                s = bases[b0] | o
+                src = psi[s:s + run]
+                dr = re[r * B + b0:r * B + b0 + run]
+                di = im[r * B + b0:r * B + b0 + run]
+                for b in range(run):
+                    v = src[b]
+                    dr[b] = v.real
+                    di[b] = v.imag
+    else:
+        for b0 in range(0, B, 8):
+            for rh in range(0, R, low):
+                oh = offs[rh]
+                for rl in range(low):
+                    p = (rh + rl) * B + b0
+                    for t in range(8):
+                        v = psi[(bases[b0 + t] | oh) + rl]
+                        re[p + t] = v.real
+                        im[p + t] = v.imag
+
+
+@_jit
+def _scatter(psi, re, im, rowmap, B, offs, low, layout, bases, pos):
+    R = offs.shape[0]
+    if layout == 0:
+        for r in range(R):
+            o = bases[0] | offs[r]
+            p = rowmap[r] * B
+            dst = psi[o:o + B]
+            sr = re[p:p + B]
+            si = im[p:p + B]
+            for b in range(B):
+                dst[b] = complex(sr[b], si[b])
+    elif layout == 1:
+        run = np.int64(1) << pos[0]
+        for r in range(R):
+            o = offs[r]
+            p = rowmap[r] * B
+            for b0 in range(0, B, run):
+                s = bases[b0] | o
+                dst = psi[s:s + run]
+                sr = re[p + b0:p + b0 + run]
+                si = im[p + b0:p + b0 + run]
+                for b in range(run):
+                    dst[b] = complex(sr[b], si[b])
+    else:
+        for b0 in range(0, B, 8):
+            for rh in range(0, R, low):
+                oh = offs[rh]
+                for rl in range(low):
+                    p = rowmap[rh + rl] * B + b0
+                    for t in range(8):
+                        psi[(bases[b0 + t] | oh) + rl] = complex(re[p + t], im[p + t])
+
+
+# -- inverse gates on both states' buffers ----------------------------------------------------
+@_jit
+def _offsets(tgt, m, out):
+    # out[t] = the row bits of target pattern t (bit j of t -> row bit mask tgt[j]); returns
+    # the mask of all targets
+    for t in range(1 << m):
+        o = 0
+        for j in range(m):
+            if (t >> j) & 1:
+                o |= tgt[j]
+        out[t] = o
+    return out[(1 << m) - 1]
+
+
+@_jit
+def _real_rows(a, b, m00, m01, m10, m11):
+    for k in range(a.shape[0]):
+        x = a[k]
+        y = b[k]
+        a[k] = m00 * x + m01 * y
+        b[k] = m10 * x + m11 * y
+
+
+@_jit
+def _complex_rows(ar, ai, br, bi, m00r, m00i, m01r, m01i, m10r, m10i, m11r, m11i):
+    for k in range(ar.shape[0]):
+        xr = ar[k]
+        xi = ai[k]
+        yr = br[k]
+        yi = bi[k]
+        ar[k] = m00r * xr - m00i * xi + m01r * yr - m01i * yi
+        ai[k] = m00r * xi + m00i * xr + m01r * yi + m01i * yr
+        br[k] = m10r * xr - m10i * xi + m11r * yr - m11i * yi
+        bi[k] = m10r * xi + m10i * xr + m11r * yi + m11i * yr
+
+
+@_jit
+def _scale_rows(ar, ai, dr, di):
+    for k in range(ar.shape[0]):
+        xr = ar[k]
+        xi = ai[k]
+        ar[k] = dr * xr - di * xi
+        ai[k] = dr * xi + di * xr
+
+
+@_jit
+def _dense1(pr, pi, lr, li, rowmap, B, tb, cmask, pool, mo):
+    m00, m01, m10, m11 = pool[mo], pool[mo + 1], pool[mo + 2], pool[mo + 3]
+    real = m00.imag == 0 and m01.imag == 0 and m10.imag == 0 and m11.imag == 0
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & tb) != 0 or (r0 & cmask) != cmask:
+            continue
+        p0 = rowmap[r0] * B
+        p1 = rowmap[r0 | tb] * B
+        if real:  # h, ry^†, ...: half the arithmetic
+            for a in (pr, pi, lr, li):
+                _real_rows(a[p0:p0 + B], a[p1:p1 + B], m00.real, m01.real, m10.real, m11.real)
+        else:
+            _complex_rows(pr[p0:p0 + B], pi[p0:p0 + B], pr[p1:p1 + B], pi[p1:p1 + B],
+                          m00.real, m00.imag, m01.real, m01.imag, m10.real, m10.imag,
+                          m11.real, m11.imag)
+            _complex_rows(lr[p0:p0 + B], li[p0:p0 + B], lr[p1:p1 + B], li[p1:p1 + B],
+                          m00.real, m00.imag, m01.real, m01.imag, m10.real, m10.imag,
+                          m11.real, m11.imag)
+
+
+@_jit
+def _densek_rows(re, im, rows, B, dim, pool, mo, xr, xi):
+    for b in range(B):
+        for t in range(dim):
+            xr[t] = re[rows[t] + b]
+            xi[t] = im[rows[t] + b]
+        for s in range(dim):
+            accr = 0.0
+            acci = 0.0
+            for t in range(dim):
+                v = pool[mo + s * dim + t]
+                accr += v.real * xr[t] - v.imag * xi[t]
+                acci += v.real * xi[t] + v.imag * xr[t]
+            re[rows[s] + b] = accr
+            im[rows[s] + b] = acci
+
+
+@_jit
+def _densek(pr, pi, lr, li, rowmap, B, tgt, m, cmask, pool, mo, toff, rows, xr, xi):
+    dim = 1 << m
+    tmask = _offsets(tgt, m, toff)
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & tmask) != 0 or (r0 & cmask) != cmask:
+            continue
+        for t in range(dim):
+            rows[t] = rowmap[r0 | toff[t]] * B
+        _densek_rows(pr, pi, rows, B, dim, pool, mo, xr, xi)
+        _densek_rows(lr, li, rows, B, dim, pool, mo, xr, xi)
+
+
+@_jit
+def _perm(pr, pi, lr, li, rowmap, B, tgt, m, cmask, pool, mo, perm, po, toff, rows):
+    # U|t> = phases[t] |perm[t]>: logical row t moves to perm[t] (only the row map changes)
+    dim = 1 << m
+    tmask = _offsets(tgt, m, toff)
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & tmask) != 0 or (r0 & cmask) != cmask:
+            continue
+        for t in range(dim):
+            rows[t] = rowmap[r0 | toff[t]]
+        for t in range(dim):
+            rowmap[r0 | toff[perm[po + t]]] = rows[t]
+            d = pool[mo + t]
+            if d != 1:
+                p = rows[t] * B
+                _scale_rows(pr[p:p + B], pi[p:p + B], d.real, d.imag)
+                _scale_rows(lr[p:p + B], li[p:p + B], d.real, d.imag)
+
+
+# -- derivatives in their own pass: Im<λ|G ψ>, G = |1..1><1..1|_controls ⊗ G_base(targets) ----
+@_jit_sum
+def _im_rows(lr, li, xr, xi):
+    s = 0.0
+    for k in range(lr.shape[0]):
+        s += lr[k] * xi[k] - li[k] * xr[k]
+    return s
+
+
+@_jit
+def _gdiag(pr, pi, lr, li, rowmap, B, tgt, m, cmask, gpool, go):
+    total = 0.0
+    for r in range(rowmap.shape[0]):
+        if (r & cmask) != cmask:
+            continue
+        t = 0
+        for j in range(m):
+            if r & tgt[j]:
+                t |= 1 << j
+        g = gpool[go + t].real
+        if g != 0.0:
+            p = rowmap[r] * B
+            total += g * _im_rows(lr[p:p + B], li[p:p + B], pr[p:p + B], pi[p:p + B])
+    return total
+
+
+@_jit_sum
+def _gdense1_rows(x0r, x0i, x1r, x1i, l0r, l0i, l1r, l1i, g00, g11, gr, gi):
+    # Im[l0^*(g00 x0 + g01 x1) + l1^*(g01^* x0 + g11 x1)], g01 = gr + i gi
+    s00 = 0.0
+    s11 = 0.0
+    a_im = 0.0
+    a_re = 0.0
+    b_im = 0.0
+    b_re = 0.0
+    for k in range(x0r.shape[0]):
+        s00 += l0r[k] * x0i[k] - l0i[k] * x0r[k]
+        s11 += l1r[k] * x1i[k] - l1i[k] * x1r[k]
+        a_im += l0r[k] * x1i[k] - l0i[k] * x1r[k]
+        a_re += l0r[k] * x1r[k] + l0i[k] * x1i[k]
+        b_im += l1r[k] * x0i[k] - l1i[k] * x0r[k]
+        b_re += l1r[k] * x0r[k] + l1i[k] * x0i[k]
+    return g00 * s00 + g11 * s11 + gr * (a_im + b_im) + gi * (a_re - b_re)
+
+
+@_jit
+def _gdense1(pr, pi, lr, li, rowmap, B, tb, cmask, gpool, go):
+    g00 = gpool[go].real
+    g11 = gpool[go + 3].real
+    gr = gpool[go + 1].real
+    gi = gpool[go + 1].imag
+    total = 0.0
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & tb) != 0 or (r0 & cmask) != cmask:
+            continue
+        p0 = rowmap[r0] * B
+        p1 = rowmap[r0 | tb] * B
+        total += _gdense1_rows(pr[p0:p0 + B], pi[p0:p0 + B], pr[p1:p1 + B], pi[p1:p1 + B],
+                               lr[p0:p0 + B], li[p0:p0 + B], lr[p1:p1 + B], li[p1:p1 + B],
+                               g00, g11, gr, gi)
+    return total
+
+
+@_jit_sum
+def _gdensek(pr, pi, lr, li, rowmap, B, tgt, m, cmask, gpool, go, toff, rows):
+    dim = 1 << m
+    tmask = _offsets(tgt, m, toff)
+    total = 0.0
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & tmask) != 0 or (r0 & cmask) != cmask:
+            continue
+        for t in range(dim):
+            rows[t] = rowmap[r0 | toff[t]] * B
+        for s in range(dim):
+            ps = rows[s]
+            for t in range(dim):
+                g = gpool[go + s * dim + t]
+                if g == 0:
+                    continue
+                pt = rows[t]
+                im_part = 0.0
+                re_part = 0.0
+                for b in range(B):  # Im(g conj(l_s) x_t)
+                    im_part += lr[ps + b] * pi[pt + b] - li[ps + b] * pr[pt + b]
+                    re_part += lr[ps + b] * pr[pt + b] + li[ps + b] * pi[pt + b]
+                total += g.real * im_part + g.imag * re_part
+    return total
+
+
+# -- fused steps: a one-target gate with its derivative, a run of diagonal gates with theirs --
+@_jit_sum
+def _rot1_rows(x0r, x0i, x1r, x1i, l0r, l0i, l1r, l1i, g00, g11, gr, gi, m00r, m00i, m01r,
+               m01i, m10r, m10i, m11r, m11i):
+    # the sums of _gdense1_rows, then the 2x2 (m) on both states, in one pass
+    s00 = 0.0
+    s11 = 0.0
+    a_im = 0.0
+    a_re = 0.0
+    b_im = 0.0
+    b_re = 0.0
+    for k in range(x0r.shape[0]):
+        p0r = x0r[k]
+        p0i = x0i[k]
+        p1r = x1r[k]
+        p1i = x1i[k]
+        q0r = l0r[k]
+        q0i = l0i[k]
+        q1r = l1r[k]
+        q1i = l1i[k]
+        s00 += q0r * p0i - q0i * p0r
+        s11 += q1r * p1i - q1i * p1r
+        a_im += q0r * p1i - q0i * p1r
+        a_re += q0r * p1r + q0i * p1i
+        b_im += q1r * p0i - q1i * p0r
+        b_re += q1r * p0r + q1i * p0i
+        x0r[k] = m00r * p0r - m00i * p0i + m01r * p1r - m01i * p1i
+        x0i[k] = m00r * p0i + m00i * p0r + m01r * p1i + m01i * p1r
+        x1r[k] = m10r * p0r - m10i * p0i + m11r * p1r - m11i * p1i
+        x1i[k] = m10r * p0i + m10i * p0r + m11r * p1i + m11i * p1r
+        l0r[k] = m00r * q0r - m00i * q0i + m01r * q1r - m01i * q1i
+        l0i[k] = m00r * q0i + m00i * q0r + m01r * q1i + m01i * q1r
+        l1r[k] = m10r * q0r - m10i * q0i + m11r * q1r - m11i * q1i
+        l1i[k] = m10r * q0i + m10i * q0r + m11r * q1i + m11i * q1r
+    return g00 * s00 + g11 * s11 + gr * (a_im + b_im) + gi * (a_re - b_re)
+
+
+@_jit_sum
+def _rot1_real_rows(x0r, x0i, x1r, x1i, l0r, l0i, l1r, l1i, g00, g11, gr, gi, m00, m01, m10,
+                    m11):
+    # _rot1_rows for a real 2x2 (ry^†: half the arithmetic of the update)
+    s00 = 0.0
+    s11 = 0.0
+    a_im = 0.0
+    a_re = 0.0
+    b_im = 0.0
+    b_re = 0.0
+    for k in range(x0r.shape[0]):
+        p0r = x0r[k]
+        p0i = x0i[k]
+        p1r = x1r[k]
+        p1i = x1i[k]
+        q0r = l0r[k]
+        q0i = l0i[k]
+        q1r = l1r[k]
+        q1i = l1i[k]
+        s00 += q0r * p0i - q0i * p0r
+        s11 += q1r * p1i - q1i * p1r
+        a_im += q0r * p1i - q0i * p1r
+        a_re += q0r * p1r + q0i * p1i
+        b_im += q1r * p0i - q1i * p0r
+        b_re += q1r * p0r + q1i * p0i
+        x0r[k] = m00 * p0r + m01 * p1r
+        x0i[k] = m00 * p0i + m01 * p1i
+        x1r[k] = m10 * p0r + m11 * p1r
+        x1i[k] = m10 * p0i + m11 * p1i
+        l0r[k] = m00 * q0r + m01 * q1r
+        l0i[k] = m00 * q0i + m01 * q1i
+        l1r[k] = m10 * q0r + m11 * q1r
+        l1i[k] = m10 * q0i + m11 * q1i
+    return g00 * s00 + g11 * s11 + gr * (a_im + b_im) + gi * (a_re - b_re)
+
+
+@_jit
+def _rot1(pr, pi, lr, li, rowmap, B, tb, cmask, pool, mo, gpool, go):
+    m00, m01, m10, m11 = pool[mo], pool[mo + 1], pool[mo + 2], pool[mo + 3]
+    real = m00.imag == 0 and m01.imag == 0 and m10.imag == 0 and m11.imag == 0
+    g00 = gpool[go].real
+    g11 = gpool[go + 3].real
+    gr = gpool[go + 1].real
+    gi = gpool[go + 1].imag
+    total = 0.0
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & tb) != 0 or (r0 & cmask) != cmask:
+            continue
+        p0 = rowmap[r0] * B
+        p1 = rowmap[r0 | tb] * B
+        if real:
+            total += _rot1_real_rows(
+                pr[p0:p0 + B], pi[p0:p0 + B], pr[p1:p1 + B], pi[p1:p1 + B], lr[p0:p0 + B],
+                li[p0:p0 + B], lr[p1:p1 + B], li[p1:p1 + B], g00, g11, gr, gi, m00.real,
+                m01.real, m10.real, m11.real)
+        else:
+            total += _rot1_rows(
+                pr[p0:p0 + B], pi[p0:p0 + B], pr[p1:p1 + B], pi[p1:p1 + B], lr[p0:p0 + B],
+                li[p0:p0 + B], lr[p1:p1 + B], li[p1:p1 + B], g00, g11, gr, gi, m00.real,
+                m00.imag, m01.real, m01.imag, m10.real, m10.imag, m11.real, m11.imag)
+    return total
+
+
+@_jit_sum
+def _rot2_real_y_rows(x0r, x0i, x1r, x1i, x2r, x2i, x3r, x3i, y0r, y0i, y1r, y1i, y2r, y2i,
+                      y3r, y3i, a00, a01, a10, a11, b00, b01, b10, b11):
+    # Two real 2x2 (a on row pairs (0,1), (2,3); then b on (0,2), (1,3)) on ψ (x) and λ (y),
+    # with the sums Re(λ0^* ψ1) - Re(λ1^* ψ0) of a generator g01 (X Y-type: only Im g01)
+    sa = 0.0
+    sb = 0.0
+    for k in range(x0r.shape[0]):
+        p0r = x0r[k]
+        p0i = x0i[k]
+        p1r = x1r[k]
+        p1i = x1i[k]
+        p2r = x2r[k]
+        p2i = x2i[k]
+        p3r = x3r[k]
+        p3i = x3i[k]
+        q0r = y0r[k]
+        q0i = y0i[k]
+        q1r = y1r[k]
+        q1i = y1i[k]
+        q2r = y2r[k]
+        q2i = y2i[k]
+        q3r = y3r[k]
+        q3i = y3i[k]
+        sa += (q0r * p1r + q0i * p1i - q1r * p0r - q1i * p0i
+               + q2r * p3r + q2i * p3i - q3r * p2r - q3i * p2i)
+        t0r = a00 * p0r + a01 * p1r
+        t0i = a00 * p0i + a01 * p1i
+        t1r = a10 * p0r + a11 * p1r
+        t1i = a10 * p0i + a11 * p1i
+        t2r = a00 * p2r + a01 * p3r
+        t2i = a00 * p2i + a01 * p3i
+        t3r = a10 * p2r + a11 * p3r
+        t3i = a10 * p2i + a11 * p3i
+        u0r = a00 * q0r + a01 * q1r
+        u0i = a00 * q0i + a01 * q1i
+        u1r = a10 * q0r + a11 * q1r
+        u1i = a10 * q0i + a11 * q1i
+        u2r = a00 * q2r + a01 * q3r
+        u2i = a00 * q2i + a01 * q3i
+        u3r = a10 * q2r + a11 * q3r
+        u3i = a10 * q2i + a11 * q3i
+        sb += (u0r * t2r + u0i * t2i - u2r * t0r - u2i * t0i
+               + u1r * t3r + u1i * t3i - u3r * t1r - u3i * t1i)
+        x0r[k] = b00 * t0r + b01 * t2r
+        x0i[k] = b00 * t0i + b01 * t2i
+        x2r[k] = b10 * t0r + b11 * t2r
+        x2i[k] = b10 * t0i + b11 * t2i
+        x1r[k] = b00 * t1r + b01 * t3r
+        x1i[k] = b00 * t1i + b01 * t3i
+        x3r[k] = b10 * t1r + b11 * t3r
+        x3i[k] = b10 * t1i + b11 * t3i
+        y0r[k] = b00 * u0r + b01 * u2r
+        y0i[k] = b00 * u0i + b01 * u2i
+        y2r[k] = b10 * u0r + b11 * u2r
+        y2i[k] = b10 * u0i + b11 * u2i
+        y1r[k] = b00 * u1r + b01 * u3r
+        y1i[k] = b00 * u1i + b01 * u3i
+        y3r[k] = b10 * u1r + b11 * u3r
+        y3i[k] = b10 * u1i + b11 * u3i
+    return sa, sb
+
+
+@_jit
+def _rot2(pr, pi, lr, li, rowmap, B, ta, tb, pool, mo, gpool, go):
+    # two _rot1 steps on different targets, uncontrolled; one pass when both are real with a
+    # Y-type generator (ry), else one pass each
+    a00, a01, a10, a11 = pool[mo], pool[mo + 1], pool[mo + 2], pool[mo + 3]
+    b00, b01, b10, b11 = pool[mo + 4], pool[mo + 5], pool[mo + 6], pool[mo + 7]
+    fused = (a00.imag == 0 and a01.imag == 0 and a10.imag == 0 and a11.imag == 0
+             and b00.imag == 0 and b01.imag == 0 and b10.imag == 0 and b11.imag == 0)
+    for j in (0, 4):
+        g = gpool[go + j:go + j + 4]
+        fused = fused and g[0] == 0 and g[3] == 0 and g[1].real == 0
+    if not fused:
+        first = _rot1(pr, pi, lr, li, rowmap, B, ta, 0, pool, mo, gpool, go)
+        return first, _rot1(pr, pi, lr, li, rowmap, B, tb, 0, pool, mo + 4, gpool, go + 4)
+    both = ta | tb
+    sa = 0.0
+    sb = 0.0
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & both) != 0:
+            continue
+        p0 = rowmap[r0] * B
+        p1 = rowmap[r0 | ta] * B
+        p2 = rowmap[r0 | tb] * B
+        p3 = rowmap[r0 | both] * B
+        a, b = _rot2_real_y_rows(
+            pr[p0:p0 + B], pi[p0:p0 + B], pr[p1:p1 + B], pi[p1:p1 + B], pr[p2:p2 + B],
+            pi[p2:p2 + B], pr[p3:p3 + B], pi[p3:p3 + B], lr[p0:p0 + B], li[p0:p0 + B],
+            lr[p1:p1 + B], li[p1:p1 + B], lr[p2:p2 + B], li[p2:p2 + B], lr[p3:p3 + B],
+            li[p3:p3 + B], a00.real, a01.real, a10.real, a11.real, b00.real, b01.real,
+            b10.real, b11.real)
+        sa += a
+        sb += b
+    return gpool[go + 1].imag * sa, gpool[go + 5].imag * sb
+
+
+@_jit_sum
+def _scale_im_rows(ar, ai, br, bi, dr, di):
+    # Im sum conj(b) a, then both rows times d (|d| = 1 leaves the sum as it is)
+    s = 0.0
+    for k in range(ar.shape[0]):
+        xr = ar[k]
+        xi = ai[k]
+        yr = br[k]
+        yi = bi[k]
+        s += yr * xi - yi * xr
+        ar[k] = dr * xr - di * xi
+        ai[k] = dr * xi + di * xr
+        br[k] = dr * yr - di * yi
+        bi[k] = dr * yi + di * yr
+    return s
+
+
+@_jit
+def _diagrun(pr, pi, lr, li, rowmap, B, pool, mo, dpool, do, count, slots, so, acc, sums):
+    # Every derivative of the run is sum_r G_j[r] Im<λ_r|ψ_r> over the block's rows r, read
+    # while the run's product diagonal D is applied to both states.
+    R = rowmap.shape[0]
+    for r in range(R):
+        d = pool[mo + r]
+        p = rowmap[r] * B
+        if count == 0:
+            if d != 1:
+                _scale_rows(pr[p:p + B], pi[p:p + B], d.real, d.imag)
+                _scale_rows(lr[p:p + B], li[p:p + B], d.real, d.imag)
+        elif d != 1:
+            sums[r] = _scale_im_rows(pr[p:p + B], pi[p:p + B], lr[p:p + B], li[p:p + B],
+                                     d.real, d.imag)
+        else:
+            sums[r] = _im_rows(lr[p:p + B], li[p:p + B], pr[p:p + B], pi[p:p + B])
+    for j in range(count):
+        total = 0.0
+        base = do + j * R
+        for r in range(R):
+            total += dpool[base + r] * sums[r]
+        acc[slots[so + j]] += total
+
+
+# -- one batch, a range of batches, serial and parallel drivers -------------------------------
+@_jit
+def _batch(psi, lam, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool, perm,
+           poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs, slots, acc,
+           pr, pi, lr, li, rowmap, bases, toff, rows, xr, xi, sums):
+    layout = _bases(g0, B, pos, bases)
+    _gather(psi, pr, pi, B, offs, low, layout, bases, pos)
+    _gather(lam, lr, li, B, offs, low, layout, bases, pos)
+    for r in range(offs.shape[0]):
+        rowmap[r] = r
+    for q in range(kinds.shape[0]):
+        kind = kinds[q]
+        cm = cmasks[q]
+        mo = moffs[q]
+        if kind == A_DIAGRUN:
+            _diagrun(pr, pi, lr, li, rowmap, B, pool, mo, dpool, goffs[q], scount[q], slots,
+                     soffs[q], acc, sums)
+            continue
+        if kind == A_ROT1:
+            acc[slots[soffs[q]]] += _rot1(pr, pi, lr, li, rowmap, B, tgts[q, 0], cm, pool, mo,
+                                          gpool, goffs[q])
+            continue
+        if kind == A_ROT2:
+            a, b = _rot2(pr, pi, lr, li, rowmap, B, tgts[q, 0], tgts[q, 1], pool, mo, gpool,
+                         goffs[q])
+            acc[slots[soffs[q]]] += a
+            acc[slots[soffs[q] + 1]] += b
+            continue
+        gk = gkinds[q]
+        if gk == G_DIAG:
+            acc[slots[soffs[q]]] += _gdiag(pr, pi, lr, li, rowmap, B, gtgts[q], gntg[q],
+                                           gcmasks[q], gpool, goffs[q])
+        elif gk == G_DENSE1:
+            acc[slots[soffs[q]]] += _gdense1(pr, pi, lr, li, rowmap, B, gtgts[q, 0],
+                                             gcmasks[q], gpool, goffs[q])
+        elif gk == G_DENSEK:
+            acc[slots[soffs[q]]] += _gdensek(pr, pi, lr, li, rowmap, B, gtgts[q], gntg[q],
+                                             gcmasks[q], gpool, goffs[q], toff, rows)
+        if kind == A_DENSE1:
+            _dense1(pr, pi, lr, li, rowmap, B, tgts[q, 0], cm, pool, mo)
+        elif kind == A_PERM:
+            _perm(pr, pi, lr, li, rowmap, B, tgts[q], ntg[q], cm, pool, mo, perm, poffs[q],
+                  toff, rows)
+        else:
+            _densek(pr, pi, lr, li, rowmap, B, tgts[q], ntg[q], cm, pool, mo, toff, rows, xr,
+                    xi)
+    _scatter(psi, pr, pi, rowmap, B, offs, low, layout, bases, pos)
+    _scatter(lam, lr, li, rowmap, B, offs, low, layout, bases, pos)
+
+
+@_jit
+def _range(psi, lam, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs,
+           gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs, slots, acc):
+    R = offs.shape[0]
+    low = 1
+    while low < R and offs[low] == low:  # block wires 0, 1, ...: contiguous runs in a group
+        low *= 2
+    dim = 1 << max(tgts.shape[1], gtgts.shape[1])
+    pr = np.empty(R * B)
+    pi = np.empty(R * B)
+    lr = np.empty(R * B)
+    li = np.empty(R * B)
+    rowmap = np.empty(R, np.int64)
+    bases = np.empty(B, np.int64)
+    toff = np.empty(dim, np.int64)
+    rows = np.empty(dim, np.int64)
+    xr = np.empty(dim)
+    xi = np.empty(dim)
+    sums = np.empty(R)
+    for batch in range(lo, hi):
+        _batch(psi, lam, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
+               perm, poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs,
+               slots, acc, pr, pi, lr, li, rowmap, bases, toff, rows, xr, xi, sums)
+
+
+@_jit
+def _block_ser(psi, lam, nb, B, nslots, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm,
+               poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs, slots):
+    acc = np.zeros(nslots)
+    _range(psi, lam, 0, nb, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs,
+           gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs, slots, acc)
+    return acc
+
+
+@_jit_par
+def _block_par(psi, lam, nb, nch, B, nslots, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool,
+               perm, poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs,
+               slots):
+    # nch work items of about nb / nch batches each
+    part = np.zeros((nch, nslots))
+    for c in prange(nch):
+        _range(psi, lam, c * nb // nch, (c + 1) * nb // nch, B, pos, offs, kinds, cmasks, ntg,
+               tgts, moffs, pool, perm, poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool,
+               scount, soffs, slots, part[c])
+    return part.sum(axis=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# encoding and the entry point
+# ---------------------------------------------------------------------------------------------
+
+_GENERATORS: dict[int, tuple[GateSpec, tuple[int, np.ndarray, bool]]] = {}
+
+
+def _generator_parts(spec: GateSpec) -> tuple[int, np.ndarray, bool]:
+    """``(number of controls c, G_base data, diagonal?)`` with ``G = |1..1><1..1| ⊗ G_base``
+    (controls first): G_base's diagonal or its flattened matrix."""
+    hit = _GENERATORS.get(id(spec))
+    if hit is not None and hit[0] is spec:
+        return hit[1]
+    if spec.structure == "controlled" and spec.base is not None \
+            and spec.base.generator is not None:
+        controls, g = spec.num_controls, spec.base.generator_matrix()
+    elif spec.generator is not None:
+        controls, g = 0, spec.generator_matrix()
+    else:
+        raise ValueError(f"adjoint block: gate {spec.name!r} has no generator")
+    diagonal = not np.any(g - np.diag(np.diagonal(g)))
+    data = np.ascontiguousarray(np.diagonal(g) if diagonal else g.ravel(), np.complex128)
+    value = (controls, data, diagonal)
+    if len(_GENERATORS) > 1024:
+        _GENERATORS.clear()
+    _GENERATORS[id(spec)] = (spec, value)
+    return value
+
+
+def _inverse_structure(spec: GateSpec, params: tuple[float, ...], wires: tuple[int, ...]
+                       ) -> tuple[str, tuple[int, ...], tuple[int, ...], np.ndarray, Any]:
+    """(kind, controls, targets, data, perm) of ``U(params)^†`` on ``wires``."""
+    inverse, inverse_params = spec.inverse(*params)
+    controls: tuple[int, ...] = ()
+    targets = wires
+    if inverse.structure == "controlled":
+        assert inverse.base is not None
+        controls, targets = wires[:inverse.num_controls], wires[inverse.num_controls:]
+        inverse = inverse.base
+    if inverse.structure == "diagonal":
+        return "diag", controls, targets, inverse.diagonal(*inverse_params), None
+    if inverse.structure == "permutation":
+        perm, phases = inverse.permutation()
+        return "perm", controls, targets, np.asarray(phases, np.complex128), perm
+    return "dense", controls, targets, inverse.matrix(*inverse_params), None
+
+
+def _spread(data: np.ndarray, tmasks: Sequence[int], cmask: int, size: int,
+            fill: complex) -> np.ndarray:
+    """A diagonal on target row bits as a diagonal over all ``size`` rows of the block
+    (``fill`` where a control is 0)."""
+    r = np.arange(size, dtype=np.int64)
+    pattern = np.zeros(size, np.int64)
+    for j, t in enumerate(tmasks):
+        pattern |= ((r & t) != 0).astype(np.int64) << j
+    out = np.asarray(data, np.complex128)[pattern]
+    out[(r & cmask) != cmask] = fill
+    return out
+
+
+def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequence[bool]
+                         ) -> tuple[Any, ...] | None:
+    """The arrays of the block kernel for the forward gates ``ops`` (table gates by name or
+    :class:`GateSpec`, all inside ``wires``), last gate first: each gate's inverse and, for
+    ``want[k]``, its generator. ``None`` when a gate is too wide for the kernel (more dense
+    targets than ``MAX_ADJOINT_TARGETS``).
+
+    Steps: a run of diagonal gates becomes one diagonal over the block's rows whose
+    derivatives are row sums (``A_DIAGRUN``); a one-target gate whose derivative is wanted
+    takes it in the pass that applies its inverse (``A_ROT1``). Returns ``(number of
+    derivative slots, kinds, cmasks, ntargets, targets, matrix offsets, matrix pool, perm
+    pool, perm offsets, generator kinds, generator cmasks, generator ntargets, generator
+    targets, generator offsets, generator pool, diagonal-run generator pool, slot counts, slot
+    offsets, slots)``; targets hold row bit masks (row bit ``j`` is ``sorted(wires)[j]``);
+    slot ``s`` is op ``len(ops) - 1 - s``.
+
+    >>> arrays = encode_adjoint_block([0, 1], [GateOp("ry", (0,), (0.3,)),
+    ...                                        GateOp("rz", (1,), (0.2,)),
+    ...                                        GateOp("cx", (0, 1))], [True, True, False])
+    >>> arrays[1].tolist()  # cx^† (a permutation), rz^† (a diagonal run), ry^† (with ry')
+    [4, 3, 1]
+    """
+    local = {w: j for j, w in enumerate(sorted(int(w) for w in wires))}
+    size = 1 << len(local)
+    raw = []
+    for slot, k in enumerate(range(len(ops) - 1, -1, -1)):
+        op = GateOp(*ops[k])
+        spec = gate_spec(op.gate)
+        ws = tuple(int(w) for w in op.wires)
+        if not set(ws) <= set(local):
+            raise ValueError(f"adjoint block on wires {tuple(sorted(local))}: a gate acts on "
+                             f"{ws}, outside them")
+        kind, controls, targets, data, perm = _inverse_structure(spec, tuple(op.params), ws)
+        if kind == "dense" and len(targets) > MAX_ADJOINT_TARGETS:
+            return None
+        gen = None
+        if want[k]:
+            nc, gdata, diagonal = _generator_parts(spec)
+            if not diagonal and len(ws) - nc > MAX_ADJOINT_TARGETS:
+                return None
+            gen = (sum(1 << local[c] for c in ws[:nc]), [1 << local[t] for t in ws[nc:]],
+                   gdata, diagonal)
+        raw.append((kind, sum(1 << local[c] for c in controls),
+                    [1 << local[t] for t in targets], data, perm, gen, slot))
+
+    def diagonal_step(entry: tuple[Any, ...]) -> bool:
+        return entry[0] == "diag" and (entry[5] is None or entry[5][3])
+
+    # steps: (kind, cmask, target masks, data, perm, generator, slots, diagonal-run rows)
+    steps: list[tuple[Any, ...]] = []
+    q = 0
+    while q < len(raw):
+        kind, cmask, tmasks, data, perm, gen, slot = raw[q]
+        if diagonal_step(raw[q]):
+            diag = np.ones(size, np.complex128)
+            rows, slots = [], []
+            while q < len(raw) and diagonal_step(raw[q]):
+                _, cmask, tmasks, data, _, gen, slot = raw[q]
+                diag *= _spread(data, tmasks, cmask, size, 1.0)
+                if gen is not None:
+                    rows.append(_spread(gen[2], gen[1], gen[0], size, 0.0).real)
+                    slots.append(slot)
+                q += 1
+            steps.append((A_DIAGRUN, 0, [], diag, None, None, slots, rows))
+            continue
+        q += 1
+        slots = [] if gen is None else [slot]
+        if kind == "dense" and len(tmasks) == 1 and gen is not None and not gen[3] \
+                and gen[1] == tmasks and gen[0] == cmask:
+            steps.append((A_ROT1, cmask, tmasks, data, None, gen, slots, []))
+        elif kind == "dense":
+            steps.append((A_DENSE1 if len(tmasks) == 1 else A_DENSEK, cmask, tmasks, data,
+                          None, gen, slots, []))
+        elif kind == "perm":
+            steps.append((A_PERM, cmask, tmasks, data, perm, gen, slots, []))
+        else:  # a diagonal gate whose generator is not diagonal: not a table gate
+            return None
+    # pairs of uncontrolled A_ROT1 steps on different wires: one step
+    paired: list[tuple[Any, ...]] = []
+    for step in steps:
+        last = paired[-1] if paired else None
+        if step[0] == A_ROT1 and step[1] == 0 and last is not None and last[0] == A_ROT1 \
+                and last[1] == 0 and last[2] != step[2]:
+            gen = (0, last[2] + step[2], np.concatenate([last[5][2], step[5][2]]), False)
+            paired[-1] = (A_ROT2, 0, last[2] + step[2], np.concatenate([last[3].ravel(),
+                                                                       step[3].ravel()]),
+                          None, gen, last[6] + step[6], [])
+        else:
+            paired.append(step)
+    steps = paired
+    count = len(steps)
+    width = max([len(st[2]) for st in steps] + [1])
+    gwidth = max([len(st[5][1]) for st in steps if st[5] is not None] + [1])
+    kinds = np.empty(count, np.int64)
+    cmasks = np.zeros(count, np.int64)
+    ntg = np.zeros(count, np.int64)
+    tgts = np.zeros((count, width), np.int64)
+    moffs = np.zeros(count, np.int64)
+    poffs = np.zeros(count, np.int64)
+    gkinds = np.zeros(count, np.int64)
+    gcmasks = np.zeros(count, np.int64)
+    gntg = np.zeros(count, np.int64)
+    gtgts = np.zeros((count, gwidth), np.int64)
+    goffs = np.zeros(count, np.int64)
+    scount = np.zeros(count, np.int64)
+    soffs = np.zeros(count, np.int64)
+    pool: list[np.ndarray] = []
+    gpool: list[np.ndarray] = []
+    dpool: list[np.ndarray] = []
+    perms: list[int] = []
+    slot_list: list[int] = []
+    size_m = size_g = size_d = 0
+    for q, (kind, cmask, tmasks, data, perm, gen, slots, rows) in enumerate(steps):
+        kinds[q] = kind
+        cmasks[q] = cmask
+        ntg[q] = len(tmasks)
+        tgts[q, :len(tmasks)] = tmasks
+        if kind == A_PERM:
+            poffs[q] = len(perms)
+            perms.extend(int(p) for p in perm)
+        flat = np.ascontiguousarray(data, np.complex128).ravel()
+        moffs[q] = size_m
+        pool.append(flat)
+        size_m += flat.size
+        scount[q] = len(slots)
+        soffs[q] = len(slot_list)
+        slot_list.extend(slots)
+        if kind == A_DIAGRUN:
+            goffs[q] = size_d
+            for row in rows:
+                dpool.append(row)
+                size_d += row.size
+        elif gen is not None:
+            gcmask, gtmasks, gdata, diagonal = gen
+            gm = len(gtmasks)
+            gkinds[q] = G_DIAG if diagonal else G_DENSE1 if gm == 1 else G_DENSEK
+            gcmasks[q] = gcmask
+            gntg[q] = gm
+            gtgts[q, :gm] = gtmasks
+            goffs[q] = size_g
+            gpool.append(gdata)
+            size_g += gdata.size
+    return (len(ops), kinds, cmasks, ntg, tgts, moffs,
+            np.concatenate(pool) if pool else np.zeros(1, np.complex128),
+            np.array(perms or [0], np.int64), poffs, gkinds, gcmasks, gntg, gtgts, goffs,
+            np.concatenate(gpool) if gpool else np.zeros(1, np.complex128),
+            np.concatenate(dpool) if dpool else np.zeros(1),
+            scount, soffs, np.array(slot_list or [0], np.int64))
+
+
+def adjoint_block(psi: np.ndarray, lam: np.ndarray, num_qubits: int, wires: Sequence[int],
+                  ops: Sequence[GateOp], want: Sequence[bool], min_batch: int,
+                  parallel: bool = False) -> np.ndarray | None:
+    """The block kernel on (ψ, λ) (the contract of ``StatevectorBackend.adjoint_block``),
+    or ``None`` when it does not apply: fewer than ``min_batch`` groups of the other wires,
+    or a gate too wide (:func:`encode_adjoint_block`).
+
+    >>> psi = np.zeros(64, complex); psi[0] = 1; lam = psi.copy()
+    >>> g = adjoint_block(psi, lam, 6, [0], [GateOp("rx", (0,), (0.0,))], [True], 32)
+    >>> g.tolist(), complex(psi[0])
+    ([0.0], (1+0j))
+    """
+    ws = tuple(sorted(int(w) for w in wires))
+    k = len(ws)
+    groups = 1 << (num_qubits - k)
+    if groups < min_batch:
+        return None
+    encoded = encode_adjoint_block(ws, ops, want)
+    if encoded is None:
+        return None
+    nslots, *arrays = encoded
+    layout = index_layout(num_qubits, ws)
+    batch = min(groups, max(min_batch, _ADJ_AMPS >> k))
+    nb = groups // batch
+    if parallel and nb > 1:
+        acc = _block_par(psi, lam, nb, min(nb, 8 * numba.get_num_threads()), batch, nslots,
+                         layout.positions, layout.offsets, *arrays)
+    else:
+        acc = _block_ser(psi, lam, nb, batch, nslots, layout.positions, layout.offsets, *arrays)
+    return 2.0 * acc[::-1]
