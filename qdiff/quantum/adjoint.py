@@ -295,6 +295,11 @@ class Sweep:
             self.ct[n] = self.ct.get(n, 0.0) + w
         self.lam: dict[int, Any] = {}
         self.psi: dict[int, Any] = {}
+        self._owned: dict[int, np.ndarray] = {}  # float64 sums this sweep made: updated in place
+
+    def _own(self, array: np.ndarray) -> np.ndarray:
+        self._owned[id(array)] = array  # keeps it alive: ids stay unique
+        return array
 
     def add(self, node: int | None, value: Any) -> None:
         if node is None or value is None:
@@ -302,9 +307,31 @@ class Sweep:
         have = self.ct.get(node)
         if (isinstance(have, np.ndarray) and isinstance(value, np.ndarray)
                 and have.shape == value.shape and have.dtype == value.dtype == np.float64):
-            self.ct[node] = have + value  # what add_tangents computes, without tracing
+            # what add_tangents computes, without tracing
+            if self._owned.get(id(have)) is have:
+                have += value
+            else:
+                self.ct[node] = self._own(have + value)
         else:
             self.ct[node] = add_tangents(have, value)
+
+    def add_at(self, node: int | None, shape: tuple[int, ...], index: Any,
+               value: np.ndarray) -> None:
+        """``ct[node][index] += value`` for a float64 cotangent of ``shape`` (the transpose of
+        selecting ``index``), without a zero array per call."""
+        if node is None:
+            return
+        have = self.ct.get(node)
+        if not (isinstance(have, np.ndarray) and self._owned.get(id(have)) is have):
+            if have is not None and not (isinstance(have, np.ndarray) and have.shape == shape
+                                         and have.dtype == np.float64):
+                spread = np.zeros(shape)
+                spread[index] = value
+                self.add(node, spread)
+                return
+            have = self._own(np.zeros(shape) if have is None else have.copy())
+            self.ct[node] = have
+        have[index] += value
 
     def add_lam(self, node: int | None, value: Any) -> None:
         if node is None or value is None:
@@ -350,11 +377,19 @@ def _classical(sweep: Sweep, record: Record) -> None:
               for n, a in zip(record.in_nodes, eqn.inputs)]
     if not any(wanted):
         return
-    fast = _SHAPE_VJPS.get(eqn.primitive.name)
-    if fast is not None and cts_out[0] is not None:
+    name = eqn.primitive.name
+    if name in ("slice", "reshape") and cts_out[0] is not None:
+        # the shape ops that select gate angles from a parameter array, without tracing:
+        # x̄ = ȳ moved back where y came from (their registered rules, on float64 arrays)
         ct, x = np.asarray(cts_out[0]), record.in_values[0]
         if ct.dtype == np.float64 and isinstance(x, np.ndarray) and x.dtype == np.float64:
-            sweep.add(record.in_nodes[0], fast(ct, x, **eqn.params))
+            if name == "reshape":
+                sweep.add(record.in_nodes[0], ct.reshape(x.shape))
+            else:
+                p = eqn.params
+                index = tuple(slice(a, b, c)
+                              for a, b, c in zip(p["start"], p["limit"], p["strides"]))
+                sweep.add_at(record.in_nodes[0], x.shape, index, ct)
             return
     rule = eqn.primitive.vjp
     if rule is None:
@@ -365,21 +400,6 @@ def _classical(sweep: Sweep, record: Record) -> None:
     for n, c, a, flag in zip(record.in_nodes, cts_in, eqn.inputs, wanted):
         if flag and c is not None:
             sweep.add(n, np.asarray(cast_like(c, a.type)))
-
-
-def _slice_vjp(ct: np.ndarray, x: np.ndarray, *, start: tuple[int, ...],
-               limit: tuple[int, ...], strides: tuple[int, ...]) -> np.ndarray:
-    out = np.zeros(x.shape)
-    out[tuple(slice(a, b, s) for a, b, s in zip(start, limit, strides))] = ct
-    return out
-
-
-# The registered (traced) rules of the shape ops that select gate angles from a parameter
-# array, run directly on float64 arrays: x̄ = ȳ moved back where y came from.
-_SHAPE_VJPS: dict[str, Callable[..., np.ndarray]] = {
-    "reshape": lambda ct, x, *, shape: ct.reshape(x.shape),
-    "slice": _slice_vjp,
-}
 
 
 def _gate_run(records: list[Record], i: int) -> tuple[list[Record], list[Record], int]:

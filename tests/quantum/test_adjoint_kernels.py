@@ -149,12 +149,15 @@ def test_numba_block_kernel_in_every_layout(parallel, wires):
     ops += [GateOp("ry", (w,), (0.3 + w,)) for w in wires]  # runs of rotations: paired steps
     ops += [GateOp("rz", (w,), (0.1 * w,)) for w in wires]  # a diagonal run
     want = [gate_spec(op.gate).num_params == 1 for op in ops]
-    psi, lam = random_state(rng, n), random_state(rng, n)
-    g_ref, psi_ref, lam_ref = reference_block(psi, lam, n, ops, want)
-    g = be.adjoint_block(psi, lam, n, wires, ops, want)
-    np.testing.assert_allclose(g, g_ref, atol=1e-12)
-    np.testing.assert_allclose(psi, psi_ref, atol=1e-12)
-    np.testing.assert_allclose(lam, lam_ref, atol=1e-12)
+    for _ in range(2):  # the second time the block's structure comes from the cache
+        psi, lam = random_state(rng, n), random_state(rng, n)
+        g_ref, psi_ref, lam_ref = reference_block(psi, lam, n, ops, want)
+        g = be.adjoint_block(psi, lam, n, wires, ops, want)
+        np.testing.assert_allclose(g, g_ref, atol=1e-12)
+        np.testing.assert_allclose(psi, psi_ref, atol=1e-12)
+        np.testing.assert_allclose(lam, lam_ref, atol=1e-12)
+        ops = [GateOp(op.gate, op.wires, tuple(rng.uniform(-3, 3, len(op.params))))
+               for op in ops]
 
 
 @needs_numba

@@ -21,6 +21,7 @@ that applies its inverse.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,7 +30,7 @@ import numpy as np
 from numba import njit, prange
 
 from qdiff.quantum.gates import GateSpec, gate_spec
-from qdiff.quantum.observables import parity
+from qdiff.quantum.observables import PauliSum, parity
 from qdiff.quantum.simulator.backend import GateOp, index_layout, insert_zero_bits
 
 __all__ = ["pauli_cross", "pauli_accumulate", "adjoint_block", "encode_adjoint_block",
@@ -68,49 +69,88 @@ G_NONE, G_DIAG, G_DENSE1, G_DENSEK = 0, 1, 2, 3
 # <bra|P|ket> for every term, in one pass
 # ---------------------------------------------------------------------------------------------
 
-@_jit
-def _cross_body(bra, ket, lo, hi, xs, zs, out):
-    # out[k] += sum_i conj(bra[i^x_k]) (-1)^parity(i & z_k) ket[i]
-    nt = xs.shape[0]
-    for i in range(lo, hi):
-        v = np.complex128(ket[i])
-        for k in range(nt):
-            t = np.complex128(bra[i ^ xs[k]]).conjugate() * v
-            if _parity(i & zs[k]):
-                out[k] -= t
-            else:
-                out[k] += t
+@_jit_sum
+def _cross_body(bra, ket, c0, c1, L, xs, zs, starts, signs, out, vr, vi):
+    # out[k] += sum_i conj(bra[i^x_k]) (-1)^parity(i & z_k) ket[i] over the chunks c0..c1 of
+    # 2^L amplitudes: per group of terms with one x, the products conj(bra[i^x]) ket[i] of
+    # the chunk once, then per term a signed sum (the sign table of the low bits, times the
+    # sign of the chunk's high bits)
+    size = np.int64(1) << L
+    for c in range(c0, c1):
+        hi = np.int64(c) << L
+        for g in range(starts.shape[0] - 1):
+            x = xs[starts[g]]
+            for lo in range(size):
+                u = np.complex128(bra[(hi + lo) ^ x])
+                v = np.complex128(ket[hi + lo])
+                vr[lo] = u.real * v.real + u.imag * v.imag
+                vi[lo] = u.real * v.imag - u.imag * v.real
+            for k in range(starts[g], starts[g + 1]):
+                row = signs[k]
+                sr = 0.0
+                si = 0.0
+                for lo in range(size):
+                    sr += row[lo] * vr[lo]
+                    si += row[lo] * vi[lo]
+                if _parity(hi & zs[k]):
+                    out[k] -= complex(sr, si)
+                else:
+                    out[k] += complex(sr, si)
 
 
 @_jit
-def _cross_ser(bra, ket, xs, zs):
+def _cross_ser(bra, ket, L, xs, zs, starts, signs):
+    size = 1 << L
     out = np.zeros(xs.shape[0], np.complex128)
-    _cross_body(bra, ket, 0, ket.shape[0], xs, zs, out)
+    _cross_body(bra, ket, 0, ket.shape[0] >> L, L, xs, zs, starts, signs, out,
+                    np.empty(size), np.empty(size))
     return out
 
 
 @_jit_par
-def _cross_par(bra, ket, xs, zs):
-    n = ket.shape[0]
-    nch = (n + _CHUNK - 1) // _CHUNK
+def _cross_par(bra, ket, nch, L, xs, zs, starts, signs):
+    chunks = ket.shape[0] >> L
+    size = 1 << L
     part = np.zeros((nch, xs.shape[0]), np.complex128)
     for c in prange(nch):
-        lo = c * _CHUNK
-        _cross_body(bra, ket, lo, min(lo + _CHUNK, n), xs, zs, part[c])
+        _cross_body(bra, ket, c * chunks // nch, (c + 1) * chunks // nch, L, xs, zs,
+                        starts, signs, part[c], np.empty(size), np.empty(size))
     return part.sum(axis=0)
+
+
+def _sign_tables(num_qubits: int, x_masks: np.ndarray, z_masks: np.ndarray
+                 ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Terms sorted by x: (order, L, x masks, z masks, group starts, sign table of the low L
+    bits ``signs[k, lo] = (-1)^parity(lo & z_k)``)."""
+    order = np.argsort(x_masks, kind="stable")
+    xs = np.ascontiguousarray(np.asarray(x_masks, np.int64)[order])
+    zs = np.ascontiguousarray(np.asarray(z_masks, np.int64)[order])
+    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1], True]).astype(np.int64)
+    L = min(_ACC_BITS, num_qubits)
+    lo = np.arange(1 << L, dtype=np.int64)
+    signs = np.ascontiguousarray(1.0 - 2.0 * parity(lo[None, :] & zs[:, None]))
+    return order, L, xs, zs, starts, signs
 
 
 def pauli_cross(bra: np.ndarray, ket: np.ndarray, x_masks: np.ndarray, z_masks: np.ndarray,
                 parallel: bool = False) -> np.ndarray:
-    """Per term: ``sum_i conj(bra[i^x]) (-1)^parity(i&z) ket[i]`` (complex128).
+    """Per term: ``sum_i conj(bra[i^x]) (-1)^parity(i&z) ket[i]`` (complex128), all terms
+    in one pass over the two states.
 
     >>> psi = np.array([1, 1j])                   # Y: <ψ|Y|ψ> = 2 = i * (-2i); Z: 0
     >>> [complex(c) for c in pauli_cross(psi, psi, np.array([1, 0]), np.array([1, 1]))]
     [-2j, 0j]
     """
-    xs = np.ascontiguousarray(x_masks, np.int64)
-    zs = np.ascontiguousarray(z_masks, np.int64)
-    return (_cross_par if parallel else _cross_ser)(bra, ket, xs, zs)
+    num_qubits = int(ket.shape[0]).bit_length() - 1
+    order, L, xs, zs, starts, signs = _sign_tables(num_qubits, x_masks, z_masks)
+    if parallel:
+        nch = min(ket.shape[0] >> L, 8 * numba.get_num_threads())
+        raw = _cross_par(bra, ket, nch, L, xs, zs, starts, signs)
+    else:
+        raw = _cross_ser(bra, ket, L, xs, zs, starts, signs)
+    out = np.empty_like(raw)
+    out[order] = raw
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -174,14 +214,8 @@ def pauli_accumulate(out: np.ndarray, state: np.ndarray, num_qubits: int, x_mask
     >>> out.real.tolist()
     [0.5, 2.0]
     """
-    order = np.argsort(x_masks, kind="stable")
-    xs = np.ascontiguousarray(np.asarray(x_masks, np.int64)[order])
-    zs = np.ascontiguousarray(np.asarray(z_masks, np.int64)[order])
+    order, L, xs, zs, starts, signs = _sign_tables(num_qubits, x_masks, z_masks)
     fs = np.asarray(factors, np.complex128)[order] * (1 - 2 * parity(xs & zs))
-    starts = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1], True]).astype(np.int64)
-    L = min(_ACC_BITS, num_qubits)
-    lo = np.arange(1 << L, dtype=np.int64)
-    signs = np.ascontiguousarray(1.0 - 2.0 * parity(lo[None, :] & zs[:, None]))
     fs = np.ascontiguousarray(fs)
     if parallel:
         nch = min(out.shape[0] >> L, 8 * numba.get_num_threads())
@@ -487,179 +521,104 @@ def _gdensek(pr, pi, lr, li, rowmap, B, tgt, m, cmask, gpool, go, toff, rows):
 
 
 # -- fused steps: a one-target gate with its derivative, a run of diagonal gates with theirs --
+# The loops over a row's B columns sit in the functions that slice the rows (a call per row
+# pair costs about as much as the arithmetic); one-target gates whose matrix is real and whose
+# generator has only Im g01 (ry, cry's base: the ansatz workhorses) have their own loops.
 @_jit_sum
-def _rot1_rows(x0r, x0i, x1r, x1i, l0r, l0i, l1r, l1i, g00, g11, gr, gi, m00r, m00i, m01r,
-               m01i, m10r, m10i, m11r, m11i):
-    # the sums of _gdense1_rows, then the 2x2 (m) on both states, in one pass
-    s00 = 0.0
-    s11 = 0.0
-    a_im = 0.0
-    a_re = 0.0
-    b_im = 0.0
-    b_re = 0.0
-    for k in range(x0r.shape[0]):
-        p0r = x0r[k]
-        p0i = x0i[k]
-        p1r = x1r[k]
-        p1i = x1i[k]
-        q0r = l0r[k]
-        q0i = l0i[k]
-        q1r = l1r[k]
-        q1i = l1i[k]
-        s00 += q0r * p0i - q0i * p0r
-        s11 += q1r * p1i - q1i * p1r
-        a_im += q0r * p1i - q0i * p1r
-        a_re += q0r * p1r + q0i * p1i
-        b_im += q1r * p0i - q1i * p0r
-        b_re += q1r * p0r + q1i * p0i
-        x0r[k] = m00r * p0r - m00i * p0i + m01r * p1r - m01i * p1i
-        x0i[k] = m00r * p0i + m00i * p0r + m01r * p1i + m01i * p1r
-        x1r[k] = m10r * p0r - m10i * p0i + m11r * p1r - m11i * p1i
-        x1i[k] = m10r * p0i + m10i * p0r + m11r * p1i + m11i * p1r
-        l0r[k] = m00r * q0r - m00i * q0i + m01r * q1r - m01i * q1i
-        l0i[k] = m00r * q0i + m00i * q0r + m01r * q1i + m01i * q1r
-        l1r[k] = m10r * q0r - m10i * q0i + m11r * q1r - m11i * q1i
-        l1i[k] = m10r * q0i + m10i * q0r + m11r * q1i + m11i * q1r
-    return g00 * s00 + g11 * s11 + gr * (a_im + b_im) + gi * (a_re - b_re)
-
-
-@_jit_sum
-def _rot1_real_rows(x0r, x0i, x1r, x1i, l0r, l0i, l1r, l1i, g00, g11, gr, gi, m00, m01, m10,
-                    m11):
-    # _rot1_rows for a real 2x2 (ry^†: half the arithmetic of the update)
-    s00 = 0.0
-    s11 = 0.0
-    a_im = 0.0
-    a_re = 0.0
-    b_im = 0.0
-    b_re = 0.0
-    for k in range(x0r.shape[0]):
-        p0r = x0r[k]
-        p0i = x0i[k]
-        p1r = x1r[k]
-        p1i = x1i[k]
-        q0r = l0r[k]
-        q0i = l0i[k]
-        q1r = l1r[k]
-        q1i = l1i[k]
-        s00 += q0r * p0i - q0i * p0r
-        s11 += q1r * p1i - q1i * p1r
-        a_im += q0r * p1i - q0i * p1r
-        a_re += q0r * p1r + q0i * p1i
-        b_im += q1r * p0i - q1i * p0r
-        b_re += q1r * p0r + q1i * p0i
-        x0r[k] = m00 * p0r + m01 * p1r
-        x0i[k] = m00 * p0i + m01 * p1i
-        x1r[k] = m10 * p0r + m11 * p1r
-        x1i[k] = m10 * p0i + m11 * p1i
-        l0r[k] = m00 * q0r + m01 * q1r
-        l0i[k] = m00 * q0i + m01 * q1i
-        l1r[k] = m10 * q0r + m11 * q1r
-        l1i[k] = m10 * q0i + m11 * q1i
-    return g00 * s00 + g11 * s11 + gr * (a_im + b_im) + gi * (a_re - b_re)
-
-
-@_jit
 def _rot1(pr, pi, lr, li, rowmap, B, tb, cmask, pool, mo, gpool, go):
+    # sum over the block of Im[l0^*(g00 x0 + g01 x1) + l1^*(g01^* x0 + g11 x1)]
+    # (g01 = gr + i gi), then the 2x2 m on both states, in one pass
     m00, m01, m10, m11 = pool[mo], pool[mo + 1], pool[mo + 2], pool[mo + 3]
-    real = m00.imag == 0 and m01.imag == 0 and m10.imag == 0 and m11.imag == 0
+    m00r, m00i, m01r, m01i = m00.real, m00.imag, m01.real, m01.imag
+    m10r, m10i, m11r, m11i = m10.real, m10.imag, m11.real, m11.imag
+    real = m00i == 0 and m01i == 0 and m10i == 0 and m11i == 0
     g00 = gpool[go].real
     g11 = gpool[go + 3].real
     gr = gpool[go + 1].real
     gi = gpool[go + 1].imag
+    y_type = real and g00 == 0 and g11 == 0 and gr == 0
     total = 0.0
     for r0 in range(rowmap.shape[0]):
         if (r0 & tb) != 0 or (r0 & cmask) != cmask:
             continue
         p0 = rowmap[r0] * B
         p1 = rowmap[r0 | tb] * B
-        if real:
-            total += _rot1_real_rows(
-                pr[p0:p0 + B], pi[p0:p0 + B], pr[p1:p1 + B], pi[p1:p1 + B], lr[p0:p0 + B],
-                li[p0:p0 + B], lr[p1:p1 + B], li[p1:p1 + B], g00, g11, gr, gi, m00.real,
-                m01.real, m10.real, m11.real)
-        else:
-            total += _rot1_rows(
-                pr[p0:p0 + B], pi[p0:p0 + B], pr[p1:p1 + B], pi[p1:p1 + B], lr[p0:p0 + B],
-                li[p0:p0 + B], lr[p1:p1 + B], li[p1:p1 + B], g00, g11, gr, gi, m00.real,
-                m00.imag, m01.real, m01.imag, m10.real, m10.imag, m11.real, m11.imag)
+        x0r = pr[p0:p0 + B]
+        x0i = pi[p0:p0 + B]
+        x1r = pr[p1:p1 + B]
+        x1i = pi[p1:p1 + B]
+        l0r = lr[p0:p0 + B]
+        l0i = li[p0:p0 + B]
+        l1r = lr[p1:p1 + B]
+        l1i = li[p1:p1 + B]
+        if y_type:  # Re(l0^* x1) - Re(l1^* x0)
+            s = 0.0
+            for k in range(B):
+                p0r = x0r[k]
+                p0i = x0i[k]
+                p1r = x1r[k]
+                p1i = x1i[k]
+                q0r = l0r[k]
+                q0i = l0i[k]
+                q1r = l1r[k]
+                q1i = l1i[k]
+                s += q0r * p1r + q0i * p1i - q1r * p0r - q1i * p0i
+                x0r[k] = m00r * p0r + m01r * p1r
+                x0i[k] = m00r * p0i + m01r * p1i
+                x1r[k] = m10r * p0r + m11r * p1r
+                x1i[k] = m10r * p0i + m11r * p1i
+                l0r[k] = m00r * q0r + m01r * q1r
+                l0i[k] = m00r * q0i + m01r * q1i
+                l1r[k] = m10r * q0r + m11r * q1r
+                l1i[k] = m10r * q0i + m11r * q1i
+            total += gi * s
+            continue
+        s00 = 0.0
+        s11 = 0.0
+        a_im = 0.0
+        a_re = 0.0
+        b_im = 0.0
+        b_re = 0.0
+        for k in range(B):
+            p0r = x0r[k]
+            p0i = x0i[k]
+            p1r = x1r[k]
+            p1i = x1i[k]
+            q0r = l0r[k]
+            q0i = l0i[k]
+            q1r = l1r[k]
+            q1i = l1i[k]
+            s00 += q0r * p0i - q0i * p0r
+            s11 += q1r * p1i - q1i * p1r
+            a_im += q0r * p1i - q0i * p1r
+            a_re += q0r * p1r + q0i * p1i
+            b_im += q1r * p0i - q1i * p0r
+            b_re += q1r * p0r + q1i * p0i
+            x0r[k] = m00r * p0r - m00i * p0i + m01r * p1r - m01i * p1i
+            x0i[k] = m00r * p0i + m00i * p0r + m01r * p1i + m01i * p1r
+            x1r[k] = m10r * p0r - m10i * p0i + m11r * p1r - m11i * p1i
+            x1i[k] = m10r * p0i + m10i * p0r + m11r * p1i + m11i * p1r
+            l0r[k] = m00r * q0r - m00i * q0i + m01r * q1r - m01i * q1i
+            l0i[k] = m00r * q0i + m00i * q0r + m01r * q1i + m01i * q1r
+            l1r[k] = m10r * q0r - m10i * q0i + m11r * q1r - m11i * q1i
+            l1i[k] = m10r * q0i + m10i * q0r + m11r * q1i + m11i * q1r
+        total += g00 * s00 + g11 * s11 + gr * (a_im + b_im) + gi * (a_re - b_re)
     return total
 
 
 @_jit_sum
-def _rot2_real_y_rows(x0r, x0i, x1r, x1i, x2r, x2i, x3r, x3i, y0r, y0i, y1r, y1i, y2r, y2i,
-                      y3r, y3i, a00, a01, a10, a11, b00, b01, b10, b11):
-    # Two real 2x2 (a on row pairs (0,1), (2,3); then b on (0,2), (1,3)) on ψ (x) and λ (y),
-    # with the sums Re(λ0^* ψ1) - Re(λ1^* ψ0) of a generator g01 (X Y-type: only Im g01)
-    sa = 0.0
-    sb = 0.0
-    for k in range(x0r.shape[0]):
-        p0r = x0r[k]
-        p0i = x0i[k]
-        p1r = x1r[k]
-        p1i = x1i[k]
-        p2r = x2r[k]
-        p2i = x2i[k]
-        p3r = x3r[k]
-        p3i = x3i[k]
-        q0r = y0r[k]
-        q0i = y0i[k]
-        q1r = y1r[k]
-        q1i = y1i[k]
-        q2r = y2r[k]
-        q2i = y2i[k]
-        q3r = y3r[k]
-        q3i = y3i[k]
-        sa += (q0r * p1r + q0i * p1i - q1r * p0r - q1i * p0i
-               + q2r * p3r + q2i * p3i - q3r * p2r - q3i * p2i)
-        t0r = a00 * p0r + a01 * p1r
-        t0i = a00 * p0i + a01 * p1i
-        t1r = a10 * p0r + a11 * p1r
-        t1i = a10 * p0i + a11 * p1i
-        t2r = a00 * p2r + a01 * p3r
-        t2i = a00 * p2i + a01 * p3i
-        t3r = a10 * p2r + a11 * p3r
-        t3i = a10 * p2i + a11 * p3i
-        u0r = a00 * q0r + a01 * q1r
-        u0i = a00 * q0i + a01 * q1i
-        u1r = a10 * q0r + a11 * q1r
-        u1i = a10 * q0i + a11 * q1i
-        u2r = a00 * q2r + a01 * q3r
-        u2i = a00 * q2i + a01 * q3i
-        u3r = a10 * q2r + a11 * q3r
-        u3i = a10 * q2i + a11 * q3i
-        sb += (u0r * t2r + u0i * t2i - u2r * t0r - u2i * t0i
-               + u1r * t3r + u1i * t3i - u3r * t1r - u3i * t1i)
-        x0r[k] = b00 * t0r + b01 * t2r
-        x0i[k] = b00 * t0i + b01 * t2i
-        x2r[k] = b10 * t0r + b11 * t2r
-        x2i[k] = b10 * t0i + b11 * t2i
-        x1r[k] = b00 * t1r + b01 * t3r
-        x1i[k] = b00 * t1i + b01 * t3i
-        x3r[k] = b10 * t1r + b11 * t3r
-        x3i[k] = b10 * t1i + b11 * t3i
-        y0r[k] = b00 * u0r + b01 * u2r
-        y0i[k] = b00 * u0i + b01 * u2i
-        y2r[k] = b10 * u0r + b11 * u2r
-        y2i[k] = b10 * u0i + b11 * u2i
-        y1r[k] = b00 * u1r + b01 * u3r
-        y1i[k] = b00 * u1i + b01 * u3i
-        y3r[k] = b10 * u1r + b11 * u3r
-        y3i[k] = b10 * u1i + b11 * u3i
-    return sa, sb
-
-
-@_jit
 def _rot2(pr, pi, lr, li, rowmap, B, ta, tb, pool, mo, gpool, go):
-    # two _rot1 steps on different targets, uncontrolled; one pass when both are real with a
-    # Y-type generator (ry), else one pass each
-    a00, a01, a10, a11 = pool[mo], pool[mo + 1], pool[mo + 2], pool[mo + 3]
-    b00, b01, b10, b11 = pool[mo + 4], pool[mo + 5], pool[mo + 6], pool[mo + 7]
-    fused = (a00.imag == 0 and a01.imag == 0 and a10.imag == 0 and a11.imag == 0
-             and b00.imag == 0 and b01.imag == 0 and b10.imag == 0 and b11.imag == 0)
+    # two _rot1 steps (uncontrolled, different targets): a on row pairs (0,1), (2,3) of each
+    # quad of rows, then b on (0,2), (1,3), in one pass when both are real and Y-type
+    a00, a01, a10, a11 = pool[mo].real, pool[mo + 1].real, pool[mo + 2].real, pool[mo + 3].real
+    b00, b01, b10, b11 = (pool[mo + 4].real, pool[mo + 5].real, pool[mo + 6].real,
+                          pool[mo + 7].real)
+    fused = True
+    for j in range(8):
+        fused = fused and pool[mo + j].imag == 0
     for j in (0, 4):
-        g = gpool[go + j:go + j + 4]
-        fused = fused and g[0] == 0 and g[3] == 0 and g[1].real == 0
+        fused = fused and gpool[go + j] == 0 and gpool[go + j + 3] == 0 \
+            and gpool[go + j + 1].real == 0
     if not fused:
         first = _rot1(pr, pi, lr, li, rowmap, B, ta, 0, pool, mo, gpool, go)
         return first, _rot1(pr, pi, lr, li, rowmap, B, tb, 0, pool, mo + 4, gpool, go + 4)
@@ -673,14 +632,75 @@ def _rot2(pr, pi, lr, li, rowmap, B, ta, tb, pool, mo, gpool, go):
         p1 = rowmap[r0 | ta] * B
         p2 = rowmap[r0 | tb] * B
         p3 = rowmap[r0 | both] * B
-        a, b = _rot2_real_y_rows(
-            pr[p0:p0 + B], pi[p0:p0 + B], pr[p1:p1 + B], pi[p1:p1 + B], pr[p2:p2 + B],
-            pi[p2:p2 + B], pr[p3:p3 + B], pi[p3:p3 + B], lr[p0:p0 + B], li[p0:p0 + B],
-            lr[p1:p1 + B], li[p1:p1 + B], lr[p2:p2 + B], li[p2:p2 + B], lr[p3:p3 + B],
-            li[p3:p3 + B], a00.real, a01.real, a10.real, a11.real, b00.real, b01.real,
-            b10.real, b11.real)
-        sa += a
-        sb += b
+        x0r = pr[p0:p0 + B]
+        x0i = pi[p0:p0 + B]
+        x1r = pr[p1:p1 + B]
+        x1i = pi[p1:p1 + B]
+        x2r = pr[p2:p2 + B]
+        x2i = pi[p2:p2 + B]
+        x3r = pr[p3:p3 + B]
+        x3i = pi[p3:p3 + B]
+        y0r = lr[p0:p0 + B]
+        y0i = li[p0:p0 + B]
+        y1r = lr[p1:p1 + B]
+        y1i = li[p1:p1 + B]
+        y2r = lr[p2:p2 + B]
+        y2i = li[p2:p2 + B]
+        y3r = lr[p3:p3 + B]
+        y3i = li[p3:p3 + B]
+        for k in range(B):
+            p0r = x0r[k]
+            p0i = x0i[k]
+            p1r = x1r[k]
+            p1i = x1i[k]
+            p2r = x2r[k]
+            p2i = x2i[k]
+            p3r = x3r[k]
+            p3i = x3i[k]
+            q0r = y0r[k]
+            q0i = y0i[k]
+            q1r = y1r[k]
+            q1i = y1i[k]
+            q2r = y2r[k]
+            q2i = y2i[k]
+            q3r = y3r[k]
+            q3i = y3i[k]
+            sa += (q0r * p1r + q0i * p1i - q1r * p0r - q1i * p0i
+                   + q2r * p3r + q2i * p3i - q3r * p2r - q3i * p2i)
+            t0r = a00 * p0r + a01 * p1r
+            t0i = a00 * p0i + a01 * p1i
+            t1r = a10 * p0r + a11 * p1r
+            t1i = a10 * p0i + a11 * p1i
+            t2r = a00 * p2r + a01 * p3r
+            t2i = a00 * p2i + a01 * p3i
+            t3r = a10 * p2r + a11 * p3r
+            t3i = a10 * p2i + a11 * p3i
+            u0r = a00 * q0r + a01 * q1r
+            u0i = a00 * q0i + a01 * q1i
+            u1r = a10 * q0r + a11 * q1r
+            u1i = a10 * q0i + a11 * q1i
+            u2r = a00 * q2r + a01 * q3r
+            u2i = a00 * q2i + a01 * q3i
+            u3r = a10 * q2r + a11 * q3r
+            u3i = a10 * q2i + a11 * q3i
+            sb += (u0r * t2r + u0i * t2i - u2r * t0r - u2i * t0i
+                   + u1r * t3r + u1i * t3i - u3r * t1r - u3i * t1i)
+            x0r[k] = b00 * t0r + b01 * t2r
+            x0i[k] = b00 * t0i + b01 * t2i
+            x2r[k] = b10 * t0r + b11 * t2r
+            x2i[k] = b10 * t0i + b11 * t2i
+            x1r[k] = b00 * t1r + b01 * t3r
+            x1i[k] = b00 * t1i + b01 * t3i
+            x3r[k] = b10 * t1r + b11 * t3r
+            x3i[k] = b10 * t1i + b11 * t3i
+            y0r[k] = b00 * u0r + b01 * u2r
+            y0i[k] = b00 * u0i + b01 * u2i
+            y2r[k] = b10 * u0r + b11 * u2r
+            y2i[k] = b10 * u0i + b11 * u2i
+            y1r[k] = b00 * u1r + b01 * u3r
+            y1i[k] = b00 * u1i + b01 * u3i
+            y3r[k] = b10 * u1r + b11 * u3r
+            y3i[k] = b10 * u1i + b11 * u3i
     return gpool[go + 1].imag * sa, gpool[go + 5].imag * sb
 
 
@@ -870,17 +890,60 @@ def _inverse_structure(spec: GateSpec, params: tuple[float, ...], wires: tuple[i
     return "dense", controls, targets, inverse.matrix(*inverse_params), None
 
 
-def _spread(data: np.ndarray, tmasks: Sequence[int], cmask: int, size: int,
-            fill: complex) -> np.ndarray:
-    """A diagonal on target row bits as a diagonal over all ``size`` rows of the block
-    (``fill`` where a control is 0)."""
+_ROTATIONS: dict[int, tuple[GateSpec, np.ndarray | None, np.ndarray | None]] = {}
+
+
+def _inverse_data(spec: GateSpec, params: tuple[float, ...],
+                  wires: tuple[int, ...]) -> np.ndarray:
+    """The data of ``U(params)^†`` that :func:`_inverse_structure` gives (matrix, diagonal or
+    phases), for Pauli rotations (also controlled) straight from cos and sin."""
+    base = spec.base if spec.structure == "controlled" else spec
+    if base is not None and base.pauli_word is not None and spec.inverse_name == spec.name:
+        hit = _ROTATIONS.get(id(base))
+        if hit is None or hit[0] is not base:
+            word = PauliSum([(1.0, base.pauli_word)]).to_matrix()
+            diagonal = base.structure == "diagonal"
+            hit = (base, np.diagonal(word).real.copy() if diagonal else None,
+                   None if diagonal else word)
+            _ROTATIONS[id(base)] = hit
+        theta = float(params[0])  # exp(-iθP/2)^† = cos(θ/2) + i sin(θ/2) P
+        if hit[1] is not None:
+            return np.exp(0.5j * theta * hit[1])
+        return math.cos(theta / 2) * np.eye(hit[2].shape[0]) + 1j * math.sin(theta / 2) * hit[2]
+    return _inverse_structure(spec, params, wires)[3]
+
+
+def _spread_index(tmasks: Sequence[int], cmask: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """For a diagonal on target row bits: the target pattern of every row of the block, and
+    the rows where a control is 0 (the diagonal is 1 there)."""
     r = np.arange(size, dtype=np.int64)
     pattern = np.zeros(size, np.int64)
     for j, t in enumerate(tmasks):
         pattern |= ((r & t) != 0).astype(np.int64) << j
-    out = np.asarray(data, np.complex128)[pattern]
-    out[(r & cmask) != cmask] = fill
+    return pattern, (r & cmask) != cmask
+
+
+def _spread(data: np.ndarray, index: tuple[np.ndarray, np.ndarray], fill: complex) -> np.ndarray:
+    out = np.asarray(data, np.complex128)[index[0]]
+    out[index[1]] = fill
     return out
+
+
+class _Skeleton:
+    """What :func:`encode_adjoint_block` computes once per block structure: every array,
+    and where the data of the parametric gates goes (filled at every call)."""
+
+    def __init__(self, specs: list[GateSpec], arrays: tuple[Any, ...], pool_at: int,
+                 matrices: list[tuple[int, int, int]],
+                 runs: list[tuple[int, np.ndarray, list[tuple[int, Any]]]]):
+        self.specs = specs  # kept: the cache key holds their ids
+        self.arrays = arrays
+        self.pool_at = pool_at  # position of the matrix pool in arrays
+        self.matrices = matrices  # (op, pool offset, size)
+        self.runs = runs  # (pool offset, product of the fixed gates' diagonals, parametric)
+
+
+_SKELETONS: dict[tuple[Any, ...], _Skeleton | None] = {}
 
 
 def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequence[bool]
@@ -892,12 +955,13 @@ def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequ
 
     Steps: a run of diagonal gates becomes one diagonal over the block's rows whose
     derivatives are row sums (``A_DIAGRUN``); a one-target gate whose derivative is wanted
-    takes it in the pass that applies its inverse (``A_ROT1``). Returns ``(number of
-    derivative slots, kinds, cmasks, ntargets, targets, matrix offsets, matrix pool, perm
-    pool, perm offsets, generator kinds, generator cmasks, generator ntargets, generator
-    targets, generator offsets, generator pool, diagonal-run generator pool, slot counts, slot
-    offsets, slots)``; targets hold row bit masks (row bit ``j`` is ``sorted(wires)[j]``);
-    slot ``s`` is op ``len(ops) - 1 - s``.
+    takes it in the pass that applies its inverse (``A_ROT1``), and two of them on different
+    wires share a pass (``A_ROT2``). Returns ``(number of derivative slots, kinds, cmasks,
+    ntargets, targets, matrix offsets, matrix pool, perm pool, perm offsets, generator kinds,
+    generator cmasks, generator ntargets, generator targets, generator offsets, generator
+    pool, diagonal-run generator pool, slot counts, slot offsets, slots)``; targets hold row
+    bit masks (row bit ``j`` is ``sorted(wires)[j]``); slot ``s`` is op ``len(ops) - 1 - s``.
+    The structure is computed once per block shape and cached; a call fills in the angles.
 
     >>> arrays = encode_adjoint_block([0, 1], [GateOp("ry", (0,), (0.3,)),
     ...                                        GateOp("rz", (1,), (0.2,)),
@@ -905,59 +969,107 @@ def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequ
     >>> arrays[1].tolist()  # cx^† (a permutation), rz^† (a diagonal run), ry^† (with ry')
     [4, 3, 1]
     """
-    local = {w: j for j, w in enumerate(sorted(int(w) for w in wires))}
-    size = 1 << len(local)
+    ws = tuple(sorted(int(w) for w in wires))
+    ops = [GateOp(*op) for op in ops]
+    specs = [gate_spec(op.gate) for op in ops]
+    key = (ws, tuple((id(spec), tuple(int(w) for w in op.wires), bool(wk))
+                     for spec, op, wk in zip(specs, ops, want)))
+    if key in _SKELETONS:
+        skel = _SKELETONS[key]
+        if skel is not None and any(a is not b for a, b in zip(skel.specs, specs)):
+            skel = _build_skeleton(ws, ops, specs, want)
+    else:
+        skel = _build_skeleton(ws, ops, specs, want)
+        if len(_SKELETONS) > 4096:
+            _SKELETONS.clear()
+        _SKELETONS[key] = skel
+    if skel is None:
+        return None
+    arrays = list(skel.arrays)
+    if skel.matrices or skel.runs:
+        pool = arrays[skel.pool_at].copy()
+        for k, offset, size in skel.matrices:
+            op = ops[k]
+            pool[offset:offset + size] = np.ravel(
+                _inverse_data(specs[k], tuple(op.params), tuple(op.wires)))
+        for offset, fixed, parts in skel.runs:
+            diag = fixed.copy()
+            for k, index in parts:
+                op = ops[k]
+                diag *= _spread(_inverse_data(specs[k], tuple(op.params), tuple(op.wires)),
+                                index, 1.0)
+            pool[offset:offset + diag.size] = diag
+        arrays[skel.pool_at] = pool
+    return tuple(arrays)
+
+
+def _build_skeleton(ws: tuple[int, ...], ops: list[GateOp], specs: list[GateSpec],
+                    want: Sequence[bool]) -> _Skeleton | None:
+    local = {w: j for j, w in enumerate(ws)}
+    size = 1 << len(ws)
     raw = []
     for slot, k in enumerate(range(len(ops) - 1, -1, -1)):
-        op = GateOp(*ops[k])
-        spec = gate_spec(op.gate)
-        ws = tuple(int(w) for w in op.wires)
-        if not set(ws) <= set(local):
-            raise ValueError(f"adjoint block on wires {tuple(sorted(local))}: a gate acts on "
-                             f"{ws}, outside them")
-        kind, controls, targets, data, perm = _inverse_structure(spec, tuple(op.params), ws)
+        op, spec = ops[k], specs[k]
+        wires = tuple(int(w) for w in op.wires)
+        if not set(wires) <= set(local):
+            raise ValueError(f"adjoint block on wires {ws}: a gate acts on {wires}, outside "
+                             "them")
+        kind, controls, targets, data, perm = _inverse_structure(spec, tuple(op.params), wires)
         if kind == "dense" and len(targets) > MAX_ADJOINT_TARGETS:
             return None
         gen = None
         if want[k]:
             nc, gdata, diagonal = _generator_parts(spec)
-            if not diagonal and len(ws) - nc > MAX_ADJOINT_TARGETS:
+            if not diagonal and len(wires) - nc > MAX_ADJOINT_TARGETS:
                 return None
-            gen = (sum(1 << local[c] for c in ws[:nc]), [1 << local[t] for t in ws[nc:]],
+            gen = (sum(1 << local[c] for c in wires[:nc]), [1 << local[t] for t in wires[nc:]],
                    gdata, diagonal)
         raw.append((kind, sum(1 << local[c] for c in controls),
-                    [1 << local[t] for t in targets], data, perm, gen, slot))
+                    [1 << local[t] for t in targets], data, perm, gen, slot, k))
 
     def diagonal_step(entry: tuple[Any, ...]) -> bool:
         return entry[0] == "diag" and (entry[5] is None or entry[5][3])
 
-    # steps: (kind, cmask, target masks, data, perm, generator, slots, diagonal-run rows)
+    # steps: (kind, cmask, target masks, data, perm, generator, slots, diagonal-run rows,
+    #         parametric ops: [(op, offset in data, size)] or, for a run, (product of the
+    #         fixed gates' diagonals, [(op, spread index)]))
     steps: list[tuple[Any, ...]] = []
     q = 0
     while q < len(raw):
-        kind, cmask, tmasks, data, perm, gen, slot = raw[q]
+        kind, cmask, tmasks, data, perm, gen, slot, k = raw[q]
         if diagonal_step(raw[q]):
-            diag = np.ones(size, np.complex128)
-            rows, slots = [], []
+            fixed = np.ones(size, np.complex128)
+            rows, slots, parts = [], [], []
             while q < len(raw) and diagonal_step(raw[q]):
-                _, cmask, tmasks, data, _, gen, slot = raw[q]
-                diag *= _spread(data, tmasks, cmask, size, 1.0)
+                _, cmask, tmasks, data, _, gen, slot, k = raw[q]
+                index = _spread_index(tmasks, cmask, size)
+                if specs[k].num_params:
+                    parts.append((k, index))
+                else:
+                    fixed *= _spread(data, index, 1.0)
                 if gen is not None:
-                    rows.append(_spread(gen[2], gen[1], gen[0], size, 0.0).real)
+                    rows.append(_spread(gen[2], _spread_index(gen[1], gen[0], size), 0.0).real)
                     slots.append(slot)
                 q += 1
-            steps.append((A_DIAGRUN, 0, [], diag, None, None, slots, rows))
+            diag = fixed.copy()
+            for k, index in parts:
+                op = ops[k]
+                diag *= _spread(_inverse_data(specs[k], tuple(op.params), tuple(op.wires)),
+                                index, 1.0)
+            steps.append((A_DIAGRUN, 0, [], diag, None, None, slots, rows,
+                          (fixed, parts) if parts else None))
             continue
         q += 1
         slots = [] if gen is None else [slot]
+        dynamic = [(k, 0, np.size(data))] if specs[k].num_params else []
         if kind == "dense" and len(tmasks) == 1 and gen is not None and not gen[3] \
                 and gen[1] == tmasks and gen[0] == cmask:
-            steps.append((A_ROT1, cmask, tmasks, data, None, gen, slots, []))
+            steps.append((A_ROT1, cmask, tmasks, data, None, gen, slots, [], dynamic))
         elif kind == "dense":
             steps.append((A_DENSE1 if len(tmasks) == 1 else A_DENSEK, cmask, tmasks, data,
-                          None, gen, slots, []))
+                          None, gen, slots, [], dynamic))
         elif kind == "perm":
-            steps.append((A_PERM, cmask, tmasks, data, perm, gen, slots, []))
+            steps.append((A_PERM, cmask, tmasks, data, perm, gen, slots, [], dynamic))
         else:  # a diagonal gate whose generator is not diagonal: not a table gate
             return None
     # pairs of uncontrolled A_ROT1 steps on different wires: one step
@@ -967,9 +1079,11 @@ def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequ
         if step[0] == A_ROT1 and step[1] == 0 and last is not None and last[0] == A_ROT1 \
                 and last[1] == 0 and last[2] != step[2]:
             gen = (0, last[2] + step[2], np.concatenate([last[5][2], step[5][2]]), False)
-            paired[-1] = (A_ROT2, 0, last[2] + step[2], np.concatenate([last[3].ravel(),
-                                                                       step[3].ravel()]),
-                          None, gen, last[6] + step[6], [])
+            data = np.concatenate([np.ravel(last[3]), np.ravel(step[3])])
+            dynamic = last[8] + [(k, offset + np.size(last[3]), n)
+                                 for k, offset, n in step[8]]
+            paired[-1] = (A_ROT2, 0, last[2] + step[2], data, None, gen, last[6] + step[6], [],
+                          dynamic)
         else:
             paired.append(step)
     steps = paired
@@ -994,8 +1108,10 @@ def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequ
     dpool: list[np.ndarray] = []
     perms: list[int] = []
     slot_list: list[int] = []
+    matrices: list[tuple[int, int, int]] = []
+    runs: list[tuple[int, np.ndarray, list[tuple[int, Any]]]] = []
     size_m = size_g = size_d = 0
-    for q, (kind, cmask, tmasks, data, perm, gen, slots, rows) in enumerate(steps):
+    for q, (kind, cmask, tmasks, data, perm, gen, slots, rows, dynamic) in enumerate(steps):
         kinds[q] = kind
         cmasks[q] = cmask
         ntg[q] = len(tmasks)
@@ -1005,6 +1121,12 @@ def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequ
             perms.extend(int(p) for p in perm)
         flat = np.ascontiguousarray(data, np.complex128).ravel()
         moffs[q] = size_m
+        if kind == A_DIAGRUN:
+            if dynamic is not None:
+                runs.append((size_m, dynamic[0], dynamic[1]))
+        else:
+            for k, offset, n in dynamic:
+                matrices.append((k, size_m + offset, n))
         pool.append(flat)
         size_m += flat.size
         scount[q] = len(slots)
@@ -1025,12 +1147,13 @@ def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequ
             goffs[q] = size_g
             gpool.append(gdata)
             size_g += gdata.size
-    return (len(ops), kinds, cmasks, ntg, tgts, moffs,
-            np.concatenate(pool) if pool else np.zeros(1, np.complex128),
-            np.array(perms or [0], np.int64), poffs, gkinds, gcmasks, gntg, gtgts, goffs,
-            np.concatenate(gpool) if gpool else np.zeros(1, np.complex128),
-            np.concatenate(dpool) if dpool else np.zeros(1),
-            scount, soffs, np.array(slot_list or [0], np.int64))
+    arrays = (len(ops), kinds, cmasks, ntg, tgts, moffs,
+              np.concatenate(pool) if pool else np.zeros(1, np.complex128),
+              np.array(perms or [0], np.int64), poffs, gkinds, gcmasks, gntg, gtgts, goffs,
+              np.concatenate(gpool) if gpool else np.zeros(1, np.complex128),
+              np.concatenate(dpool) if dpool else np.zeros(1),
+              scount, soffs, np.array(slot_list or [0], np.int64))
+    return _Skeleton(specs, arrays, 6, matrices, runs)
 
 
 def adjoint_block(psi: np.ndarray, lam: np.ndarray, num_qubits: int, wires: Sequence[int],
