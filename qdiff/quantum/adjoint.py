@@ -122,6 +122,12 @@ class AdjointRunner(BranchRunner):
             return self._record(eqn, weight, inputs, [(weight, [self._defer(eqn, inputs)])])
         if self._pending and any(isinstance(a.type, QState) for a in eqn.inputs):
             self.flush()
+        if name == "expval":  # <ψ|O|ψ>, all terms in one pass (the back end's kernel)
+            state = inputs[0]
+            value = self.backend.inner_pauli_sum(state, state, _num_qubits(state),
+                                                 pauli_sum_of(eqn.params["terms"]),
+                                                 list(eqn.params["wires"])).real
+            return self._record(eqn, weight, inputs, [(weight, [state, np.asarray(value)])])
         if handler is not None and name in STRUCTURAL:
             return handler(self, eqn, weight, inputs)
         if name == "reset":  # record the outcome, which a reset does not return
@@ -271,10 +277,12 @@ def apply_gates(be: Any, state: Any, ops: list[GateOp]) -> Any:
     from .fusion import plan_blocks
 
     n = _num_qubits(state)
-    if len(ops) == 1:
-        op = ops[0]
-        return be.apply_gate(state, n, op.gate, list(op.wires), op.params)
-    for block in plan_blocks([op.wires for op in ops], max(be.fusion_width(n), 1)):
+    width = be.fusion_width(n)
+    if len(ops) == 1 or width < 1:  # 0: fusion does not pay at this size
+        for op in ops:
+            be.apply_gate(state, n, op.gate, list(op.wires), op.params)
+        return state
+    for block in plan_blocks([op.wires for op in ops], width):
         if len(block) == 1:
             op = ops[block[0]]
             be.apply_gate(state, n, op.gate, list(op.wires), op.params)

@@ -53,9 +53,8 @@ from .primitives import draw_bits, pauli_sum_of
 from .runner import (
     NonTerminatingLoopError,
     QuantumResult,
-    _combine,
     _eqn_is_quantum,
-    _structure,
+    enumerated_result,
     remember_sample,
 )
 from .simulator import density_matrix as dm
@@ -402,13 +401,4 @@ def run_density(program: Program, values: list[Any], tol: float = 1e-12, seed: A
     runner = DensityRunner(tol, seed, max_loop_iterations)
     records = runner.run_program(program, [(0, list(values), np.ones((1, 1), np.complex128))])
     items = [(dm.trace(rho), outs) for _, outs, rho in records]
-    success = 1.0 - runner.postselected_away
-    if runner.postselected_away > 0 and success <= runner.tol:
-        raise QdiffError("postselection succeeds with probability 0: the value is undefined")
-    outputs = _combine(items, runner, success)
-    if not items:
-        outputs = [np.zeros(a.type.shape) for a in program.outputs]
-    return QuantumResult(
-        values=_structure(program, outputs), mode="density", num_branches=len(items),
-        dropped_mass=runner.dropped, unterminated_mass=runner.unterminated,
-        aborted_mass=runner.aborted, postselection_probability=success)
+    return enumerated_result(runner, program, items, "density")

@@ -477,7 +477,14 @@ def _as_number(value: Any) -> np.ndarray:
 
 
 def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> QuantumResult:
-    items = runner.run_program(program, [(1.0, values)])
+    return enumerated_result(runner, program, runner.run_program(program, [(1.0, values)]),
+                             "exact")
+
+
+def enumerated_result(runner: Any, program: Program, items: list[Item],
+                      mode: str) -> QuantumResult:
+    """The result of enumerated (weight, outputs) branches: expectations, conditioned on
+    postselection, with the mass the runner dropped, cut off or aborted."""
     success = 1.0 - runner.postselected_away
     if runner.postselected_away > 0 and success <= runner.tol:
         raise QdiffError("postselection succeeds with probability 0: the value is undefined")
@@ -485,7 +492,7 @@ def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> Quantum
     if not items:
         outputs = [np.zeros(a.type.shape) for a in program.outputs]
     return QuantumResult(
-        values=_structure(program, outputs), mode="exact", num_branches=len(items),
+        values=_structure(program, outputs), mode=mode, num_branches=len(items),
         dropped_mass=runner.dropped, unterminated_mass=runner.unterminated,
         aborted_mass=runner.aborted, postselection_probability=success)
 

@@ -248,6 +248,32 @@ def test_hardware_efficient_gradient_matches_finite_differences(backend):
     assert adjoint.value == pytest.approx(fd.value, abs=1e-12)
 
 
+def test_blocked_sweep_through_loops_with_shared_angles():
+    # gate runs that cross loop iterations, angles computed by classical code from shared
+    # parameters and the loop index (their records sit between the gates of a run)
+    n = 9
+
+    def f(w):
+        q = qm.qubits(n)
+
+        def layer(i):
+            for k in range(n):
+                qm.ry(w[k % 3] * (i + 1) + w[3], q[k])
+            qm.u(w[0], w[1] * i, w[2] - i, q[4])
+            for k in range(n - 1):
+                qm.cz(q[k], q[k + 1])
+            qm.crx(w[4] ** 2, q[2], q[7])
+
+        qdiff.fori_loop(0, 3, layer)
+        return qm.expval("0.5*ZIIIIIIIX + IIYYIIIII", q) ** 2
+
+    w = np.array([0.3, -0.7, 0.5, 0.2, 0.9])
+    fd = gradient(f, w, method="finite-diff", backend="numpy")
+    for backend in BACKENDS:
+        result = gradient(f, w, backend=backend)
+        np.testing.assert_allclose(result.grad, fd.grad, atol=1e-7)
+
+
 def test_blocked_sweep_with_every_gate_measurements_and_u():
     # 8 qubits: blocks of 3 wires on the Numba back end; a mid-circuit measurement splits the
     # runs, u goes through its rotations and global phase, cx/mcx are row permutations
