@@ -10,13 +10,14 @@
   buffers (rows = the block's 2^k amplitudes, one row map for both), then for every gate,
   last first, the derivative ``2 Im<λ|G ψ>`` is summed over the buffer while ``U^†`` is
   applied to both buffers, and the batch is scattered back. Each state crosses memory once
-  per block instead of once per gate, and ψ and λ once more per derivative.
+  per block, instead of once per gate plus (both states) once per derivative.
 
-Two fusions inside a block: a run of diagonal gates (rz, phase, cz, crz, rzz, ...) is one
+Fusions inside a block: a run of diagonal gates (rz, phase, cz, crz, rzz, ...) is one
 diagonal over the block's rows, and since diagonal gates commute with each other and with
 their generators, every derivative of the run is a weighted sum of the row sums
 ``Im<λ_r|ψ_r>`` read in the same pass; a one-target gate takes its derivative in the pass
-that applies its inverse.
+that applies its inverse; two uncontrolled one-target gates on different wires share a pass
+over a quad of rows (in one loop when both are Y rotations, ry: a real 2x2).
 """
 
 from __future__ import annotations
