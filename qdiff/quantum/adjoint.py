@@ -151,7 +151,8 @@ class AdjointRunner(BranchRunner):
                 if k < len(is_state) and is_state[k]:
                     self.states[n] = obj
             w_out = w_in if w is weight else self._new(w)
-            kind = eqn.primitive.name if eqn.primitive.name in RULES else "classical"
+            # gates are swept in runs (`_gates`); every other kind has its rule in RULES
+            kind = eqn.primitive.name if eqn.primitive.name in (*RULES, "gate") else "classical"
             self.records.append(Record(kind, eqn, in_nodes, inputs, out_nodes, tracked,
                                        w_in, w_out, weight, w))
             result.append((w, tracked))
@@ -513,69 +514,6 @@ def _adjoint_blocks(ops: list[GateOp], width: int) -> list[tuple[list[int], list
     return blocks
 
 
-def _gate(sweep: Sweep, record: Record) -> None:
-    # θ̄ = 2 Im<λ_out|G ψ_out>; ψ_in = U^†ψ_out; λ_in = U^†λ_out.
-    eqn = record.eqn
-    assert eqn is not None
-    psi, lam = sweep.state_pair(record.out_nodes[0])
-    angles = tuple(float(a) for a in record.in_values[1:])
-    grads = uncompute_gate(sweep.be, psi, lam, eqn.params["name"], tuple(eqn.params["wires"]),
-                           angles, eqn.params.get("static") or {},
-                           want=lam is not None and any(n is not None
-                                                        for n in record.in_nodes[1:]))
-    for n, g in zip(record.in_nodes[1:], grads):
-        sweep.add(n, np.asarray(g))
-    sweep.psi[record.in_nodes[0]] = psi
-    sweep.add_lam(record.in_nodes[0], lam)
-
-
-def uncompute_gate(be: Any, psi: Any, lam: Any, name: str, wires: tuple[int, ...],
-                   angles: tuple[float, ...], static: dict, want: bool) -> list[float]:
-    """Apply ``U^†`` to ``psi`` and ``lam`` in place; return ``∂J/∂angle`` when ``want``.
-
-    ``psi`` is the state after the gate, ``lam`` its adjoint (or ``None``).
-
-    >>> from qdiff.quantum.simulator import get_backend
-    >>> be = get_backend("numpy")
-    >>> psi = be.apply_gate(be.zero_state(1), 1, "ry", [0], [0.4]); lam = psi * np.array([1, -1])
-    >>> g = uncompute_gate(be, psi, lam, "ry", (0,), (0.4,), {}, True)   # d<Z>/dθ = -sin θ
-    >>> bool(round(g[0], 12) == round(-np.sin(0.4), 12)), np.allclose(psi, [1, 0])
-    (True, True)
-    """
-    spec = gate_spec(name, **static)
-    n = _num_qubits(psi)
-    grads = [0.0] * spec.num_params
-    if not (want and spec.num_params):
-        inverse, inverse_angles = spec.inverse(*angles)
-        for vector in (psi, lam):
-            if vector is not None:
-                be.apply_gate(vector, n, inverse, list(wires), inverse_angles)
-        return grads
-    if spec.generator is not None:
-        steps = [(0, spec, wires)]
-    else:  # u(θ, φ, λ) = e^{iα} rz(φ) ry(θ) rz(λ): walk its rotations backwards
-        steps = [(o.param_index, gate_spec(o.gate), tuple(wires[i] for i in o.wires))
-                 for o in spec.occurrences]
-        phase = spec.global_phase
-        assert phase is not None
-        alpha = phase(*angles)
-        overlap = be.inner(lam, psi)
-        for j in range(spec.num_params):  # α is affine in the angles: central difference
-            step = np.eye(spec.num_params)[j]
-            slope = (phase(*(np.add(angles, step))) - phase(*(np.subtract(angles, step)))) / 2
-            grads[j] -= 2 * slope * overlap.imag
-        psi *= np.exp(-1j * alpha)
-        lam *= np.exp(-1j * alpha)
-    for index, rotation, ws in reversed(steps):
-        theta = angles[index]
-        generated = be.apply_pauli_sum(psi, n, rotation.generator, list(ws))
-        grads[index] += 2 * be.inner(lam, generated).imag
-        inverse, inverse_angles = rotation.inverse(theta)
-        be.apply_gate(psi, n, inverse, list(ws), inverse_angles)
-        be.apply_gate(lam, n, inverse, list(ws), inverse_angles)
-    return grads
-
-
 def _projective(sweep: Sweep, record: Record) -> None:
     # ψ' = A P ψ/√q, w' = w q: q̄ = w̄'w'/q - Re<λ'|ψ'>/q, λ_in = P(A^†λ'/√q + q̄ ψ).
     eqn = record.eqn
@@ -690,7 +628,7 @@ def _sample(sweep: Sweep, record: Record) -> None:
 
 
 RULES: dict[str, Callable[[Sweep, Record], None]] = {
-    "classical": _classical, "gate": _gate, "measure": _projective, "reset": _projective,
+    "classical": _classical, "measure": _projective, "reset": _projective,
     "postselect": _projective, "expval": _readout, "probs": _readout,
     "statevector": _readout, "qalloc": _qalloc, "qextend": _qextend, "merge": _merge,
     "sample": _sample,
