@@ -174,6 +174,14 @@ def _is_quantum(program: Program) -> bool:
     return needs_runner(program)
 
 
+def _classical_options(method: str, options: dict) -> None:
+    """Quantum-only options must not be silently ignored on a classical program."""
+    if method != "auto" or options:
+        given = ", ".join([f"method={method!r}"] * (method != "auto") + sorted(options))
+        raise QdiffError(f"{given}: options of quantum gradients; this program has no quantum "
+                         "operations (its gradient is the classical reverse mode)")
+
+
 def _quantum_gradient(argnums: ArgNums, method: str, options: dict) -> Callable:
     def run(program: Program, args: tuple) -> Any:
         from .quantum.gradients import gradient
@@ -224,8 +232,11 @@ def grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None, method: st
     [[3.0, 4.0], [1.0, 2.0]]
     """
     quantum = _quantum_gradient(argnums, method, options)
-    return _function_or_program(f, lambda p: grad_program(p, argnums, fuse=fuse), "grad",
-                                lambda p, args: quantum(p, args).grad)
+    def build(program: Program) -> Program:
+        _classical_options(method, options)
+        return grad_program(program, argnums, fuse=fuse)
+
+    return _function_or_program(f, build, "grad", lambda p, args: quantum(p, args).grad)
 
 
 def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
@@ -243,8 +254,11 @@ def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
         result = quantum(program, args)
         return result.value, result.grad
 
-    return _function_or_program(f, lambda p: grad_program(p, argnums, has_value=True, fuse=fuse),
-                                "value_and_grad", both)
+    def build(program: Program) -> Program:
+        _classical_options(method, options)
+        return grad_program(program, argnums, has_value=True, fuse=fuse)
+
+    return _function_or_program(f, build, "value_and_grad", both)
 
 
 # ------------------------------------------------------------------------------- jvp and vjp

@@ -248,11 +248,8 @@ def _eqn_spec(eqn: Eqn) -> GateSpec:
     hit = _SPECS.get(id(eqn))
     if hit is not None and hit[0] is eqn:
         return hit[1]
-    params = eqn.params
-    static = dict(params.get("static") or {})
-    if params["name"] in ("mcx", "mcz") and "num_controls" not in static:
-        static["num_controls"] = len(params["wires"]) - 1
-    spec = gate_spec(params["name"], **static)
+    # the gate's type rule already built this spec: num_controls, pauli, matrix are in static
+    spec = gate_spec(eqn.params["name"], **(eqn.params.get("static") or {}))
     if len(_SPECS) > 8192:
         _SPECS.clear()
     _SPECS[id(eqn)] = (eqn, spec)

@@ -51,8 +51,8 @@ from ..ir.types import QState
 from .gates import gate_spec
 from .primitives import draw_bits, pauli_sum_of
 from .runner import (
-    NonTerminatingLoopError,
     QuantumResult,
+    RunAccounting,
     _eqn_is_quantum,
     enumerated_result,
     remember_sample,
@@ -79,7 +79,7 @@ RHO = _Rho()
 Record = tuple[int, list[Any], np.ndarray]
 
 
-class DensityRunner:
+class DensityRunner(RunAccounting):
     """One run of a program on density matrices (see the module docstring).
 
     >>> import qdiff
@@ -94,15 +94,7 @@ class DensityRunner:
 
     def __init__(self, tol: float = 1e-12, seed: Any = None,
                  max_loop_iterations: int = 100_000, zero_exit_limit: int = 1_000):
-        self.tol = tol
-        self.rng = np.random.default_rng(seed)
-        self.max_loop_iterations = max_loop_iterations
-        self.zero_exit_limit = zero_exit_limit
-        self.dropped = 0.0
-        self.unterminated = 0.0
-        self.aborted = 0.0
-        self.postselected_away = 0.0
-        self.samples: dict[int, np.ndarray] = {}  # arrays drawn by `sample`, by id
+        super().__init__(tol, seed, max_loop_iterations, zero_exit_limit)
         self._deaths: dict[int, tuple[Program, list[list[Var]], list[Var]]] = {}
 
     # -- programs ---------------------------------------------------------------------------
@@ -172,11 +164,7 @@ class DensityRunner:
 
     def keep(self, rho: np.ndarray) -> bool:
         """Whether a record of weight ``Tr rho`` survives pruning (else it is reported)."""
-        weight = dm.trace(rho)
-        if weight < self.tol:
-            self.dropped += weight
-            return False
-        return True
+        return self.keep_mass(dm.trace(rho))
 
 
 def merge_records(records: list[tuple[int, Any, np.ndarray]]) -> list[tuple[int, Any, np.ndarray]]:
@@ -359,18 +347,10 @@ def _while(r: DensityRunner, eqn: Eqn, records: list[Record]) -> list[Record]:
         continuing = []
         for k, (pred, *carry), rho in tested:
             (continuing if bool(pred) else finished).append((k, carry, rho))
-        if not continuing:
+        if not continuing or r.stop_loop(iterations, p["max_iter"],
+                                         sum(dm.trace(rho) for _, _, rho in continuing),
+                                         bool(finished)):
             break
-        if p["max_iter"] is not None and iterations >= p["max_iter"]:
-            r.aborted += sum(dm.trace(rho) for _, _, rho in continuing)
-            break
-        if iterations >= r.max_loop_iterations:
-            r.unterminated += sum(dm.trace(rho) for _, _, rho in continuing)
-            break
-        if not finished and iterations >= r.zero_exit_limit:
-            raise NonTerminatingLoopError(
-                f"the while loop's exit probability stayed zero for {iterations} iterations: "
-                "it cannot terminate (check the loop test and what the body prepares)")
         live = r.run_program(p["body"], [(k, [*body_consts[k], *c], rho)
                                           for k, c, rho in continuing])
         iterations += 1

@@ -47,10 +47,9 @@ import numpy as np
 
 from ..ir.core import Eqn, Program, Var
 from ..ir.errors import TypeCheckError
-from ..ir.type_rules import tensor
 from ..ir.types import Type
-from .gates import GateSpec, gate_spec
-from .primitives import _register, _state, _wires, gate_p
+from .gates import GateSpec
+from .primitives import _register, _state, _wires, check_angles, checked_gate_spec, gate_p
 from .simulator import GateOp, get_backend
 
 __all__ = ["FusionStats", "fuse_gates", "fused_program", "plan_blocks", "apply_fused_gate_eqn",
@@ -61,16 +60,9 @@ __all__ = ["FusionStats", "fuse_gates", "fused_program", "plan_blocks", "apply_f
 def _part_spec(part: Any, what: str) -> GateSpec:
     try:
         name, local, static, num_angles = part
-        spec = gate_spec(name, **(static or {}))
-    except (KeyError, TypeError, ValueError) as exc:
+    except (TypeError, ValueError) as exc:
         raise TypeCheckError(f"{what}: bad part {part!r}: {exc}") from None
-    if num_angles != spec.num_params:
-        raise TypeCheckError(f"{what}: gate {name!r} takes {spec.num_params} angle(s), "
-                             f"the part says {num_angles}")
-    if len(local) != spec.num_qubits:
-        raise TypeCheckError(f"{what}: gate {name!r} acts on {spec.num_qubits} wire(s), "
-                             f"the part gives {local}")
-    return spec
+    return checked_gate_spec(name, static, num_angles, local, f"{what} part")
 
 
 def _fused_gate_rule(state: Type, *angles: Type, wires: tuple[int, ...],
@@ -89,11 +81,7 @@ def _fused_gate_rule(state: Type, *angles: Type, wires: tuple[int, ...],
         count += part[3]
     if len(angles) != count:
         raise TypeCheckError(f"fused_gate: its parts take {count} angle(s), got {len(angles)}")
-    for k, angle in enumerate(angles):
-        t = tensor(angle, f"angle {k} of fused_gate")
-        if t.shape != () or t.np_dtype.kind != "f":
-            raise TypeCheckError(f"angle {k} of fused_gate must be a real scalar, got "
-                                 f"{t.short()}")
+    check_angles(angles, "fused_gate")
     return (s,)
 
 

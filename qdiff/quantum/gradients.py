@@ -37,7 +37,7 @@ from ..ir import pytree
 from ..ir.core import Program
 from ..ir.errors import QdiffError
 from .adjoint import RecordedRun
-from .runner import BranchRunner
+from .runner import BranchRunner, _structure, enumerated_outputs
 
 METHODS = ("auto", "adjoint", "finite-diff")
 
@@ -105,13 +105,6 @@ def _flat_cotangent(program: Program, cotangent: Any) -> list[np.ndarray]:
         if c.shape != t.shape:
             raise QdiffError(f"cotangent {k} has shape {c.shape}; output {k} is {t.short()}")
     return cts
-
-
-def _structure(program: Program, outputs: list[Any]) -> Any:
-    outputs = [o[()] if isinstance(o, np.ndarray) and o.ndim == 0 else o for o in outputs]
-    if program.out_tree is None:
-        return outputs[0] if len(outputs) == 1 else tuple(outputs)
-    return pytree.unflatten(program.out_tree, outputs)
 
 
 def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
@@ -254,12 +247,9 @@ def _finite_differences(program: Program, leaves: list[Any], cts: list[np.ndarra
 
 def _exact_outputs(program: Program, values: list[Any], tol: float,
                    backend: str) -> tuple[list[np.ndarray], BranchRunner]:
-    from .runner import _exact
-
     runner = BranchRunner("exact", backend, tol)
-    result = _exact(runner, program, [np.asarray(v) for v in values])
-    outs = pytree.flatten(result.values if isinstance(result.values, tuple)
-                          else (result.values,))[0]
+    items = runner.run_program(program, [(1.0, [np.asarray(v) for v in values])])
+    outs, _ = enumerated_outputs(runner, program, items)
     return [np.asarray(o, np.float64) for o in outs], runner
 
 
@@ -319,4 +309,4 @@ def jacobian(f: Any, *args: Any, argnums: Any = 0, tol: float = 1e-12,
         blocks = [np.stack(r).reshape(out_type.shape + np.shape(leaves[p]))
                   for r, p in zip(rows, positions)]
         outputs.append(pytree.unflatten(tree, blocks))
-    return _structure(program, outputs) if len(outputs) > 1 or program.out_tree else outputs[0]
+    return _structure(program, outputs)

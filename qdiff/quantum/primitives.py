@@ -21,6 +21,7 @@ Layouts:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -86,22 +87,36 @@ def _qextend_impl(state: np.ndarray, *, num_qubits: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------- gates
-def _gate_rule(state: Type, *angles: Type, name: str, wires: tuple[int, ...],
-               static: dict | None = None) -> tuple[Type, ...]:
-    s = _state(state)
+def checked_gate_spec(name: str, static: dict | None, num_angles: int, wires: Sequence[int],
+                      what: str) -> Any:
+    """The GateSpec of a gate applied with ``num_angles`` angles to ``wires``, or a
+    `TypeCheckError` naming ``what`` (shared by ``gate`` and the parts of ``fused_gate``)."""
     try:
         spec = gate_spec(name, **(static or {}))
     except (KeyError, TypeError, ValueError) as exc:
-        raise TypeCheckError(str(exc)) from None
-    if len(angles) != spec.num_params:
-        raise TypeCheckError(f"gate {name!r} takes {spec.num_params} angle(s), got {len(angles)}")
-    for k, angle in enumerate(angles):
-        t = tensor(angle, f"angle {k} of gate {name!r}")
-        if t.shape != () or t.np_dtype.kind != "f":
-            raise TypeCheckError(
-                f"angle {k} of gate {name!r} must be a real scalar, got {t.short()}")
+        raise TypeCheckError(f"{what}: {exc}") from None
+    if num_angles != spec.num_params:
+        raise TypeCheckError(f"{what}: gate {name!r} takes {spec.num_params} angle(s), "
+                             f"got {num_angles}")
     if len(wires) != spec.num_qubits:
-        raise TypeCheckError(f"gate {name!r} acts on {spec.num_qubits} wire(s), got {wires}")
+        raise TypeCheckError(f"{what}: gate {name!r} acts on {spec.num_qubits} wire(s), "
+                             f"got {tuple(wires)}")
+    return spec
+
+
+def check_angles(angles: Sequence[Type], what: str) -> None:
+    """Every angle operand is a real scalar."""
+    for k, angle in enumerate(angles):
+        t = tensor(angle, f"angle {k} of {what}")
+        if t.shape != () or t.np_dtype.kind != "f":
+            raise TypeCheckError(f"angle {k} of {what} must be a real scalar, got {t.short()}")
+
+
+def _gate_rule(state: Type, *angles: Type, name: str, wires: tuple[int, ...],
+               static: dict | None = None) -> tuple[Type, ...]:
+    s = _state(state)
+    checked_gate_spec(name, static, len(angles), wires, "gate")
+    check_angles(angles, f"gate {name!r}")
     _wires(wires, s.num_qubits, f"gate {name!r}")
     return (s,)
 

@@ -85,16 +85,11 @@ def _eqn_is_quantum(eqn: Eqn) -> bool:
         needs_runner(sub) for _, sub in eqn.subprograms())
 
 
-class BranchRunner:
-    """One run of a program in ``exact`` or ``sample`` mode (see the module docstring)."""
+class RunAccounting:
+    """What every runner of the semantics shares: the pruning tolerance, the loop limits, the
+    random generator, and the probability mass the run pruned, cut off or aborted."""
 
-    def __init__(self, mode: str = "exact", backend: str = "auto", tol: float = 1e-12,
-                 seed: Any = None, max_loop_iterations: int = 100_000,
-                 zero_exit_limit: int = 1_000, fuse: bool | int | None = None):
-        if mode not in ("exact", "sample"):
-            raise QdiffError(f"mode must be 'exact', 'sample' or 'density', got {mode!r}")
-        self.mode = mode
-        self.backend = get_backend(backend)
+    def __init__(self, tol: float, seed: Any, max_loop_iterations: int, zero_exit_limit: int):
         self.tol = tol
         self.rng = np.random.default_rng(seed)
         self.max_loop_iterations = max_loop_iterations
@@ -103,8 +98,44 @@ class BranchRunner:
         self.unterminated = 0.0
         self.aborted = 0.0
         self.postselected_away = 0.0
-        self.rejected_shots = 0
         self.samples: dict[int, np.ndarray] = {}  # arrays drawn by `sample`, by id
+
+    def keep_mass(self, weight: float) -> bool:
+        """Whether a branch of probability ``weight`` survives pruning (else it is reported)."""
+        if weight < self.tol:
+            self.dropped += weight
+            return False
+        return True
+
+    def stop_loop(self, iterations: int, max_iter: int | None, live_mass: float,
+                  exited_any: bool) -> bool:
+        """Whether a while loop stops before iteration ``iterations + 1``, booking the mass
+        still live; a loop that never exited for ``zero_exit_limit`` iterations is an error."""
+        if max_iter is not None and iterations >= max_iter:
+            self.aborted += live_mass  # while^(T): abort, mass dropped
+            return True
+        if iterations >= self.max_loop_iterations:
+            self.unterminated += live_mass
+            return True
+        if not exited_any and iterations >= self.zero_exit_limit:
+            raise NonTerminatingLoopError(
+                f"the while loop's exit probability stayed zero for {iterations} iterations: "
+                "it cannot terminate (check the loop test and what the body prepares)")
+        return False
+
+
+class BranchRunner(RunAccounting):
+    """One run of a program in ``exact`` or ``sample`` mode (see the module docstring)."""
+
+    def __init__(self, mode: str = "exact", backend: str = "auto", tol: float = 1e-12,
+                 seed: Any = None, max_loop_iterations: int = 100_000,
+                 zero_exit_limit: int = 1_000, fuse: bool | int | None = None):
+        if mode not in ("exact", "sample"):
+            raise QdiffError(f"mode must be 'exact', 'sample' or 'density', got {mode!r}")
+        super().__init__(tol, seed, max_loop_iterations, zero_exit_limit)
+        self.mode = mode
+        self.backend = get_backend(backend)
+        self.rejected_shots = 0
         # gate fusion (`fusion.py`): on by default, with the back end's block width for the
         # register (none where fusing does not pay); an int forces that width
         self.fuse = True if fuse is None else fuse
@@ -145,12 +176,6 @@ class BranchRunner:
     def merge(self, items: list[Item]) -> list[Item]:
         """Merge identical branches (`merge_branches`); the adjoint recorder records it."""
         return merge_branches(items)
-
-    def _keep(self, weight: float) -> bool:
-        if weight < self.tol:
-            self.dropped += weight
-            return False
-        return True
 
     # -- measurement ------------------------------------------------------------------------
     def split(self, state: np.ndarray, wire: int) -> list[tuple[int, float, np.ndarray]]:
@@ -211,7 +236,7 @@ def _measure(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Ite
     for outcome, p, branch in outcomes:
         if reset and outcome == 1:
             branch = r.backend.apply_gate(branch, _num_qubits(branch), "x", [wire])
-        if r._keep(w * p):
+        if r.keep_mass(w * p):
             items.append((w * p, [branch, np.asarray(outcome, np.int64)]))
     return items
 
@@ -234,7 +259,7 @@ def _postselect(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[
     items = []
     for outcome, p, branch in outcomes:
         if outcome == value:
-            if r._keep(w * p):
+            if r.keep_mass(w * p):
                 items.append((w * p, [branch]))
         else:
             r.postselected_away += w * p
@@ -328,18 +353,9 @@ def _while(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]
             else:
                 finished.append((wi, c))
                 exited_any = True
-        if not continuing:
+        if not continuing or r.stop_loop(iterations, p["max_iter"],
+                                         sum(wi for wi, _ in continuing), exited_any):
             break
-        if p["max_iter"] is not None and iterations >= p["max_iter"]:
-            r.aborted += sum(wi for wi, _ in continuing)  # while^(T): abort, mass dropped
-            break
-        if iterations >= r.max_loop_iterations:
-            r.unterminated += sum(wi for wi, _ in continuing)
-            break
-        if not exited_any and iterations >= r.zero_exit_limit:
-            raise NonTerminatingLoopError(
-                f"the while loop's exit probability stayed zero for {iterations} iterations: "
-                "it cannot terminate (check the loop test and what the body prepares)")
         live = r.merge(
             r.run_program(p["body"], [(wi, [*body_consts, *c]) for wi, c in continuing]))
         iterations += 1
@@ -466,8 +482,13 @@ def _combine(items: list[Item], runner: Any, scale: float = 1.0) -> list[Any]:
         column = [outs[k] for _, outs in items]
         if all(is_sample(runner, v) for v in column):
             outputs.append(mix_samples(column, [w for w, _ in items], runner.rng))
-        else:
-            outputs.append(sum(w * _as_number(v) for (w, _), v in zip(items, column)) / scale)
+        else:  # one new array, accumulated in place (a statevector output is big)
+            total = items[0][0] * _as_number(column[0])
+            for (w, _), v in zip(items[1:], column[1:]):
+                total += w * _as_number(v)
+            if scale != 1.0:
+                total /= scale
+            outputs.append(total)
     return outputs
 
 
@@ -481,16 +502,23 @@ def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> Quantum
                              "exact")
 
 
+def enumerated_outputs(runner: Any, program: Program,
+                       items: list[Item]) -> tuple[list[Any], float]:
+    """The flat outputs of enumerated branches (expectations, conditioned on postselection)
+    and the postselection probability."""
+    success = 1.0 - runner.postselected_away
+    if runner.postselected_away > 0 and success <= runner.tol:
+        raise QdiffError("postselection succeeds with probability 0: the value is undefined")
+    if not items:
+        return [np.zeros(a.type.shape) for a in program.outputs], success
+    return _combine(items, runner, success), success
+
+
 def enumerated_result(runner: Any, program: Program, items: list[Item],
                       mode: str) -> QuantumResult:
     """The result of enumerated (weight, outputs) branches: expectations, conditioned on
     postselection, with the mass the runner dropped, cut off or aborted."""
-    success = 1.0 - runner.postselected_away
-    if runner.postselected_away > 0 and success <= runner.tol:
-        raise QdiffError("postselection succeeds with probability 0: the value is undefined")
-    outputs = _combine(items, runner, success)
-    if not items:
-        outputs = [np.zeros(a.type.shape) for a in program.outputs]
+    outputs, success = enumerated_outputs(runner, program, items)
     return QuantumResult(
         values=_structure(program, outputs), mode=mode, num_branches=len(items),
         dropped_mass=runner.dropped, unterminated_mass=runner.unterminated,

@@ -239,3 +239,10 @@ def test_sample_readouts_are_refused_clearly():
 
     with pytest.raises(qdiff.QdiffError, match="qm.sample cannot be differentiated"):
         gradient(f, 0.3)
+
+
+def test_quantum_options_on_a_classical_program_are_an_error():
+    with pytest.raises(qdiff.QdiffError, match="no quantum operations"):
+        qdiff.grad(lambda x: x * x, method="finite-diff")(2.0)
+    with pytest.raises(qdiff.QdiffError, match="tol"):
+        qdiff.value_and_grad(lambda x: x * x, tol=1e-9)(2.0)

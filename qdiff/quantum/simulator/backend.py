@@ -382,9 +382,10 @@ class StatevectorBackend(abc.ABC):
                alpha: complex, beta: complex) -> None:
         """``state[i] <- alpha*state[i] + beta*(-1)^parity((i^x)&z) * state[i^x]`` for all i."""
 
-    @abc.abstractmethod
     def _pauli_sums(self, state: Any, x_masks: np.ndarray, z_masks: np.ndarray) -> np.ndarray:
-        """Per term: ``sum_i conj(state[i^x]) (-1)^parity(i&z) state[i]`` (host complex128)."""
+        """Per term: ``sum_i conj(state[i^x]) (-1)^parity(i&z) state[i]`` (host complex128):
+        the cross term `_pauli_cross` with bra = ket."""
+        return self._pauli_cross(state, state, x_masks, z_masks)
 
     # -- array handling ---------------------------------------------------------------------
     def _available_bytes(self) -> int | None:

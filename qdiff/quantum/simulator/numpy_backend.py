@@ -57,17 +57,6 @@ class ArrayModuleBackend(StatevectorBackend):
             new += dt(alpha) * state
         state[...] = new
 
-    def _pauli_sums(self, state: Any, x_masks: np.ndarray, z_masks: np.ndarray) -> np.ndarray:
-        xp = self.xp
-        i = xp.arange(state.shape[0], dtype=xp.int64)
-        out = np.empty(len(x_masks), dtype=np.complex128)
-        for k, (x, z) in enumerate(zip(x_masks.tolist(), z_masks.tolist(), strict=True)):
-            sign = (1 - 2 * parity(i & z)).astype(state.real.dtype)
-            # Sum in complex128 so complex64 states keep ~1e-7 relative accuracy.
-            terms = xp.conj(state[i ^ x] if x else state) * sign * state
-            out[k] = complex(xp.sum(terms.astype(xp.complex128)))
-        return out
-
 
 class NumpyBackend(ArrayModuleBackend):
     """The NumPy reference back end (always available).
