@@ -192,3 +192,8 @@ def _safe_log(x: Any) -> Any:
 
 
 register_elementwise_rules(PRIMITIVES, UNARY, BINARY, select_p, convert_p)
+
+# Everything that acts on each element alone: what fusion and the vectorized map evaluate as one
+# array pass.
+ELEMENTWISE_PRIMITIVES: frozenset[Primitive] = frozenset((*PRIMITIVES.values(), convert_p,
+                                                          select_p))

@@ -106,18 +106,13 @@ def _map_impl(*args: Any, body: Program, num_consts: int,
             for k, t in enumerate(body.out_types)]
 
 
-_ELEMENTWISE: set = set()
-
-
 def _scalar_elementwise(body: Program) -> bool:
     """Whether ``body`` takes scalars and applies only elementwise primitives, so running
     it once on whole arrays computes every row."""
-    if not _ELEMENTWISE:
-        from .elementwise import PRIMITIVES, convert_p, select_p
+    from .elementwise import ELEMENTWISE_PRIMITIVES
 
-        _ELEMENTWISE.update((*PRIMITIVES.values(), convert_p, select_p))
     return (all(isinstance(t, Tensor) and t.shape == () for t in body.in_types)
-            and all(eqn.primitive in _ELEMENTWISE for eqn in body.eqns))
+            and all(eqn.primitive in ELEMENTWISE_PRIMITIVES for eqn in body.eqns))
 
 
 def _fresh_row_array(out: Any, n: int, t: Tensor, taken: Sequence[Any]) -> bool:

@@ -90,10 +90,10 @@ def count_primitives(program: Program, name: str) -> int:
     return total
 
 
-def _elementwise_primitives() -> set[Primitive]:
-    from ...classical.elementwise import PRIMITIVES, convert_p, select_p
+def _elementwise_primitives() -> frozenset[Primitive]:
+    from ...classical.elementwise import ELEMENTWISE_PRIMITIVES  # classical builds on the IR
 
-    return {*PRIMITIVES.values(), convert_p, select_p}
+    return ELEMENTWISE_PRIMITIVES
 
 
 def _fuse(program: Program, nested: bool) -> Program:
