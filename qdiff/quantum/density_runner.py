@@ -48,6 +48,7 @@ import numpy as np
 from ..ir.core import Eqn, Literal, Program, Var
 from ..ir.errors import QdiffError
 from ..ir.types import QState
+from .fusion import fused_gate_ops
 from .gates import gate_spec
 from .primitives import draw_bits, pauli_sum_of
 from .runner import (
@@ -255,12 +256,9 @@ def _gate(r: DensityRunner, eqn: Eqn, inputs: list[Any], rho: np.ndarray) -> lis
 def _fused_gate(r: DensityRunner, eqn: Eqn, inputs: list[Any], rho: np.ndarray) -> list:
     # a fused run of gates (`fusion.py`): its parts one by one, each from the gate table
     _, *angles = inputs
-    wires, n, start = eqn.params["wires"], _num_qubits(rho), 0
-    for name, local, static, count in eqn.params["parts"]:
-        spec = gate_spec(name, **(static or {}))
-        rho = dm.apply_gate(rho, n, spec, [wires[k] for k in local],
-                            [float(a) for a in angles[start:start + count]])
-        start += count
+    n = _num_qubits(rho)
+    for op in fused_gate_ops(eqn.params["wires"], eqn.params["parts"], angles):
+        rho = dm.apply_gate(rho, n, op.gate, list(op.wires), list(op.params))
     return [([RHO], rho)]
 
 

@@ -53,6 +53,7 @@ from .primitives import _register, _state, _wires, check_angles, checked_gate_sp
 from .simulator import GateOp, get_backend
 
 __all__ = ["FusionStats", "fuse_gates", "fused_program", "plan_blocks", "apply_fused_gate_eqn",
+           "fused_gate_ops",
            "fused_gate_p"]
 
 
@@ -126,10 +127,19 @@ def apply_fused_gate_eqn(backend: Any, state: Any, angles: Sequence[Any], *,
     [0.5, 0.0, 0.0, 0.5]
     """
     num_qubits = int(state.shape[0]).bit_length() - 1
+    return backend.apply_fused(state, num_qubits, wires, fused_gate_ops(wires, parts, angles))
+
+
+def fused_gate_ops(wires: tuple[int, ...], parts: tuple, angles: Sequence[Any]) -> list[GateOp]:
+    """The parts of a ``fused_gate`` equation as gate operations on the register's wires.
+
+    >>> [(op.gate.name, op.wires) for op in fused_gate_ops(
+    ...     (3, 5), (("h", (0,), None, 0), ("cx", (1, 0), None, 0)), [])]
+    [('h', (3,)), ('cx', (5, 3))]
+    """
     values = [float(a) for a in angles]
-    ops = [GateOp(spec, ws, tuple(values[lo:hi]))
-           for spec, ws, lo, hi in _plan(tuple(wires), parts).specs]
-    return backend.apply_fused(state, num_qubits, wires, ops)
+    return [GateOp(spec, ws, tuple(values[lo:hi]))
+            for spec, ws, lo, hi in _plan(tuple(wires), parts).specs]
 
 
 @fused_gate_p.def_impl("numpy")
