@@ -15,7 +15,8 @@ timings.
 from __future__ import annotations
 
 import argparse
-import time
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +25,9 @@ from scipy.special import multigammaln
 
 import qdiff
 import qdiff.numpy as qnp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # common.py, however started
+import common  # noqa: E402
 
 SIZES = [(2, 5, 1000), (10, 25, 10000)]
 GAMMA, M = 1.0, 0
@@ -78,12 +82,7 @@ def make_inputs(d: int, k: int, n: int, seed: int = 0) -> tuple[np.ndarray, ...]
 
 
 def best_time(fn: Callable[[], Any], repeats: int = 3) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return common.best_of(fn, repeats)[0]
 
 
 def time_qdiff(args: tuple) -> tuple[float, float, np.ndarray]:

@@ -42,6 +42,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # common.py, however started
+import common  # noqa: E402
+
 
 def _parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -73,16 +76,10 @@ def _parse() -> argparse.Namespace:
 
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:  # thread pools are sized when their libraries load: set them first
-    for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                "OPENBLAS_NUM_THREADS"):
-        os.environ[var] = str(ARGS.threads)
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
-                               + f" --xla_cpu_multi_thread_eigen={str(ARGS.threads > 1).lower()}"
-                               + f" intra_op_parallelism_threads={ARGS.threads}")
+    common.pin_threads(ARGS.threads, xla=True)
 
 import numpy as np  # noqa: E402
 
-import qdiff  # noqa: E402
 from qdiff import quantum as qm  # noqa: E402
 
 METHODS = ["qdiff", "lightning", "qiskit-rev", "qiskit-shift", "jax"]
@@ -90,11 +87,6 @@ Method = Callable[[np.ndarray], tuple[Callable[[], Any], Callable[[], Any]]]
 
 
 # ------------------------------------------------------------------------------- the problem
-def angles(n: int, layers: int, seed: int = 0) -> np.ndarray:
-    """Angles ``[layer, 0 = RY / 1 = RZ, wire]``, uniform in [-π, π)."""
-    return np.random.default_rng(seed).uniform(-np.pi, np.pi, (layers, 2, n))
-
-
 def pauli_terms(n: int, observable: str) -> list[tuple[float, str, tuple[int, ...]]]:
     """The observable as (coefficient, Pauli letters, wires) terms."""
     if observable == "Z":
@@ -113,20 +105,7 @@ def qdiff_observable(n: int, observable: str) -> qm.PauliSum:
 
 
 def qdiff_program(n: int, layers: int, observable: str) -> Any:
-    obs = qdiff_observable(n, observable)
-
-    def energy(w: Any) -> Any:
-        q = qm.qubits(n)
-        for layer in range(layers):
-            for i in range(n):
-                qm.ry(w[layer, 0, i], q[i])
-            for i in range(n):
-                qm.rz(w[layer, 1, i], q[i])
-            for i in range(n - 1):
-                qm.cx(q[i], q[i + 1])
-        return qm.expval(obs, q)
-
-    return qdiff.program(energy, name=f"hea{n}x{layers}")
+    return common.hea_program(n, layers, qdiff_observable(n, observable))
 
 
 # ----------------------------------------------------------------------------------- methods
@@ -143,13 +122,12 @@ def qdiff_method(n: int, layers: int, observable: str) -> Any:
 
 
 def lightning_method(n: int, layers: int, observable: str) -> Any:
-    try:
-        import pennylane as qml
-        from pennylane import numpy as pnp
-
-        dev = qml.device("lightning.qubit", wires=n)
-    except Exception:  # noqa: BLE001 - any import or plugin failure means "not installed"
+    setup = common.lightning_device(n)
+    if setup is None:
         return None
+    qml, dev = setup
+    from pennylane import numpy as pnp
+
     paulis = {"X": qml.PauliX, "Y": qml.PauliY, "Z": qml.PauliZ}
     ops = []
     coeffs = []
@@ -163,13 +141,7 @@ def lightning_method(n: int, layers: int, observable: str) -> Any:
 
     @qml.qnode(dev, diff_method="adjoint")
     def circuit(a: Any) -> Any:
-        for layer in range(layers):
-            for i in range(n):
-                qml.RY(a[layer, 0, i], wires=i)
-            for i in range(n):
-                qml.RZ(a[layer, 1, i], wires=i)
-            for i in range(n - 1):
-                qml.CNOT(wires=[i, i + 1])
+        common.pennylane_hea(qml, n, layers, a)
         return qml.expval(hamiltonian)
 
     grad = qml.grad(circuit)
@@ -182,18 +154,11 @@ def lightning_method(n: int, layers: int, observable: str) -> Any:
 
 
 def _qiskit_problem(n: int, layers: int, observable: str) -> Any:
-    from qiskit.circuit import ParameterVector, QuantumCircuit
+    from qiskit.circuit import ParameterVector
     from qiskit.quantum_info import SparsePauliOp
 
-    theta = ParameterVector("w", layers * 2 * n)
-    qc = QuantumCircuit(n)
-    for layer in range(layers):
-        for i in range(n):
-            qc.ry(theta[(layer * 2) * n + i], i)
-        for i in range(n):
-            qc.rz(theta[(layer * 2 + 1) * n + i], i)
-        for i in range(n - 1):
-            qc.cx(i, i + 1)
+    theta = np.array(list(ParameterVector("w", layers * 2 * n)), dtype=object)
+    qc = common.qiskit_circuit(n, common.hea_gates(n, layers, theta.reshape(layers, 2, n)))
     op = SparsePauliOp.from_sparse_list(
         [(letters, list(wires), coef) for coef, letters, wires in pauli_terms(n, observable)],
         num_qubits=n)
@@ -305,12 +270,8 @@ def best_time(run: Callable[[], Any], repeats: int, budget: float) -> tuple[floa
     first = time.perf_counter() - t0
     if first > budget:
         return first, True, result
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - t0)
-    return best, False, result
+    best, last = common.best_of(run, repeats)
+    return best, False, last if repeats > 0 else result
 
 
 def skipped(args: argparse.Namespace, method: str, n: int, layers: int) -> bool:
@@ -337,7 +298,7 @@ def main() -> None:
     summary: list[str] = []
     for n in args.sizes:
         for layers in args.layers:
-            w = angles(n, layers)
+            w = common.hea_angles(n, layers)
             for observable in args.observables:
                 reference = None
                 times: dict[str, tuple[float, float]] = {}
@@ -375,10 +336,7 @@ def main() -> None:
     print(f"threads: {args.threads} (NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS}, "
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}); cores={os.cpu_count()}; "
           f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f}")
-    widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(header)]
-    print("  ".join(h.rjust(wd) for h, wd in zip(header, widths)))
-    for r in rows:
-        print("  ".join(c.rjust(wd) for c, wd in zip(r, widths)))
+    common.print_table(header, rows)
     print()
     for line in summary:
         print(line)

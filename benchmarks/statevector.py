@@ -37,8 +37,10 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # common.py, however started
+import common  # noqa: E402
 
 
 def _parse() -> argparse.Namespace:
@@ -61,53 +63,18 @@ def _parse() -> argparse.Namespace:
 
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:  # thread pools are sized when their libraries load: set them first
-    for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                "OPENBLAS_NUM_THREADS", "QULACS_NUM_THREADS"):
-        os.environ[var] = str(ARGS.threads)
+    common.pin_threads(ARGS.threads, common.THREAD_VARIABLES + ("QULACS_NUM_THREADS",))
 
 import numpy as np  # noqa: E402
 
-import qdiff  # noqa: E402
 from qdiff import quantum as qm  # noqa: E402
 from qdiff.quantum.simulator import available_backends  # noqa: E402
 
 
 # ------------------------------------------------------------------------------- the circuit
-def hea_angles(n: int, layers: int, seed: int = 0) -> np.ndarray:
-    """Angles ``[layer, 0 = RY / 1 = RZ, wire]``."""
-    return np.random.default_rng(seed).uniform(-np.pi, np.pi, (layers, 2, n))
-
-
-def hea_program(n: int, layers: int) -> Any:
-    """The ansatz as a qdiff program of its angles, returning the final state."""
-
-    def hea(angles: Any) -> Any:
-        q = qm.qubits(n)
-        for layer in range(layers):
-            for w in range(n):
-                qm.ry(angles[layer, 0, w], q[w])
-            for w in range(n):
-                qm.rz(angles[layer, 1, w], q[w])
-            for w in range(n - 1):
-                qm.cx(q[w], q[w + 1])
-        return qm.state(q)
-
-    return qdiff.program(hea, name=f"hea{n}x{layers}")
-
-
-def qiskit_circuit(angles: np.ndarray) -> Any:
-    import qiskit
-
+def hea_qiskit(angles: np.ndarray) -> Any:
     layers, _, n = angles.shape
-    qc = qiskit.QuantumCircuit(n)
-    for layer in range(layers):
-        for w in range(n):
-            qc.ry(float(angles[layer, 0, w]), w)
-        for w in range(n):
-            qc.rz(float(angles[layer, 1, w]), w)
-        for w in range(n - 1):
-            qc.cx(w, w + 1)
-    return qc
+    return common.qiskit_circuit(n, common.hea_gates(n, layers, angles))
 
 
 # ---------------------------------------------------------------------------------- timing
@@ -116,12 +83,7 @@ def best_time(run: Callable[[], Any], repeats: int, budget: float) -> float:
     t0 = time.perf_counter()
     run()
     first = time.perf_counter() - t0
-    best = float("inf")
-    for _ in range(repeats if first < budget / max(repeats, 1) else 1):
-        t0 = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    return common.best_of(run, repeats if first < budget / max(repeats, 1) else 1)[0]
 
 
 def measure(make: Callable[[int], Callable[[], Any]], layers: int, repeats: int,
@@ -137,38 +99,10 @@ def measure(make: Callable[[int], Callable[[], Any]], layers: int, repeats: int,
     return f"{best_time(make(layers), repeats, budget) * 1e3:.1f}"
 
 
-def copy_bandwidth(num_bytes: int, threads: int) -> float:
-    """Bytes per second ``np.copyto`` moves (read + write) between two complex128 arrays of
-    this size: the better of one thread and ``threads`` threads each copying a slice (NumPy
-    releases the GIL while copying)."""
-    a = np.ones(num_bytes // 16, np.complex128)
-    b = np.empty_like(a)
-    bounds = np.linspace(0, a.size, threads + 1).astype(int)
-    slices = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
-    reps = max(3, int(4e8 // max(num_bytes, 1)))
-
-    def best_of(copy: Callable[[], Any]) -> float:
-        copy()
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                copy()
-            best = min(best, (time.perf_counter() - t0) / reps)
-        return 2 * a.nbytes / best
-
-    single = best_of(lambda: np.copyto(b, a))
-    if threads == 1:
-        return single
-    with ThreadPoolExecutor(threads) as pool:
-        multi = best_of(lambda: list(pool.map(lambda sl: np.copyto(b[sl], a[sl]), slices)))
-    return max(single, multi)
-
-
 # ------------------------------------------------------------------------------ simulators
 def qdiff_runner(n: int, backend: str, fuse: bool, angles: np.ndarray) -> Callable[[int], Any]:
     def make(layers: int) -> Callable[[], Any]:
-        program = hea_program(n, layers)
+        program = common.hea_program(n, layers)
         a = np.ascontiguousarray(angles[:layers])
         return lambda: qm.run(program, a, backend=backend, fuse=fuse)
 
@@ -184,7 +118,7 @@ def aer_runner(threads: int, angles: np.ndarray) -> Callable[[int], Any] | None:
                        max_parallel_experiments=1, max_parallel_shots=1)
 
     def make(layers: int) -> Callable[[], Any]:
-        qc = qiskit_circuit(angles[:layers])
+        qc = hea_qiskit(angles[:layers])
         qc.save_statevector()
         return lambda: sim.run(qc).result().get_statevector()
 
@@ -192,24 +126,16 @@ def aer_runner(threads: int, angles: np.ndarray) -> Callable[[int], Any] | None:
 
 
 def lightning_runner(angles: np.ndarray) -> Callable[[int], Any] | None:
-    try:
-        import pennylane as qml
-
-        n = angles.shape[2]
-        dev = qml.device("lightning.qubit", wires=n)
-    except Exception:  # noqa: BLE001 - any import or plugin failure means "not installed"
+    n = angles.shape[2]
+    setup = common.lightning_device(n)
+    if setup is None:
         return None
+    qml, dev = setup
 
     def make(layers: int) -> Callable[[], Any]:
         @qml.qnode(dev)
         def circuit(a: Any) -> Any:
-            for layer in range(layers):
-                for w in range(n):
-                    qml.RY(a[layer, 0, w], wires=w)
-                for w in range(n):
-                    qml.RZ(a[layer, 1, w], wires=w)
-                for w in range(n - 1):
-                    qml.CNOT(wires=[w, w + 1])
+            common.pennylane_hea(qml, n, layers, a)
             return qml.state()
 
         a = np.ascontiguousarray(angles[:layers])
@@ -228,14 +154,11 @@ def qulacs_runner(angles: np.ndarray) -> Callable[[int], Any] | None:
 
     def make(layers: int) -> Callable[[], Any]:
         circuit = qulacs.QuantumCircuit(n)
-        for layer in range(layers):
-            # qulacs' add_RY_gate is exp(+iθY/2); add_RotY_gate is Qiskit's exp(-iθY/2)
-            for w in range(n):
-                circuit.add_RotY_gate(w, float(angles[layer, 0, w]))
-            for w in range(n):
-                circuit.add_RotZ_gate(w, float(angles[layer, 1, w]))
-            for w in range(n - 1):
-                circuit.add_CNOT_gate(w, w + 1)
+        # qulacs' add_RY_gate is exp(+iθY/2); add_RotY_gate is Qiskit's exp(-iθY/2)
+        add = {"ry": circuit.add_RotY_gate, "rz": circuit.add_RotZ_gate,
+               "cx": circuit.add_CNOT_gate}
+        for name, wires, params in common.hea_gates(n, layers, angles):
+            add[name](*wires, *(float(p) for p in params))
 
         def run() -> Any:
             state.set_zero_state()
@@ -255,7 +178,7 @@ def qiskit_sv_runner(angles: np.ndarray) -> Callable[[int], Any] | None:
     n = angles.shape[2]
 
     def make(layers: int) -> Callable[[], Any]:
-        qc = qiskit_circuit(angles[:layers])
+        qc = hea_qiskit(angles[:layers])
         return lambda: Statevector.from_int(0, 2 ** n).evolve(qc)
 
     return make
@@ -296,7 +219,7 @@ def main() -> None:
               + [p[0] for p in peers])
     rows, notes = [], []
     for n in args.sizes:
-        angles = hea_angles(n, args.layers)
+        angles = common.hea_angles(n, args.layers)
         row = {"n": str(n), "gates": str(args.layers * (3 * n - 1))}
         makers: dict[str, Callable[[int], Any] | None] = {}
         for name, backend, fuse in qdiff_columns:
@@ -313,9 +236,9 @@ def main() -> None:
                 check_states[name] = final_state(name, make(args.layers)())
             row[name] = measure(make, args.layers, args.repeats, args.budget)
             print(f"  n={n} {name}: {row[name]} ms", file=sys.stderr, flush=True)
-        fused = qm.run(hea_program(n, args.layers), angles, backend="auto", fuse=True)
+        fused = qm.run(common.hea_program(n, args.layers), angles, backend="auto", fuse=True)
         unfused_bytes = 16 * 2 ** n * args.layers * (2 * 2 * n + (n - 1))
-        bw = copy_bandwidth(16 << n, args.threads)
+        bw = common.copy_bandwidth(16 << n, args.threads)
         row["passes"] = str(fused.gate_passes)
         row["floor"] = _ms(unfused_bytes / bw)
         row["floor/fused"] = _ms(2 * 16 * 2 ** n * fused.gate_passes / bw)
@@ -335,10 +258,7 @@ def main() -> None:
           f"OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}, Aer max_parallel_threads="
           f"{args.threads}); cores={os.cpu_count()}; numpy copy bandwidth: "
           + ", ".join(f"n={r['n']}: {r['bw']} GB/s" for r in rows))
-    widths = [max(len(h), *(len(r[h]) for r in rows)) for h in header]
-    print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
-    for r in rows:
-        print("  ".join(r[h].rjust(w) for h, w in zip(header, widths)))
+    common.print_table(header, [[r[h] for h in header] for r in rows])
     print()
     for r in rows:
         peer_times = {p: float(r[p].lstrip("~")) for p, _ in peers
@@ -347,8 +267,10 @@ def main() -> None:
         if peer_times and ours:
             peer, t_peer = min(peer_times.items(), key=lambda kv: kv[1])
             best, t_best = min(ours.items(), key=lambda kv: kv[1])
+            ratio = (f"{t_best / t_peer:.2f}x the peer's time" if t_peer > 0
+                     else "the peer is below the table's 0.1 ms resolution")
             print(f"n={r['n']}: fastest peer {peer} {t_peer:.1f} ms, fastest qdiff {best} "
-                  f"{t_best:.1f} ms: {t_best / t_peer:.2f}x the peer's time")
+                  f"{t_best:.1f} ms: {ratio}")
     for line in notes:
         print(line)
 

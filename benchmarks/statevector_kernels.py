@@ -33,13 +33,11 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from qiskit import QuantumCircuit
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # common.py, however started
+import common  # noqa: E402
 
 
 def _parse() -> argparse.Namespace:
@@ -56,7 +54,7 @@ def _parse() -> argparse.Namespace:
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:
     # Must happen before anything imports numba: the thread pool size is fixed at import.
-    os.environ["NUMBA_NUM_THREADS"] = str(ARGS.threads)
+    common.pin_threads(ARGS.threads, ("NUMBA_NUM_THREADS",))
 
 from qdiff.quantum.simulator import (  # noqa: E402
     GateOp,
@@ -67,43 +65,10 @@ from qdiff.quantum.simulator import (  # noqa: E402
 
 
 def hea_ops(n: int, layers: int, rng: np.random.Generator) -> list[GateOp]:
-    """L layers of RY, RZ on every wire, then a CNOT ladder."""
-    ops: list[GateOp] = []
-    for _ in range(layers):
-        ops += [GateOp("ry", (q,), (float(rng.uniform(-np.pi, np.pi)),)) for q in range(n)]
-        ops += [GateOp("rz", (q,), (float(rng.uniform(-np.pi, np.pi)),)) for q in range(n)]
-        ops += [GateOp("cx", (q, q + 1)) for q in range(n - 1)]
-    return ops
-
-
-def copy_bandwidth(num_bytes: int, threads: int) -> float:
-    """Bytes per second that ``np.copyto`` moves (read + write) for arrays of this size.
-
-    Measured with one thread and with ``threads`` threads each copying a slice (NumPy releases
-    the GIL while copying); the better of the two is the floor the kernels are compared to.
-    """
-    a = np.ones(num_bytes // 8)
-    b = np.empty_like(a)
-    bounds = np.linspace(0, a.size, threads + 1).astype(int)
-    slices = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)]
-    reps = max(3, int(2e8 // max(num_bytes, 1)))
-
-    def best_of(copy: Callable[[], object]) -> float:
-        copy()
-        best = float("inf")
-        for _ in range(3):
-            t0 = time.perf_counter()
-            for _ in range(reps):
-                copy()
-            best = min(best, (time.perf_counter() - t0) / reps)
-        return 2 * a.nbytes / best
-
-    single = best_of(lambda: np.copyto(b, a))
-    if threads == 1:
-        return single
-    with ThreadPoolExecutor(threads) as pool:
-        multi = best_of(lambda: list(pool.map(lambda sl: np.copyto(b[sl], a[sl]), slices)))
-    return max(single, multi)
+    """L layers of RY, RZ on every wire, then a CNOT ladder; angles drawn from ``rng``."""
+    angles = common.hea_angles(n, layers, rng)
+    return [GateOp(name, wires, tuple(float(p) for p in params))
+            for name, wires, params in common.hea_gates(n, layers, angles)]
 
 
 def gate_bytes(ops: list[GateOp], n: int) -> int:
@@ -120,14 +85,7 @@ def timed(run: Callable[[], object], one_layer: Callable[[], object] | None, lay
         est = (time.perf_counter() - t0) * layers
         if est > budget:
             return est, True
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        run()
-        best = min(best, time.perf_counter() - t0)
-        if best > budget / repeats:
-            break
-    return best, False
+    return common.best_of(run, repeats, stop_after=budget / max(repeats, 1))[0], False
 
 
 def bench_backend(name: str, ops: list[GateOp], n: int, layers: int, budget: float,
@@ -145,30 +103,16 @@ def bench_backend(name: str, ops: list[GateOp], n: int, layers: int, budget: flo
     return timed(run, lambda: run(ops[:per_layer]), layers, budget, repeats)
 
 
-def to_qiskit(ops: list[GateOp], n: int) -> QuantumCircuit:
-    import qiskit
-
-    qc = qiskit.QuantumCircuit(n)
-    for op in ops:
-        getattr(qc, op.gate)(*op.params, *op.wires)
-    return qc
-
-
 def bench_aer(ops: list[GateOp], n: int, threads: int, repeats: int) -> tuple[float, bool] | None:
     try:
         from qiskit_aer import AerSimulator
     except ImportError:
         return None
-    qc = to_qiskit(ops, n)
+    qc = common.qiskit_circuit(n, ops)
     qc.save_statevector()
     sim = AerSimulator(method="statevector", max_parallel_threads=threads)
     sim.run(qc).result()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        sim.run(qc).result()
-        best = min(best, time.perf_counter() - t0)
-    return best, False
+    return common.best_of(lambda: sim.run(qc).result(), repeats)[0], False
 
 
 def bench_qiskit_sv(ops: list[GateOp], n: int, layers: int, budget: float,
@@ -176,7 +120,7 @@ def bench_qiskit_sv(ops: list[GateOp], n: int, layers: int, budget: float,
     from qiskit.quantum_info import Statevector
 
     per_layer = len(ops) // layers
-    full, layer = to_qiskit(ops, n), to_qiskit(ops[:per_layer], n)
+    full, layer = common.qiskit_circuit(n, ops), common.qiskit_circuit(n, ops[:per_layer])
     return timed(lambda: Statevector.from_int(0, 2**n).evolve(full),
                  lambda: Statevector.from_int(0, 2**n).evolve(layer), layers, budget, repeats)
 
@@ -193,7 +137,7 @@ def main() -> None:
     rows = []
     for n in args.qubits:
         ops = hea_ops(n, args.layers, rng)
-        bw = copy_bandwidth(16 << n, args.threads)
+        bw = common.copy_bandwidth(16 << n, args.threads, total_bytes=2e8)
         row: dict[str, str] = {"n": str(n), "gates": str(len(ops)),
                                "floor": f"{gate_bytes(ops, n) / bw * 1e3:.2f}"}
         for name in names:
@@ -222,10 +166,7 @@ def main() -> None:
           f"(numba.get_num_threads()={numba.get_num_threads()}), cores={os.cpu_count()}, "
           f"numpy copy bandwidth per size: " + ", ".join(f"n={r['n']}: {r['bw']} GB/s"
                                                          for r in rows))
-    widths = [max(len(h), *(len(r[h]) for r in rows)) for h in header]
-    print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
-    for r in rows:
-        print("  ".join(r[h].rjust(w) for h, w in zip(header, widths, strict=True)))
+    common.print_table(header, [[r[h] for h in header] for r in rows])
     if "numba" in names:
         print("\nnumba per applied gate and amplitude, and its ratio to that circuit's floor:")
         for r in rows:

@@ -3,8 +3,8 @@ values and against closed forms (loops on measurements, postselection)."""
 
 import numpy as np
 import pytest
+from quantum_programs_lib import coin_loop, postselected, until_one, von_neumann
 from scipy.stats import unitary_group
-from test_quantum_programs import coin_loop, until_one, von_neumann
 
 import qdiff
 import qdiff.numpy as qnp
@@ -89,15 +89,7 @@ def test_unbounded_loops_match_closed_forms(loop, theta, expected):
 
 
 def test_postselection_uses_the_quotient_rule():
-    def f(x):
-        q = qm.qubits(2)
-        qm.h(q[0])
-        qm.cx(q[0], q[1])
-        qm.rx(x, q[1])
-        qm.postselect(q[1], 1)
-        return qm.expval("ZI", q)
-
-    result = gradient(f, 0.512)
+    result = gradient(postselected, 0.512)
     assert result.value == pytest.approx(-np.cos(0.512))
     assert result.grad == pytest.approx(np.sin(0.512)) and round(result.grad, 5) == 0.48992
     assert result.postselection_probability == pytest.approx(0.5)
@@ -217,15 +209,7 @@ def test_sample_mode_gradients_are_unbiased_with_shrinking_errors():
         assert abs(result.value - np.tan(0.35) ** 2) < 4 * result.value_stderr
     assert large.grad_stderr < 0.8 * small.grad_stderr  # ~1/2 for 4x the shots (heavy tails)
 
-    def f(x):
-        q = qm.qubits(2)
-        qm.h(q[0])
-        qm.cx(q[0], q[1])
-        qm.rx(x, q[1])
-        qm.postselect(q[1], 1)
-        return qm.expval("ZI", q)
-
-    post = gradient(f, 0.512, mode="sample", shots=800, seed=5)
+    post = gradient(postselected, 0.512, mode="sample", shots=800, seed=5)
     assert abs(post.grad - np.sin(0.512)) <= 4 * post.grad_stderr + 1e-12
     assert post.postselection_probability == pytest.approx(0.5, abs=0.1)
 

@@ -13,16 +13,16 @@ end to end on registers wide enough for the Numba block kernel.
 
 import numpy as np
 import pytest
+from quantum_programs_lib import hea_program
 
 import qdiff
 from qdiff import quantum as qm
 from qdiff.quantum.gates import gate_spec
 from qdiff.quantum.gradients import gradient
 from qdiff.quantum.observables import PauliSum
-from qdiff.quantum.simulator import GateOp, get_backend, numba_available
+from qdiff.quantum.simulator import GateOp, get_backend
 
-BACKENDS = ["numpy"] + (["numba"] if numba_available() else [])
-needs_numba = pytest.mark.skipif(not numba_available(), reason="numba is not installed")
+BACKENDS = ["numpy", "numba"]  # numba is a core dependency: its kernels are always tested
 
 PARAMETRIC = ["rx", "ry", "rz", "phase", "crx", "cry", "crz", "cphase", "rxx", "ryy", "rzz",
               "rzx"]
@@ -56,6 +56,18 @@ def reference_block(psi, lam, n, ops, want):
 def random_state(rng, n, dtype=complex):
     v = rng.normal(size=1 << n) + 1j * rng.normal(size=1 << n)
     return (v / np.linalg.norm(v)).astype(dtype)
+
+
+def check_block(be, rng, n, wires, ops, want, dtype=complex, atol=1e-12, grad_atol=None):
+    """``be.adjoint_block`` on random (ψ, λ) of ``dtype`` against the dense reference: the
+    derivatives (to ``grad_atol``, default ``atol``) and both states; returns (ψ, λ)."""
+    psi, lam = random_state(rng, n, dtype), random_state(rng, n, dtype)
+    g_ref, psi_ref, lam_ref = reference_block(psi, lam, n, ops, want)
+    g = be.adjoint_block(psi, lam, n, wires, ops, want)
+    np.testing.assert_allclose(g, g_ref, atol=atol if grad_atol is None else grad_atol)
+    np.testing.assert_allclose(psi, psi_ref, atol=atol)
+    np.testing.assert_allclose(lam, lam_ref, atol=atol)
+    return psi, lam
 
 
 def random_ops(rng, wires, count, names):
@@ -97,7 +109,6 @@ def test_inner_and_add_pauli_sum_match_dense_matrices(backend, dtype):
                - np.vdot(bra.astype(complex), full.to_matrix() @ ket.astype(complex))) < tol
 
 
-@needs_numba
 @pytest.mark.parametrize("parallel", [False, True])
 def test_numba_pauli_kernels_on_many_terms(parallel):
     # more than 2^10 amplitudes: the accumulate kernel's sign tables and chunks
@@ -128,15 +139,9 @@ def test_adjoint_block_matches_the_dense_reference(backend):
         wires = sorted(int(w) for w in rng.choice(n, 4, replace=False))
         ops = random_ops(rng, wires, 25, PARAMETRIC + FIXED)
         want = [gate_spec(op.gate).num_params == 1 and rng.random() < 0.8 for op in ops]
-        psi, lam = random_state(rng, n), random_state(rng, n)
-        g_ref, psi_ref, lam_ref = reference_block(psi, lam, n, ops, want)
-        g = be.adjoint_block(psi, lam, n, wires, ops, want)
-        np.testing.assert_allclose(g, g_ref, atol=1e-12)
-        np.testing.assert_allclose(psi, psi_ref, atol=1e-12)
-        np.testing.assert_allclose(lam, lam_ref, atol=1e-12)
+        check_block(be, rng, n, wires, ops, want)
 
 
-@needs_numba
 @pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("wires", [(0, 1, 2, 3), (3, 5, 6, 8), (6, 7, 8, 9), (0, 4, 9),
                                    (1, 2, 3, 4, 5, 6)])
@@ -150,37 +155,25 @@ def test_numba_block_kernel_in_every_layout(parallel, wires):
     ops += [GateOp("rz", (w,), (0.1 * w,)) for w in wires]  # a diagonal run
     want = [gate_spec(op.gate).num_params == 1 for op in ops]
     for _ in range(2):  # the second time the block's structure comes from the cache
-        psi, lam = random_state(rng, n), random_state(rng, n)
-        g_ref, psi_ref, lam_ref = reference_block(psi, lam, n, ops, want)
-        g = be.adjoint_block(psi, lam, n, wires, ops, want)
-        np.testing.assert_allclose(g, g_ref, atol=1e-12)
-        np.testing.assert_allclose(psi, psi_ref, atol=1e-12)
-        np.testing.assert_allclose(lam, lam_ref, atol=1e-12)
+        check_block(be, rng, n, wires, ops, want)
         ops = [GateOp(op.gate, op.wires, tuple(rng.uniform(-3, 3, len(op.params))))
                for op in ops]
 
 
-@needs_numba
 def test_numba_block_kernel_in_single_precision_and_without_lambda():
     be = get_backend("numba")
     rng = np.random.default_rng(2)
     n, wires = 9, (1, 3, 4)
     ops = random_ops(rng, wires, 30, PARAMETRIC + FIXED)
     want = [gate_spec(op.gate).num_params == 1 for op in ops]
-    psi, lam = random_state(rng, n, np.complex64), random_state(rng, n, np.complex64)
-    g_ref, psi_ref, lam_ref = reference_block(psi, lam, n, ops, want)
-    g = be.adjoint_block(psi, lam, n, wires, ops, want)
+    psi, lam = check_block(be, rng, n, wires, ops, want, np.complex64, atol=2e-6, grad_atol=2e-5)
     assert psi.dtype == lam.dtype == np.complex64
-    np.testing.assert_allclose(g, g_ref, atol=2e-5)
-    np.testing.assert_allclose(psi, psi_ref, atol=2e-6)
-    np.testing.assert_allclose(lam, lam_ref, atol=2e-6)
     alone = random_state(rng, n)
     _, expected, _ = reference_block(alone, alone, n, ops, [False] * len(ops))
     assert not be.adjoint_block(alone, None, n, wires, ops, want).any()  # nothing to read
     np.testing.assert_allclose(alone, expected, atol=1e-12)
 
 
-@needs_numba
 def test_numba_block_kernel_falls_back_for_wide_and_family_gates():
     be = get_backend("numba")
     rng = np.random.default_rng(4)
@@ -189,16 +182,9 @@ def test_numba_block_kernel_falls_back_for_wide_and_family_gates():
            GateOp(gate_spec("mcx", num_controls=2), (0, 2, 5)),
            GateOp(gate_spec("pauli_rot", pauli="ZZ"), (2, 3), (0.4,)),
            GateOp("cry", (5, 0), (1.3,))]
-    want = [True, False, True, True]
-    psi, lam = random_state(rng, n), random_state(rng, n)
-    g_ref, psi_ref, lam_ref = reference_block(psi, lam, n, ops, want)
-    g = be.adjoint_block(psi, lam, n, wires, ops, want)
-    np.testing.assert_allclose(g, g_ref, atol=1e-12)
-    np.testing.assert_allclose(psi, psi_ref, atol=1e-12)
-    np.testing.assert_allclose(lam, lam_ref, atol=1e-12)
+    check_block(be, rng, n, wires, ops, [True, False, True, True])
 
 
-@needs_numba
 def test_block_encoding_merges_diagonal_runs_and_pairs_rotations():
     from qdiff.quantum.simulator.numba_adjoint import (
         A_DIAGRUN,
@@ -216,31 +202,29 @@ def test_block_encoding_merges_diagonal_runs_and_pairs_rotations():
     # last gate first: cx, one diagonal run (rz, cz, rz), ry(2) with ry(1), then ry(0)
     assert kinds == [A_PERM, A_DIAGRUN, A_ROT2, A_ROT1]
     assert encoded[0] == len(ops)
+    # a wide Pauli rotation has no block encoding (None): the sweep applies it on its own ...
     assert encode_adjoint_block((0, 1, 2, 3), [GateOp(gate_spec("pauli_rot", pauli="XXXX"),
                                                       (0, 1, 2, 3), (0.2,))], [True]) is None
 
+    # ... and its derivative through that path is right (against finite differences)
+    def wide(t):
+        q = qm.qubits(10)
+        for k in range(10):
+            qm.ry(0.3 * k + t, q[k])
+        qm.pauli_rot(2 * t, "XXYX", q[2:6])
+        qm.rz(t, q[3])
+        return qm.expval("ZZ", q[3:5])
+
+    adjoint = gradient(wide, 0.4)
+    assert adjoint.grad == pytest.approx(gradient(wide, 0.4, method="finite-diff").grad, abs=1e-7)
+
 
 # ------------------------------------------------------------------------ gradients, blocked
-def hardware_efficient(n, layers, observable):
-    def energy(w):
-        q = qm.qubits(n)
-        for layer in range(layers):
-            for i in range(n):
-                qm.ry(w[layer, 0, i], q[i])
-            for i in range(n):
-                qm.rz(w[layer, 1, i], q[i])
-            for i in range(n - 1):
-                qm.cx(q[i], q[i + 1])
-        return qm.expval(observable, q)
-
-    return qdiff.program(energy)
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_hardware_efficient_gradient_matches_finite_differences(backend):
     n, layers = 9, 2
     heisenberg = " + ".join(f"{p}{i}{p}{i + 1}" for i in range(n - 1) for p in "XYZ")
-    program = hardware_efficient(n, layers, PauliSum(heisenberg))
+    program = hea_program(n, layers, PauliSum(heisenberg))
     w = np.random.default_rng(0).uniform(-np.pi, np.pi, (layers, 2, n))
     adjoint = gradient(program, w, backend=backend)
     fd = gradient(program, w, backend=backend, method="finite-diff")

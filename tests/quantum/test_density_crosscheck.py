@@ -7,6 +7,7 @@ import functools
 
 import numpy as np
 import pytest
+from quantum_programs_lib import postselected, until_one
 
 import qdiff
 import qdiff.numpy as qnp
@@ -213,18 +214,6 @@ def teleport(a, b):
     return qm.expval("Z", [q[2]]), qm.expval("X", [q[2]]), qm.expval("Y", [q[2]])
 
 
-def until_one(theta):
-    q = qm.qubits(1)
-    count = qdiff.Cell(0)
-
-    def body():
-        qm.ry(theta, q[0])
-        count.set(count.value + 1)
-
-    qdiff.while_loop(lambda: qm.measure(q[0]) == 0, body)
-    return count.value
-
-
 @pytest.mark.parametrize("mode", ["exact", "density"])
 def test_closed_forms(mode):
     a, b = 0.83, -1.4
@@ -236,27 +225,10 @@ def test_closed_forms(mode):
     assert looped.values == pytest.approx(1 / np.sin(theta / 2) ** 2, rel=1e-9)
     assert looped.missing_mass < 1e-9
 
-    def bounded(theta):
-        q = qm.qubits(1)
-        count = qdiff.Cell(0)
-
-        def body():
-            qm.ry(theta, q[0])
-            count.set(count.value + 1)
-
-        qdiff.while_loop(lambda: qm.measure(q[0]) == 0, body, max_iter=3)
-        return count.value
-
     p = np.sin(theta / 2) ** 2
-    result = qm.run(bounded, theta, mode=mode)
+    result = qm.run(lambda t: until_one(t, max_iter=3), theta, mode=mode)
     assert result.values == pytest.approx(p + 2 * (1 - p) * p + 3 * (1 - p) ** 2 * p)
     assert result.aborted_mass == pytest.approx((1 - p) ** 3)
-
-    def postselected(x):
-        q = qm.qubits(2)
-        qm.h(q[0]); qm.cx(q[0], q[1]); qm.rx(x, q[1])
-        qm.postselect(q[1], 1)
-        return qm.expval("ZI", q)
 
     x = 0.512
     ps = qm.run(postselected, x, mode=mode)

@@ -3,57 +3,13 @@ forms (exact mode) and statistically (sample mode), postselection, errors."""
 
 import numpy as np
 import pytest
+from quantum_programs_lib import coin_loop, postselected, until_one, von_neumann
 
 import qdiff
 import qdiff.numpy as qnp
 from qdiff import quantum as qm
 
 THETAS = [0.7, 1.3, 2.2]
-
-
-def coin_loop(theta):
-    """q := |0>; ry(θ); while M[q]=1: (q := |0>; ry(θ)); returns the iteration count."""
-    q = qm.qubits(1)
-    qm.ry(theta, q[0])
-    count = qdiff.Cell(0)
-
-    def body():
-        qm.reset(q[0])
-        qm.ry(theta, q[0])
-        count.set(count.value + 1)
-
-    qdiff.while_loop(lambda: qm.measure(q[0]) == 1, body)
-    return count.value
-
-
-def until_one(theta):
-    """q := |0>; while M[q]=0: ry(θ); returns the iteration count."""
-    q = qm.qubits(1)
-    count = qdiff.Cell(0)
-
-    def body():
-        qm.ry(theta, q[0])
-        count.set(count.value + 1)
-
-    qdiff.while_loop(lambda: qm.measure(q[0]) == 0, body)
-    return count.value
-
-
-def von_neumann(theta):
-    """Flip two coins of bias sin²(θ/2) until they differ; output the first."""
-    q = qm.qubits(2)
-    first, second = qdiff.Cell(0), qdiff.Cell(0)
-
-    def flip():
-        for wire in q:
-            qm.reset(wire)
-            qm.ry(theta, wire)
-        first.set(qnp.asarray(qm.measure(q[0])))
-        second.set(qnp.asarray(qm.measure(q[1])))
-
-    flip()
-    qdiff.while_loop(lambda: first.value == second.value, flip)
-    return first.value
 
 
 @pytest.mark.parametrize("theta", THETAS)
@@ -87,20 +43,9 @@ def test_sample_mode_is_statistically_right(theta):
 
 
 def test_bounded_loop_aborts_and_reports_the_mass():
-    def bounded(theta):
-        q = qm.qubits(1)
-        count = qdiff.Cell(0)
-
-        def body():
-            qm.ry(theta, q[0])
-            count.set(count.value + 1)
-
-        qdiff.while_loop(lambda: qm.measure(q[0]) == 0, body, max_iter=2)
-        return count.value
-
     theta = 1.0
     p = np.sin(theta / 2) ** 2
-    result = qm.run(bounded, theta)
+    result = qm.run(lambda t: until_one(t, max_iter=2), theta)
     # exits after 1 iteration w.p. p, after 2 w.p. (1-p)p; the rest aborts
     assert result.values == pytest.approx(p + 2 * (1 - p) * p)
     assert result.aborted_mass == pytest.approx((1 - p) ** 2)
@@ -118,16 +63,8 @@ def test_loop_that_cannot_terminate_is_reported():
 
 
 def test_postselection_conditions_the_value():
-    def f(x):
-        q = qm.qubits(2)
-        qm.h(q[0])
-        qm.cx(q[0], q[1])
-        qm.rx(x, q[1])
-        qm.postselect(q[1], 1)
-        return qm.expval("ZI", q)
-
     x = 0.512
-    result = qm.run(f, x)
+    result = qm.run(postselected, x)
     # P(q1=1 | q0=0) = sin²(x/2), P(q1=1 | q0=1) = cos²(x/2), each times 1/2
     p0, p1 = np.sin(x / 2) ** 2 / 2, np.cos(x / 2) ** 2 / 2
     assert result.postselection_probability == pytest.approx(p0 + p1)

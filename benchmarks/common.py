@@ -1,0 +1,156 @@
+"""What the benchmark scripts share: thread pinning, the hardware-efficient ansatz (its angles,
+its gates, and the circuit written for qdiff, Qiskit and PennyLane), timing and the table.
+
+The ansatz: L layers of RY then RZ on every qubit, then a CNOT ladder cx(0,1), ..., cx(n-2,n-1);
+its angles are an array ``[layer, 0 = RY / 1 = RZ, wire]``.
+
+The scripts put this folder on ``sys.path`` and import this module as ``common``. A script pins
+its thread pools (:func:`pin_threads`) before NumPy, Numba or a simulator loads, so this module
+imports only the standard library at the top; NumPy, qdiff and the peers are imported by the
+functions that use them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    from qiskit import QuantumCircuit
+
+THREAD_VARIABLES = ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                    "OPENBLAS_NUM_THREADS")
+
+
+# ---------------------------------------------------------------------------------- threads
+def pin_threads(threads: int, variables: Sequence[str] = THREAD_VARIABLES,
+                xla: bool = False) -> None:
+    """Size the thread pools: each of ``variables`` is set to ``threads``, and with ``xla``
+    XLA's CPU pool too. Call it before the libraries load: their pools are sized then."""
+    for var in variables:
+        os.environ[var] = str(threads)
+    if xla:
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                                   + f" --xla_cpu_multi_thread_eigen={str(threads > 1).lower()}"
+                                   + f" intra_op_parallelism_threads={threads}")
+
+
+# ------------------------------------------------------------------------------- the ansatz
+def hea_angles(n: int, layers: int, seed: int | np.random.Generator = 0) -> np.ndarray:
+    """Angles ``[layer, 0 = RY / 1 = RZ, wire]``, uniform in [-π, π), drawn from ``seed`` (a
+    generator goes on from where it is)."""
+    import numpy as np
+
+    return np.random.default_rng(seed).uniform(-np.pi, np.pi, (layers, 2, n))
+
+
+def hea_gates(n: int, layers: int, angles: Any) -> Iterator[tuple[str, tuple[int, ...], tuple]]:
+    """The ansatz gate by gate, as (name, wires, parameters); ``angles`` is anything indexed
+    ``[layer, kind, wire]`` (numbers, traced values, Qiskit parameters)."""
+    for layer in range(layers):
+        for kind, name in enumerate(("ry", "rz")):
+            for w in range(n):
+                yield name, (w,), (angles[layer, kind, w],)
+        for w in range(n - 1):
+            yield "cx", (w, w + 1), ()
+
+
+def hea_program(n: int, layers: int, observable: Any = None) -> Any:
+    """The ansatz as a qdiff program of its angles: ``<observable>`` when one is given, the
+    final state otherwise."""
+    import qdiff
+    from qdiff import quantum as qm
+
+    def hea(angles: Any) -> Any:
+        q = qm.qubits(n)
+        for name, wires, params in hea_gates(n, layers, angles):
+            qm.GATES[name](*params, *(q[w] for w in wires))
+        return qm.state(q) if observable is None else qm.expval(observable, q)
+
+    return qdiff.program(hea, name=f"hea{n}x{layers}")
+
+
+def qiskit_circuit(n: int, gates: Iterable[tuple[str, tuple[int, ...], tuple]]) -> QuantumCircuit:
+    """A Qiskit circuit of (name, wires, parameters) gates named as Qiskit names them (the
+    ansatz's :func:`hea_gates`, or ``GateOp``s)."""
+    import qiskit
+
+    qc = qiskit.QuantumCircuit(n)
+    for name, wires, params in gates:
+        getattr(qc, name)(*params, *wires)
+    return qc
+
+
+def lightning_device(n: int) -> tuple[Any, Any] | None:
+    """(pennylane, a lightning.qubit device on ``n`` wires), or None when either is missing."""
+    try:
+        import pennylane as qml
+
+        return qml, qml.device("lightning.qubit", wires=n)
+    except Exception:  # noqa: BLE001 - any import or plugin failure means "not installed"
+        return None
+
+
+def pennylane_hea(qml: Any, n: int, layers: int, angles: Any) -> None:
+    """Apply the ansatz inside a PennyLane QNode."""
+    ops = {"ry": qml.RY, "rz": qml.RZ, "cx": qml.CNOT}
+    for name, wires, params in hea_gates(n, layers, angles):
+        ops[name](*params, wires=list(wires))
+
+
+# ----------------------------------------------------------------------------------- timing
+def best_of(run: Callable[[], Any], repeats: int,
+            stop_after: float = float("inf")) -> tuple[float, Any]:
+    """(best wall time in seconds of ``repeats`` calls of ``run``, the last call's result);
+    stops early once the best time exceeds ``stop_after`` seconds."""
+    best, result = float("inf"), None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        result = run()
+        best = min(best, time.perf_counter() - t0)
+        if best > stop_after:
+            break
+    return best, result
+
+
+def copy_bandwidth(num_bytes: int, threads: int, total_bytes: float = 4e8) -> float:
+    """Bytes per second ``np.copyto`` moves (read + write) between two complex128 arrays of
+    this size: the better of one thread and ``threads`` threads each copying a slice (NumPy
+    releases the GIL while copying). Each timed sample copies about ``total_bytes``."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    a = np.ones(num_bytes // 16, np.complex128)
+    b = np.empty_like(a)
+    bounds = np.linspace(0, a.size, threads + 1).astype(int)
+    slices = [slice(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:])]
+    reps = max(3, int(total_bytes // max(num_bytes, 1)))
+
+    def rate(copy: Callable[[], Any]) -> float:
+        copy()
+        best = float("inf")
+        for _ in range(3):
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                copy()
+            best = min(best, (time.perf_counter() - t0) / reps)
+        return 2 * a.nbytes / best
+
+    single = rate(lambda: np.copyto(b, a))
+    if threads == 1:
+        return single
+    with ThreadPoolExecutor(threads) as pool:
+        multi = rate(lambda: list(pool.map(lambda sl: np.copyto(b[sl], a[sl]), slices)))
+    return max(single, multi)
+
+
+# ------------------------------------------------------------------------------------ table
+def print_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """The header and rows, each column right-aligned to its widest cell."""
+    widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(header)]
+    for line in (header, *rows):
+        print("  ".join(cell.rjust(w) for cell, w in zip(line, widths)))
