@@ -32,7 +32,22 @@ from numba import njit, prange
 
 from qdiff.quantum.gates import GateSpec, gate_spec
 from qdiff.quantum.observables import PauliSum, parity
-from qdiff.quantum.simulator.backend import GateOp, index_layout, insert_zero_bits
+from qdiff.quantum.simulator.backend import GateOp, index_layout
+from qdiff.quantum.simulator.numba_backend import (
+    _blk_dense1,
+    _blk_densek,
+    _blk_gather,
+    _blk_low,
+    _blk_perm,
+    _blk_quad,
+    _blk_scale,
+    _blk_scatter,
+    _blk_start,
+    _blk_workspace,
+    _local_offsets,
+    _op_table,
+    _row_pattern,
+)
 
 __all__ = ["pauli_cross", "pauli_accumulate", "adjoint_block", "encode_adjoint_block",
            "MAX_ADJOINT_TARGETS"]
@@ -43,7 +58,6 @@ _jit_par = njit(cache=True, nogil=True, parallel=True, fastmath=False)
 # whose rounding does not depend on one order more than on another.
 _jit_sum = njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
 
-_insert = njit(inline="always", cache=True)(insert_zero_bits)
 _parity = njit(inline="always", cache=True)(parity)
 
 _CHUNK = 1 << 12  # amplitudes per parallel work item of the one-pass kernels
@@ -226,210 +240,19 @@ def pauli_accumulate(out: np.ndarray, state: np.ndarray, num_qubits: int, x_mask
 
 
 # ---------------------------------------------------------------------------------------------
-# the block kernel: gather and scatter of one state's batch (the forward block kernel's three
-# layouts: contiguous rows, runs of 2^pos[0] >= 8 groups, a transpose by tiles of 8 groups)
+# the block kernel. Batches, their gather and scatter, and the inverse gates (2x2, 2^m x 2^m,
+# permutations) on both states' buffers are the forward block kernel's (``numba_backend``):
+# its ops take a tuple of split re/im buffers, here ψ's and λ's under one row map, and are
+# inlined where called, so that they compile here with this module's flags.
 # ---------------------------------------------------------------------------------------------
 
 @_jit
-def _bases(g0, B, pos, bases):
-    if (np.int64(1) << pos[0]) >= B:
-        bases[0] = _insert(g0, pos)
-        return 0
-    if pos[0] >= 3:
-        run = np.int64(1) << pos[0]
-        for b in range(0, B, run):
-            bases[b] = _insert(g0 + b, pos)
-        return 1
-    for b in range(B):
-        bases[b] = _insert(g0 + b, pos)
-    return 2
-
-
-@_jit
-def _gather(psi, re, im, B, offs, low, layout, bases, pos):
-    R = offs.shape[0]
-    if layout == 0:
-        for r in range(R):
-            o = bases[0] | offs[r]
-            src = psi[o:o + B]
-            dr = re[r * B:(r + 1) * B]
-            di = im[r * B:(r + 1) * B]
-            for b in range(B):
-                v = src[b]
-                dr[b] = v.real
-                di[b] = v.imag
-    elif layout == 1:
-        run = np.int64(1) << pos[0]
-        for r in range(R):
-            o = offs[r]
-            for b0 in range(0, B, run):
-                s = bases[b0] | o
-                src = psi[s:s + run]
-                dr = re[r * B + b0:r * B + b0 + run]
-                di = im[r * B + b0:r * B + b0 + run]
-                for b in range(run):
-                    v = src[b]
-                    dr[b] = v.real
-                    di[b] = v.imag
-    else:
-        for b0 in range(0, B, 8):
-            for rh in range(0, R, low):
-                oh = offs[rh]
-                for rl in range(low):
-                    p = (rh + rl) * B + b0
-                    for t in range(8):
-                        v = psi[(bases[b0 + t] | oh) + rl]
-                        re[p + t] = v.real
-                        im[p + t] = v.imag
-
-
-@_jit
-def _scatter(psi, re, im, rowmap, B, offs, low, layout, bases, pos):
-    R = offs.shape[0]
-    if layout == 0:
-        for r in range(R):
-            o = bases[0] | offs[r]
-            p = rowmap[r] * B
-            dst = psi[o:o + B]
-            sr = re[p:p + B]
-            si = im[p:p + B]
-            for b in range(B):
-                dst[b] = complex(sr[b], si[b])
-    elif layout == 1:
-        run = np.int64(1) << pos[0]
-        for r in range(R):
-            o = offs[r]
-            p = rowmap[r] * B
-            for b0 in range(0, B, run):
-                s = bases[b0] | o
-                dst = psi[s:s + run]
-                sr = re[p + b0:p + b0 + run]
-                si = im[p + b0:p + b0 + run]
-                for b in range(run):
-                    dst[b] = complex(sr[b], si[b])
-    else:
-        for b0 in range(0, B, 8):
-            for rh in range(0, R, low):
-                oh = offs[rh]
-                for rl in range(low):
-                    p = rowmap[rh + rl] * B + b0
-                    for t in range(8):
-                        psi[(bases[b0 + t] | oh) + rl] = complex(re[p + t], im[p + t])
-
-
-# -- inverse gates on both states' buffers ----------------------------------------------------
-@_jit
-def _offsets(tgt, m, out):
-    # out[t] = the row bits of target pattern t (bit j of t -> row bit mask tgt[j]); returns
-    # the mask of all targets
-    for t in range(1 << m):
-        o = 0
-        for j in range(m):
-            if (t >> j) & 1:
-                o |= tgt[j]
-        out[t] = o
-    return out[(1 << m) - 1]
-
-
-@_jit
-def _real_rows(a, b, m00, m01, m10, m11):
-    for k in range(a.shape[0]):
-        x = a[k]
-        y = b[k]
-        a[k] = m00 * x + m01 * y
-        b[k] = m10 * x + m11 * y
-
-
-@_jit
-def _complex_rows(ar, ai, br, bi, m00r, m00i, m01r, m01i, m10r, m10i, m11r, m11i):
-    for k in range(ar.shape[0]):
-        xr = ar[k]
-        xi = ai[k]
-        yr = br[k]
-        yi = bi[k]
-        ar[k] = m00r * xr - m00i * xi + m01r * yr - m01i * yi
-        ai[k] = m00r * xi + m00i * xr + m01r * yi + m01i * yr
-        br[k] = m10r * xr - m10i * xi + m11r * yr - m11i * yi
-        bi[k] = m10r * xi + m10i * xr + m11r * yi + m11i * yr
-
-
-@_jit
-def _scale_rows(ar, ai, dr, di):
-    for k in range(ar.shape[0]):
-        xr = ar[k]
-        xi = ai[k]
-        ar[k] = dr * xr - di * xi
-        ai[k] = dr * xi + di * xr
-
-
-@_jit
-def _dense1(pr, pi, lr, li, rowmap, B, tb, cmask, pool, mo):
-    m00, m01, m10, m11 = pool[mo], pool[mo + 1], pool[mo + 2], pool[mo + 3]
-    real = m00.imag == 0 and m01.imag == 0 and m10.imag == 0 and m11.imag == 0
-    for r0 in range(rowmap.shape[0]):
-        if (r0 & tb) != 0 or (r0 & cmask) != cmask:
-            continue
-        p0 = rowmap[r0] * B
-        p1 = rowmap[r0 | tb] * B
-        if real:  # h, ry^†, ...: half the arithmetic
-            for a in (pr, pi, lr, li):
-                _real_rows(a[p0:p0 + B], a[p1:p1 + B], m00.real, m01.real, m10.real, m11.real)
-        else:
-            _complex_rows(pr[p0:p0 + B], pi[p0:p0 + B], pr[p1:p1 + B], pi[p1:p1 + B],
-                          m00.real, m00.imag, m01.real, m01.imag, m10.real, m10.imag,
-                          m11.real, m11.imag)
-            _complex_rows(lr[p0:p0 + B], li[p0:p0 + B], lr[p1:p1 + B], li[p1:p1 + B],
-                          m00.real, m00.imag, m01.real, m01.imag, m10.real, m10.imag,
-                          m11.real, m11.imag)
-
-
-@_jit
-def _densek_rows(re, im, rows, B, dim, pool, mo, xr, xi):
-    for b in range(B):
-        for t in range(dim):
-            xr[t] = re[rows[t] + b]
-            xi[t] = im[rows[t] + b]
-        for s in range(dim):
-            accr = 0.0
-            acci = 0.0
-            for t in range(dim):
-                v = pool[mo + s * dim + t]
-                accr += v.real * xr[t] - v.imag * xi[t]
-                acci += v.real * xi[t] + v.imag * xr[t]
-            re[rows[s] + b] = accr
-            im[rows[s] + b] = acci
-
-
-@_jit
-def _densek(pr, pi, lr, li, rowmap, B, tgt, m, cmask, pool, mo, toff, rows, xr, xi):
-    dim = 1 << m
-    tmask = _offsets(tgt, m, toff)
-    for r0 in range(rowmap.shape[0]):
-        if (r0 & tmask) != 0 or (r0 & cmask) != cmask:
-            continue
-        for t in range(dim):
-            rows[t] = rowmap[r0 | toff[t]] * B
-        _densek_rows(pr, pi, rows, B, dim, pool, mo, xr, xi)
-        _densek_rows(lr, li, rows, B, dim, pool, mo, xr, xi)
-
-
-@_jit
-def _perm(pr, pi, lr, li, rowmap, B, tgt, m, cmask, pool, mo, perm, po, toff, rows):
-    # U|t> = phases[t] |perm[t]>: logical row t moves to perm[t] (only the row map changes)
-    dim = 1 << m
-    tmask = _offsets(tgt, m, toff)
-    for r0 in range(rowmap.shape[0]):
-        if (r0 & tmask) != 0 or (r0 & cmask) != cmask:
-            continue
-        for t in range(dim):
-            rows[t] = rowmap[r0 | toff[t]]
-        for t in range(dim):
-            rowmap[r0 | toff[perm[po + t]]] = rows[t]
-            d = pool[mo + t]
-            if d != 1:
-                p = rows[t] * B
-                _scale_rows(pr[p:p + B], pi[p:p + B], d.real, d.imag)
-                _scale_rows(lr[p:p + B], li[p:p + B], d.real, d.imag)
+def _real_entries(pool, lo, hi):
+    # whether pool[lo:hi] is real
+    for j in range(lo, hi):
+        if pool[j].imag != 0:
+            return False
+    return True
 
 
 # -- derivatives in their own pass: Im<λ|G ψ>, G = |1..1><1..1|_controls ⊗ G_base(targets) ----
@@ -447,11 +270,7 @@ def _gdiag(pr, pi, lr, li, rowmap, B, tgt, m, cmask, gpool, go):
     for r in range(rowmap.shape[0]):
         if (r & cmask) != cmask:
             continue
-        t = 0
-        for j in range(m):
-            if r & tgt[j]:
-                t |= 1 << j
-        g = gpool[go + t].real
+        g = gpool[go + _row_pattern(r, tgt, m)].real
         if g != 0.0:
             p = rowmap[r] * B
             total += g * _im_rows(lr[p:p + B], li[p:p + B], pr[p:p + B], pi[p:p + B])
@@ -498,7 +317,7 @@ def _gdense1(pr, pi, lr, li, rowmap, B, tb, cmask, gpool, go):
 @_jit_sum
 def _gdensek(pr, pi, lr, li, rowmap, B, tgt, m, cmask, gpool, go, toff, rows):
     dim = 1 << m
-    tmask = _offsets(tgt, m, toff)
+    tmask = _local_offsets(tgt, m, toff)
     total = 0.0
     for r0 in range(rowmap.shape[0]):
         if (r0 & tmask) != 0 or (r0 & cmask) != cmask:
@@ -614,25 +433,19 @@ def _rot2(pr, pi, lr, li, rowmap, B, ta, tb, pool, mo, gpool, go):
     a00, a01, a10, a11 = pool[mo].real, pool[mo + 1].real, pool[mo + 2].real, pool[mo + 3].real
     b00, b01, b10, b11 = (pool[mo + 4].real, pool[mo + 5].real, pool[mo + 6].real,
                           pool[mo + 7].real)
-    fused = True
-    for j in range(8):
-        fused = fused and pool[mo + j].imag == 0
+    fused = _real_entries(pool, mo, mo + 8)
     for j in (0, 4):
         fused = fused and gpool[go + j] == 0 and gpool[go + j + 3] == 0 \
             and gpool[go + j + 1].real == 0
     if not fused:
         first = _rot1(pr, pi, lr, li, rowmap, B, ta, 0, pool, mo, gpool, go)
         return first, _rot1(pr, pi, lr, li, rowmap, B, tb, 0, pool, mo + 4, gpool, go + 4)
-    both = ta | tb
     sa = 0.0
     sb = 0.0
     for r0 in range(rowmap.shape[0]):
-        if (r0 & both) != 0:
+        if (r0 & (ta | tb)) != 0:
             continue
-        p0 = rowmap[r0] * B
-        p1 = rowmap[r0 | ta] * B
-        p2 = rowmap[r0 | tb] * B
-        p3 = rowmap[r0 | both] * B
+        p0, p1, p2, p3 = _blk_quad(rowmap, r0, ta, tb, B)
         x0r = pr[p0:p0 + B]
         x0i = pi[p0:p0 + B]
         x1r = pr[p1:p1 + B]
@@ -732,8 +545,8 @@ def _diagrun(pr, pi, lr, li, rowmap, B, pool, mo, dpool, do, count, slots, so, a
         p = rowmap[r] * B
         if count == 0:
             if d != 1:
-                _scale_rows(pr[p:p + B], pi[p:p + B], d.real, d.imag)
-                _scale_rows(lr[p:p + B], li[p:p + B], d.real, d.imag)
+                _blk_scale(pr[p:p + B], pi[p:p + B], d.real, d.imag)
+                _blk_scale(lr[p:p + B], li[p:p + B], d.real, d.imag)
         elif d != 1:
             sums[r] = _scale_im_rows(pr[p:p + B], pi[p:p + B], lr[p:p + B], li[p:p + B],
                                      d.real, d.imag)
@@ -751,12 +564,11 @@ def _diagrun(pr, pi, lr, li, rowmap, B, pool, mo, dpool, do, count, slots, so, a
 @_jit
 def _batch(psi, lam, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool, perm,
            poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs, slots, acc,
-           pr, pi, lr, li, rowmap, bases, toff, rows, xr, xi, sums):
-    layout = _bases(g0, B, pos, bases)
-    _gather(psi, pr, pi, B, offs, low, layout, bases, pos)
-    _gather(lam, lr, li, B, offs, low, layout, bases, pos)
-    for r in range(offs.shape[0]):
-        rowmap[r] = r
+           buf, rowmap, bases, toff, rows, xr, xi, sums):
+    pr, pi, lr, li = buf[0], buf[1], buf[2], buf[3]
+    layout = _blk_start(g0, B, pos, bases, rowmap)
+    _blk_gather(psi, pr, pi, B, offs, low, layout, bases, pos)
+    _blk_gather(lam, lr, li, B, offs, low, layout, bases, pos)
     for q in range(kinds.shape[0]):
         kind = kinds[q]
         cm = cmasks[q]
@@ -786,40 +598,28 @@ def _batch(psi, lam, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, poo
             acc[slots[soffs[q]]] += _gdensek(pr, pi, lr, li, rowmap, B, gtgts[q], gntg[q],
                                              gcmasks[q], gpool, goffs[q], toff, rows)
         if kind == A_DENSE1:
-            _dense1(pr, pi, lr, li, rowmap, B, tgts[q, 0], cm, pool, mo)
+            _blk_dense1(buf, rowmap, B, tgts[q, 0], cm, pool, mo, _real_entries(pool, mo, mo + 4))
         elif kind == A_PERM:
-            _perm(pr, pi, lr, li, rowmap, B, tgts[q], ntg[q], cm, pool, mo, perm, poffs[q],
-                  toff, rows)
+            _blk_perm(buf, rowmap, B, tgts[q], ntg[q], cm, pool, mo, perm, poffs[q], toff, rows)
         else:
-            _densek(pr, pi, lr, li, rowmap, B, tgts[q], ntg[q], cm, pool, mo, toff, rows, xr,
-                    xi)
-    _scatter(psi, pr, pi, rowmap, B, offs, low, layout, bases, pos)
-    _scatter(lam, lr, li, rowmap, B, offs, low, layout, bases, pos)
+            _blk_densek(buf, rowmap, B, tgts[q], ntg[q], cm, pool, mo, toff, rows, xr, xi)
+    _blk_scatter(psi, pr, pi, rowmap, B, offs, low, layout, bases, pos)
+    _blk_scatter(lam, lr, li, rowmap, B, offs, low, layout, bases, pos)
 
 
 @_jit
 def _range(psi, lam, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs,
            gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs, slots, acc):
     R = offs.shape[0]
-    low = 1
-    while low < R and offs[low] == low:  # block wires 0, 1, ...: contiguous runs in a group
-        low *= 2
-    dim = 1 << max(tgts.shape[1], gtgts.shape[1])
-    pr = np.empty(R * B)
-    pi = np.empty(R * B)
-    lr = np.empty(R * B)
-    li = np.empty(R * B)
-    rowmap = np.empty(R, np.int64)
-    bases = np.empty(B, np.int64)
-    toff = np.empty(dim, np.int64)
-    rows = np.empty(dim, np.int64)
-    xr = np.empty(dim)
-    xi = np.empty(dim)
+    low = _blk_low(offs)
+    buf = (np.empty(R * B), np.empty(R * B), np.empty(R * B), np.empty(R * B))  # ψ, λ
+    rowmap, bases, toff, rows, xr, xi = _blk_workspace(
+        R, B, 1 << max(tgts.shape[1], gtgts.shape[1]))
     sums = np.empty(R)
     for batch in range(lo, hi):
         _batch(psi, lam, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
                perm, poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs,
-               slots, acc, pr, pi, lr, li, rowmap, bases, toff, rows, xr, xi, sums)
+               slots, acc, buf, rowmap, bases, toff, rows, xr, xi, sums)
 
 
 @_jit
@@ -1091,17 +891,8 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[GateOp], specs: list[GateSpec
     count = len(steps)
     width = max([len(st[2]) for st in steps] + [1])
     gwidth = max([len(st[5][1]) for st in steps if st[5] is not None] + [1])
-    kinds = np.empty(count, np.int64)
-    cmasks = np.zeros(count, np.int64)
-    ntg = np.zeros(count, np.int64)
-    tgts = np.zeros((count, width), np.int64)
-    moffs = np.zeros(count, np.int64)
-    poffs = np.zeros(count, np.int64)
-    gkinds = np.zeros(count, np.int64)
-    gcmasks = np.zeros(count, np.int64)
-    gntg = np.zeros(count, np.int64)
-    gtgts = np.zeros((count, gwidth), np.int64)
-    goffs = np.zeros(count, np.int64)
+    kinds, cmasks, ntg, tgts, moffs, poffs = _op_table(count, width)
+    gkinds, gcmasks, gntg, gtgts, goffs, _ = _op_table(count, gwidth)  # generators alike
     scount = np.zeros(count, np.int64)
     soffs = np.zeros(count, np.int64)
     pool: list[np.ndarray] = []

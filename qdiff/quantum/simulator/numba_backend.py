@@ -56,6 +56,9 @@ _jit_par = njit(cache=True, nogil=True, parallel=True, fastmath=False)
 # the block kernels: FMA contraction only (a product rounds once instead of twice), so that
 # the complex 2x2 and 4x4 arithmetic compiles to fused multiply-adds
 _jit_blk = njit(cache=True, nogil=True, fastmath={"contract"})
+# the block ops that the adjoint kernel (numba_adjoint) shares: inlined where they are called,
+# so that each kernel compiles them with its own flags (the adjoint's rounding stays its own)
+_jit_op = njit(cache=True, nogil=True, inline="always")
 
 _insert = njit(inline="always", cache=True)(insert_zero_bits)
 _parity = njit(inline="always", cache=True)(parity)
@@ -120,14 +123,21 @@ def _swap_loop(a, b, f0, f1):
 # ---------------------------------------------------------------------------------------------
 
 @_jit
-def _dense1_body(psi, lo, hi, pos, cmask, bit, m00, m01, m10, m11):
+def _pair_body(psi, lo, hi, pos, cmask, bit, swap, m00, m01, m10, m11):
+    # A 2x2 on the pairs (i0, i0 | bit). `swap`: m is anti-diagonal (x, y, and cx, cy via
+    # controls: U|0> = m10|1>, U|1> = m01|0>), a swap with phases, without the zeros.
     if pos[0] >= _MIN_RUN_BITS:
         span = np.int64(1) << pos[0]
         g = lo
         while g < hi:
             run = min(span - (g & (span - 1)), hi - g)
             i0 = _insert(g, pos) | cmask
-            _pair_loop(psi[i0:i0 + run], psi[i0 + bit:i0 + bit + run], m00, m01, m10, m11)
+            a = psi[i0:i0 + run]
+            b = psi[i0 + bit:i0 + bit + run]
+            if swap:
+                _swap_loop(a, b, m10, m01)
+            else:
+                _pair_loop(a, b, m00, m01, m10, m11)
             g += run
     else:
         for g in range(lo, hi):
@@ -135,8 +145,12 @@ def _dense1_body(psi, lo, hi, pos, cmask, bit, m00, m01, m10, m11):
             i1 = i0 | bit
             a = psi[i0]
             b = psi[i1]
-            psi[i0] = m00 * a + m01 * b
-            psi[i1] = m10 * a + m11 * b
+            if swap:
+                psi[i0] = m01 * b
+                psi[i1] = m10 * a
+            else:
+                psi[i0] = m00 * a + m01 * b
+                psi[i1] = m10 * a + m11 * b
 
 
 @_jit
@@ -204,26 +218,6 @@ def _diag_body(psi, lo, hi, pos, cmask, offs, d):
 
 
 @_jit
-def _perm1_body(psi, lo, hi, pos, cmask, bit, f0, f1):
-    # x, y (and cx, cy via controls): swap the pair, with phases U|0> = f0|1>, U|1> = f1|0>.
-    if pos[0] >= _MIN_RUN_BITS:
-        span = np.int64(1) << pos[0]
-        g = lo
-        while g < hi:
-            run = min(span - (g & (span - 1)), hi - g)
-            i0 = _insert(g, pos) | cmask
-            _swap_loop(psi[i0:i0 + run], psi[i0 + bit:i0 + bit + run], f0, f1)
-            g += run
-    else:
-        for g in range(lo, hi):
-            i0 = _insert(g, pos) | cmask
-            i1 = i0 | bit
-            a = psi[i0]
-            psi[i0] = f1 * psi[i1]
-            psi[i1] = f0 * a
-
-
-@_jit
 def _permk_body(psi, lo, hi, pos, cmask, offs, perm, phases, tmp):
     dim = offs.shape[0]
     for g in range(lo, hi):
@@ -281,15 +275,15 @@ def _sums_body(psi, lo, hi, xs, zs, out):
 # ---------------------------------------------------------------------------------------------
 
 @_jit
-def _dense1_ser(psi, ng, pos, cmask, bit, m00, m01, m10, m11):
-    _dense1_body(psi, 0, ng, pos, cmask, bit, m00, m01, m10, m11)
+def _pair_ser(psi, ng, pos, cmask, bit, swap, m00, m01, m10, m11):
+    _pair_body(psi, 0, ng, pos, cmask, bit, swap, m00, m01, m10, m11)
 
 
 @_jit_par
-def _dense1_par(psi, ng, pos, cmask, bit, m00, m01, m10, m11):
+def _pair_par(psi, ng, pos, cmask, bit, swap, m00, m01, m10, m11):
     for c in prange((ng + _CHUNK - 1) // _CHUNK):
         lo = c * _CHUNK
-        _dense1_body(psi, lo, min(lo + _CHUNK, ng), pos, cmask, bit, m00, m01, m10, m11)
+        _pair_body(psi, lo, min(lo + _CHUNK, ng), pos, cmask, bit, swap, m00, m01, m10, m11)
 
 
 @_jit
@@ -327,18 +321,6 @@ def _diag_par(psi, ng, pos, cmask, offs, d):
     for c in prange((ng + _CHUNK - 1) // _CHUNK):
         lo = c * _CHUNK
         _diag_body(psi, lo, min(lo + _CHUNK, ng), pos, cmask, offs, d)
-
-
-@_jit
-def _perm1_ser(psi, ng, pos, cmask, bit, f0, f1):
-    _perm1_body(psi, 0, ng, pos, cmask, bit, f0, f1)
-
-
-@_jit_par
-def _perm1_par(psi, ng, pos, cmask, bit, f0, f1):
-    for c in prange((ng + _CHUNK - 1) // _CHUNK):
-        lo = c * _CHUNK
-        _perm1_body(psi, lo, min(lo + _CHUNK, ng), pos, cmask, bit, f0, f1)
 
 
 @_jit
@@ -423,8 +405,8 @@ class NumbaBackend(StatevectorBackend):
         k = len(layout.targets)
         if k == 1:
             m = matrix
-            (_dense1_par if par else _dense1_ser)(state, ng, pos, cm, 1 << layout.targets[0],
-                                                  m[0, 0], m[0, 1], m[1, 0], m[1, 1])
+            (_pair_par if par else _pair_ser)(state, ng, pos, cm, 1 << layout.targets[0], False,
+                                              m[0, 0], m[0, 1], m[1, 0], m[1, 1])
         elif k == 2:
             b0, b1 = 1 << layout.targets[0], 1 << layout.targets[1]
             (_dense2_par if par else _dense2_ser)(state, ng, pos, cm, b0, b1,
@@ -445,8 +427,9 @@ class NumbaBackend(StatevectorBackend):
             if perm[0] == 0:  # identity permutation with phases: a diagonal gate
                 self._diagonal(state, layout, layout.offsets, phases)
                 return
-            (_perm1_par if par else _perm1_ser)(state, ng, pos, cm, 1 << layout.targets[0],
-                                                phases[0], phases[1])
+            zero = state.dtype.type(0)
+            (_pair_par if par else _pair_ser)(state, ng, pos, cm, 1 << layout.targets[0], True,
+                                              zero, phases[1], phases[0], zero)
         else:
             (_permk_par if par else _permk_ser)(state, ng, pos, cm, layout.offsets, perm,
                                                 phases)
@@ -565,6 +548,12 @@ class NumbaBackend(StatevectorBackend):
 # buffer, and the batch is scattered back. Each gate then works on whole rows, contiguous
 # runs of B doubles, so the inner loops vectorize whatever the gate's wires are. Permutation
 # gates (x, cx, swap, mcx, ...) only permute a row map; rows move once, at the scatter.
+#
+# The adjoint block kernel (numba_adjoint) runs the same batches on two states at once, with
+# the gather, the scatter and the ops below: an op takes ``buf``, a tuple of the split
+# buffers of one or more states (buf[2s] and buf[2s + 1]: the real and imaginary parts of
+# state s, each 2^k rows of B columns), and applies itself to every state in it, under one
+# row map.
 # ---------------------------------------------------------------------------------------------
 
 OP_DENSE1, OP_DENSE2, OP_DENSEK, OP_DIAG, OP_PERM, OP_REAL1, OP_REAL2 = 0, 1, 2, 3, 4, 5, 6
@@ -572,7 +561,155 @@ OP_DENSE1, OP_DENSE2, OP_DENSEK, OP_DIAG, OP_PERM, OP_REAL1, OP_REAL2 = 0, 1, 2,
 
 
 @_jit_blk
-def _blk_dense1(re, im, rowmap, B, tb, cmask, pool, mo):
+def _blk_low(offs):
+    # the block's wires 0, 1, ..., log2(low) - 1 are wires 0, 1, ... of the state: each group
+    # is 2^k / low runs of `low` contiguous amplitudes
+    low = 1
+    while low < offs.shape[0] and offs[low] == low:
+        low *= 2
+    return low
+
+
+@_jit_blk
+def _blk_workspace(R, B, dim):
+    # what a range of batches needs besides its buffers: the row map, the group bases, and
+    # the scratch of an op on up to `dim` rows (row numbers, row offsets, a column's re, im)
+    return (np.empty(R, np.int64), np.empty(B, np.int64), np.empty(dim, np.int64),
+            np.empty(dim, np.int64), np.empty(dim), np.empty(dim))
+
+
+@_jit_blk
+def _blk_start(g0, B, pos, bases, rowmap):
+    # A batch of groups g0..g0+B-1: the identity row map, and the layout of the groups, with
+    # their bases: 0, contiguous, when B is below the lowest block wire (bases[0]); 1, runs of
+    # 2^pos[0] >= 8 contiguous groups (bases[b] at the start of each run); 2, a transpose
+    # (every bases[b]).
+    for r in range(rowmap.shape[0]):
+        rowmap[r] = r
+    if (np.int64(1) << pos[0]) >= B:
+        bases[0] = _insert(g0, pos)
+        return 0
+    if pos[0] >= 3:
+        run = np.int64(1) << pos[0]
+        for b in range(0, B, run):
+            bases[b] = _insert(g0 + b, pos)
+        return 1
+    for b in range(B):
+        bases[b] = _insert(g0 + b, pos)
+    return 2
+
+
+@_jit_blk
+def _blk_gather(psi, re, im, B, offs, low, layout, bases, pos):
+    # the batch of `psi` into re/im: row r = amplitude r of each group (`low` as _blk_low)
+    R = offs.shape[0]
+    if layout == 0:
+        for r in range(R):
+            o = bases[0] | offs[r]
+            src = psi[o:o + B]
+            dr = re[r * B:(r + 1) * B]
+            di = im[r * B:(r + 1) * B]
+            for b in range(B):
+                v = src[b]
+                dr[b] = v.real
+                di[b] = v.imag
+    elif layout == 1:
+        run = np.int64(1) << pos[0]
+        for r in range(R):
+            o = offs[r]
+            for b0 in range(0, B, run):
+                s = bases[b0] | o
+                src = psi[s:s + run]
+                dr = re[r * B + b0:r * B + b0 + run]
+                di = im[r * B + b0:r * B + b0 + run]
+                for b in range(run):
+                    v = src[b]
+                    dr[b] = v.real
+                    di[b] = v.imag
+    else:  # a transpose, by tiles of 8 groups so that buffer writes fill cache lines
+        for b0 in range(0, B, 8):
+            for rh in range(0, R, low):
+                oh = offs[rh]
+                for rl in range(low):
+                    p = (rh + rl) * B + b0
+                    for t in range(8):
+                        v = psi[(bases[b0 + t] | oh) + rl]
+                        re[p + t] = v.real
+                        im[p + t] = v.imag
+
+
+@_jit_blk
+def _blk_scatter(psi, re, im, rowmap, B, offs, low, layout, bases, pos):
+    # re/im back into the batch of `psi`, reading each logical row from where the row map put it
+    R = offs.shape[0]
+    if layout == 0:
+        for r in range(R):
+            o = bases[0] | offs[r]
+            p = rowmap[r] * B
+            dst = psi[o:o + B]
+            sr = re[p:p + B]
+            si = im[p:p + B]
+            for b in range(B):
+                dst[b] = complex(sr[b], si[b])
+    elif layout == 1:
+        run = np.int64(1) << pos[0]
+        for r in range(R):
+            o = offs[r]
+            p = rowmap[r] * B
+            for b0 in range(0, B, run):
+                s = bases[b0] | o
+                dst = psi[s:s + run]
+                sr = re[p + b0:p + b0 + run]
+                si = im[p + b0:p + b0 + run]
+                for b in range(run):
+                    dst[b] = complex(sr[b], si[b])
+    else:
+        for b0 in range(0, B, 8):
+            for rh in range(0, R, low):
+                oh = offs[rh]
+                for rl in range(low):
+                    p = rowmap[rh + rl] * B + b0
+                    for t in range(8):
+                        psi[(bases[b0 + t] | oh) + rl] = complex(re[p + t], im[p + t])
+
+
+@_jit_op
+def _blk_scale(xr, xi, dr, di):
+    # one row times d = dr + i di
+    for b in range(xr.shape[0]):
+        ar = xr[b]
+        ai = xi[b]
+        xr[b] = dr * ar - di * ai
+        xi[b] = dr * ai + di * ar
+
+
+@_jit_blk
+def _local_offsets(tgt, m, out):
+    # out[t] = the local row bits of target pattern t (bit j of t -> target bit tgt[j]);
+    # returns the mask of all targets
+    for t in range(1 << m):
+        o = 0
+        for j in range(m):
+            if (t >> j) & 1:
+                o |= tgt[j]
+        out[t] = o
+    return out[(1 << m) - 1]
+
+
+@_jit_blk
+def _row_pattern(r, tgt, m):
+    # the target pattern of row r (bit j set where r has target bit tgt[j])
+    t = 0
+    for j in range(m):
+        if r & tgt[j]:
+            t |= 1 << j
+    return t
+
+
+@_jit_op
+def _blk_dense1(buf, rowmap, B, tb, cmask, pool, mo, real):
+    # a 2x2 on row bit tb; `real`: the matrix is (ry, h, products of real gates), half the
+    # arithmetic
     m00r, m00i = pool[mo].real, pool[mo].imag
     m01r, m01i = pool[mo + 1].real, pool[mo + 1].imag
     m10r, m10i = pool[mo + 2].real, pool[mo + 2].imag
@@ -582,46 +719,38 @@ def _blk_dense1(re, im, rowmap, B, tb, cmask, pool, mo):
             continue
         p0 = rowmap[r0] * B
         p1 = rowmap[r0 | tb] * B
-        xr = re[p0:p0 + B]
-        xi = im[p0:p0 + B]
-        yr = re[p1:p1 + B]
-        yi = im[p1:p1 + B]
-        for b in range(B):
-            ar = xr[b]
-            ai = xi[b]
-            br = yr[b]
-            bi = yi[b]
-            xr[b] = m00r * ar - m00i * ai + m01r * br - m01i * bi
-            xi[b] = m00r * ai + m00i * ar + m01r * bi + m01i * br
-            yr[b] = m10r * ar - m10i * ai + m11r * br - m11i * bi
-            yi[b] = m10r * ai + m10i * ar + m11r * bi + m11i * br
+        for s in range(0, len(buf), 2):
+            xr = buf[s][p0:p0 + B]
+            xi = buf[s + 1][p0:p0 + B]
+            yr = buf[s][p1:p1 + B]
+            yi = buf[s + 1][p1:p1 + B]
+            if real:
+                for b in range(B):
+                    ar = xr[b]
+                    ai = xi[b]
+                    br = yr[b]
+                    bi = yi[b]
+                    xr[b] = m00r * ar + m01r * br
+                    xi[b] = m00r * ai + m01r * bi
+                    yr[b] = m10r * ar + m11r * br
+                    yi[b] = m10r * ai + m11r * bi
+                continue
+            for b in range(B):
+                ar = xr[b]
+                ai = xi[b]
+                br = yr[b]
+                bi = yi[b]
+                xr[b] = m00r * ar - m00i * ai + m01r * br - m01i * bi
+                xi[b] = m00r * ai + m00i * ar + m01r * bi + m01i * br
+                yr[b] = m10r * ar - m10i * ai + m11r * br - m11i * bi
+                yi[b] = m10r * ai + m10i * ar + m11r * bi + m11i * br
 
 
 @_jit_blk
-def _blk_real1(re, im, rowmap, B, tb, cmask, pool, mo):
-    # a real 2x2 (ry, h, and products of real gates): half the arithmetic of a complex one
-    m00 = pool[mo].real
-    m01 = pool[mo + 1].real
-    m10 = pool[mo + 2].real
-    m11 = pool[mo + 3].real
-    for r0 in range(rowmap.shape[0]):
-        if (r0 & tb) != 0 or (r0 & cmask) != cmask:
-            continue
-        p0 = rowmap[r0] * B
-        p1 = rowmap[r0 | tb] * B
-        xr = re[p0:p0 + B]
-        xi = im[p0:p0 + B]
-        yr = re[p1:p1 + B]
-        yi = im[p1:p1 + B]
-        for b in range(B):
-            ar = xr[b]
-            ai = xi[b]
-            br = yr[b]
-            bi = yi[b]
-            xr[b] = m00 * ar + m01 * br
-            xi[b] = m00 * ai + m01 * bi
-            yr[b] = m10 * ar + m11 * br
-            yi[b] = m10 * ai + m11 * bi
+def _blk_quad(rowmap, r0, ta, tb, B):
+    # the buffer offsets of rows r0, r0 | ta, r0 | tb, r0 | ta | tb
+    return (rowmap[r0] * B, rowmap[r0 | ta] * B, rowmap[r0 | tb] * B,
+            rowmap[r0 | ta | tb] * B)
 
 
 @_jit_blk
@@ -642,140 +771,112 @@ def _real2_rows(s0, s1, s2, s3, B, a00, a01, a10, a11, b00, b01, b10, b11):
 
 
 @_jit_blk
-def _blk_real2(re, im, rowmap, B, ta, tb, pool, mo):
+def _blk_real2(buf, rowmap, B, ta, tb, pool, mo):
     # two real 2x2 on two wires in one sweep (A on ta, then B on tb): half the buffer traffic
     a00, a01, a10, a11 = pool[mo].real, pool[mo + 1].real, pool[mo + 2].real, pool[mo + 3].real
     b00, b01, b10, b11 = (pool[mo + 4].real, pool[mo + 5].real, pool[mo + 6].real,
                           pool[mo + 7].real)
-    both = ta | tb
     for r0 in range(rowmap.shape[0]):
-        if (r0 & both) != 0:
+        if (r0 & (ta | tb)) != 0:
             continue
-        p0 = rowmap[r0] * B
-        p1 = rowmap[r0 | ta] * B
-        p2 = rowmap[r0 | tb] * B
-        p3 = rowmap[r0 | both] * B
-        _real2_rows(re[p0:p0 + B], re[p1:p1 + B], re[p2:p2 + B], re[p3:p3 + B], B,
-                    a00, a01, a10, a11, b00, b01, b10, b11)
-        _real2_rows(im[p0:p0 + B], im[p1:p1 + B], im[p2:p2 + B], im[p3:p3 + B], B,
-                    a00, a01, a10, a11, b00, b01, b10, b11)
+        p0, p1, p2, p3 = _blk_quad(rowmap, r0, ta, tb, B)
+        for s in range(len(buf)):  # a real matrix: re and im alike
+            _real2_rows(buf[s][p0:p0 + B], buf[s][p1:p1 + B], buf[s][p2:p2 + B],
+                        buf[s][p3:p3 + B], B, a00, a01, a10, a11, b00, b01, b10, b11)
 
 
 @_jit_blk
-def _blk_dense2(re, im, rowmap, B, t0, t1, cmask, pool, mo):
+def _blk_dense2(buf, rowmap, B, t0, t1, cmask, pool, mo):
     mr = np.empty(16)
     mi = np.empty(16)
     for e in range(16):
         mr[e] = pool[mo + e].real
         mi[e] = pool[mo + e].imag
-    both = t0 | t1
     for r0 in range(rowmap.shape[0]):
-        if (r0 & both) != 0 or (r0 & cmask) != cmask:
+        if (r0 & (t0 | t1)) != 0 or (r0 & cmask) != cmask:
             continue
-        p0 = rowmap[r0] * B
-        p1 = rowmap[r0 | t0] * B
-        p2 = rowmap[r0 | t1] * B
-        p3 = rowmap[r0 | both] * B
-        ar = re[p0:p0 + B]
-        ai = im[p0:p0 + B]
-        br = re[p1:p1 + B]
-        bi = im[p1:p1 + B]
-        cr = re[p2:p2 + B]
-        ci = im[p2:p2 + B]
-        dr = re[p3:p3 + B]
-        di = im[p3:p3 + B]
-        for b in range(B):
-            x0r = ar[b]
-            x0i = ai[b]
-            x1r = br[b]
-            x1i = bi[b]
-            x2r = cr[b]
-            x2i = ci[b]
-            x3r = dr[b]
-            x3i = di[b]
-            ar[b] = (mr[0] * x0r - mi[0] * x0i + mr[1] * x1r - mi[1] * x1i
-                     + mr[2] * x2r - mi[2] * x2i + mr[3] * x3r - mi[3] * x3i)
-            ai[b] = (mr[0] * x0i + mi[0] * x0r + mr[1] * x1i + mi[1] * x1r
-                     + mr[2] * x2i + mi[2] * x2r + mr[3] * x3i + mi[3] * x3r)
-            br[b] = (mr[4] * x0r - mi[4] * x0i + mr[5] * x1r - mi[5] * x1i
-                     + mr[6] * x2r - mi[6] * x2i + mr[7] * x3r - mi[7] * x3i)
-            bi[b] = (mr[4] * x0i + mi[4] * x0r + mr[5] * x1i + mi[5] * x1r
-                     + mr[6] * x2i + mi[6] * x2r + mr[7] * x3i + mi[7] * x3r)
-            cr[b] = (mr[8] * x0r - mi[8] * x0i + mr[9] * x1r - mi[9] * x1i
-                     + mr[10] * x2r - mi[10] * x2i + mr[11] * x3r - mi[11] * x3i)
-            ci[b] = (mr[8] * x0i + mi[8] * x0r + mr[9] * x1i + mi[9] * x1r
-                     + mr[10] * x2i + mi[10] * x2r + mr[11] * x3i + mi[11] * x3r)
-            dr[b] = (mr[12] * x0r - mi[12] * x0i + mr[13] * x1r - mi[13] * x1i
-                     + mr[14] * x2r - mi[14] * x2i + mr[15] * x3r - mi[15] * x3i)
-            di[b] = (mr[12] * x0i + mi[12] * x0r + mr[13] * x1i + mi[13] * x1r
-                     + mr[14] * x2i + mi[14] * x2r + mr[15] * x3i + mi[15] * x3r)
+        p0, p1, p2, p3 = _blk_quad(rowmap, r0, t0, t1, B)
+        for s in range(0, len(buf), 2):
+            ar = buf[s][p0:p0 + B]
+            ai = buf[s + 1][p0:p0 + B]
+            br = buf[s][p1:p1 + B]
+            bi = buf[s + 1][p1:p1 + B]
+            cr = buf[s][p2:p2 + B]
+            ci = buf[s + 1][p2:p2 + B]
+            dr = buf[s][p3:p3 + B]
+            di = buf[s + 1][p3:p3 + B]
+            for b in range(B):
+                x0r = ar[b]
+                x0i = ai[b]
+                x1r = br[b]
+                x1i = bi[b]
+                x2r = cr[b]
+                x2i = ci[b]
+                x3r = dr[b]
+                x3i = di[b]
+                ar[b] = (mr[0] * x0r - mi[0] * x0i + mr[1] * x1r - mi[1] * x1i
+                         + mr[2] * x2r - mi[2] * x2i + mr[3] * x3r - mi[3] * x3i)
+                ai[b] = (mr[0] * x0i + mi[0] * x0r + mr[1] * x1i + mi[1] * x1r
+                         + mr[2] * x2i + mi[2] * x2r + mr[3] * x3i + mi[3] * x3r)
+                br[b] = (mr[4] * x0r - mi[4] * x0i + mr[5] * x1r - mi[5] * x1i
+                         + mr[6] * x2r - mi[6] * x2i + mr[7] * x3r - mi[7] * x3i)
+                bi[b] = (mr[4] * x0i + mi[4] * x0r + mr[5] * x1i + mi[5] * x1r
+                         + mr[6] * x2i + mi[6] * x2r + mr[7] * x3i + mi[7] * x3r)
+                cr[b] = (mr[8] * x0r - mi[8] * x0i + mr[9] * x1r - mi[9] * x1i
+                         + mr[10] * x2r - mi[10] * x2i + mr[11] * x3r - mi[11] * x3i)
+                ci[b] = (mr[8] * x0i + mi[8] * x0r + mr[9] * x1i + mi[9] * x1r
+                         + mr[10] * x2i + mi[10] * x2r + mr[11] * x3i + mi[11] * x3r)
+                dr[b] = (mr[12] * x0r - mi[12] * x0i + mr[13] * x1r - mi[13] * x1i
+                         + mr[14] * x2r - mi[14] * x2i + mr[15] * x3r - mi[15] * x3i)
+                di[b] = (mr[12] * x0i + mi[12] * x0r + mr[13] * x1i + mi[13] * x1r
+                         + mr[14] * x2i + mi[14] * x2r + mr[15] * x3i + mi[15] * x3r)
 
 
-@_jit_blk
-def _local_offsets(tgt, m, out):
-    # out[t] = the local row bits of target pattern t (bit j of t -> target bit tgt[j])
-    for t in range(1 << m):
-        o = 0
-        for j in range(m):
-            if (t >> j) & 1:
-                o |= tgt[j]
-        out[t] = o
-
-
-@_jit_blk
-def _blk_densek(re, im, rowmap, B, tgt, m, cmask, pool, mo, toff, rows, xr, xi):
+@_jit_op
+def _blk_densek(buf, rowmap, B, tgt, m, cmask, pool, mo, toff, rows, xr, xi):
     dim = 1 << m
-    _local_offsets(tgt, m, toff)
-    tmask = toff[dim - 1]
+    tmask = _local_offsets(tgt, m, toff)
     for r0 in range(rowmap.shape[0]):
         if (r0 & tmask) != 0 or (r0 & cmask) != cmask:
             continue
         for t in range(dim):
             rows[t] = rowmap[r0 | toff[t]] * B
-        for b in range(B):
-            for t in range(dim):
-                xr[t] = re[rows[t] + b]
-                xi[t] = im[rows[t] + b]
-            for s in range(dim):
-                accr = 0.0
-                acci = 0.0
+        for s in range(0, len(buf), 2):
+            re = buf[s]
+            im = buf[s + 1]
+            for b in range(B):
                 for t in range(dim):
-                    v = pool[mo + s * dim + t]
-                    accr += v.real * xr[t] - v.imag * xi[t]
-                    acci += v.real * xi[t] + v.imag * xr[t]
-                re[rows[s] + b] = accr
-                im[rows[s] + b] = acci
+                    xr[t] = re[rows[t] + b]
+                    xi[t] = im[rows[t] + b]
+                for u in range(dim):
+                    accr = 0.0
+                    acci = 0.0
+                    for t in range(dim):
+                        v = pool[mo + u * dim + t]
+                        accr += v.real * xr[t] - v.imag * xi[t]
+                        acci += v.real * xi[t] + v.imag * xr[t]
+                    re[rows[u] + b] = accr
+                    im[rows[u] + b] = acci
 
 
 @_jit_blk
-def _blk_diag(re, im, rowmap, B, tgt, m, cmask, pool, mo):
+def _blk_diag(buf, rowmap, B, tgt, m, cmask, pool, mo):
     for r in range(rowmap.shape[0]):
         if (r & cmask) != cmask:
             continue
-        t = 0
-        for j in range(m):
-            if r & tgt[j]:
-                t |= 1 << j
-        d = pool[mo + t]
+        d = pool[mo + _row_pattern(r, tgt, m)]
         if d == 1:
             continue
-        dr = d.real
-        di = d.imag
         p = rowmap[r] * B
-        xr = re[p:p + B]
-        xi = im[p:p + B]
-        for b in range(B):
-            ar = xr[b]
-            ai = xi[b]
-            xr[b] = dr * ar - di * ai
-            xi[b] = dr * ai + di * ar
+        for s in range(0, len(buf), 2):
+            _blk_scale(buf[s][p:p + B], buf[s + 1][p:p + B], d.real, d.imag)
 
 
-@_jit_blk
-def _blk_perm(re, im, rowmap, B, tgt, m, cmask, pool, mo, perm, po, toff, rows):
+@_jit_op
+def _blk_perm(buf, rowmap, B, tgt, m, cmask, pool, mo, perm, po, toff, rows):
+    # U|t> = phases[t] |perm[t]>: logical row t moves to perm[t] (only the row map changes)
     dim = 1 << m
-    _local_offsets(tgt, m, toff)
-    tmask = toff[dim - 1]
+    tmask = _local_offsets(tgt, m, toff)
     for r0 in range(rowmap.shape[0]):
         if (r0 & tmask) != 0 or (r0 & cmask) != cmask:
             continue
@@ -785,132 +886,46 @@ def _blk_perm(re, im, rowmap, B, tgt, m, cmask, pool, mo, perm, po, toff, rows):
             rowmap[r0 | toff[perm[po + t]]] = rows[t]
             d = pool[mo + t]
             if d != 1:
-                dr = d.real
-                di = d.imag
                 p = rows[t] * B
-                xr = re[p:p + B]
-                xi = im[p:p + B]
-                for b in range(B):
-                    ar = xr[b]
-                    ai = xi[b]
-                    xr[b] = dr * ar - di * ai
-                    xi[b] = dr * ai + di * ar
+                for s in range(0, len(buf), 2):
+                    _blk_scale(buf[s][p:p + B], buf[s + 1][p:p + B], d.real, d.imag)
 
 
 @_jit_blk
 def _blk_batch(psi, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs,
-               re, im, rowmap, bases, toff, rows, xr, xi):
-    R = offs.shape[0]
-    # Groups g0..g0+B-1 are contiguous when B is below the lowest block wire; otherwise each
-    # group is R/low runs of `low` contiguous amplitudes (the block's wires 0..log2(low)-1).
-    contiguous = (np.int64(1) << pos[0]) >= B
-    base0 = _insert(g0, pos)
-    for r in range(R):
-        rowmap[r] = r
-    if contiguous:
-        for r in range(R):
-            o = base0 | offs[r]
-            src = psi[o:o + B]
-            dst_r = re[r * B:(r + 1) * B]
-            dst_i = im[r * B:(r + 1) * B]
-            for b in range(B):
-                v = src[b]
-                dst_r[b] = v.real
-                dst_i[b] = v.imag
-    elif pos[0] >= 3:  # runs of 2^pos[0] >= 8 contiguous groups
-        run = np.int64(1) << pos[0]
-        for b in range(0, B, run):
-            bases[b] = _insert(g0 + b, pos)
-        for r in range(R):
-            o = offs[r]
-            for b0 in range(0, B, run):
-                src = psi[bases[b0] | o:(bases[b0] | o) + run]
-                dst_r = re[r * B + b0:r * B + b0 + run]
-                dst_i = im[r * B + b0:r * B + b0 + run]
-                for b in range(run):
-                    v = src[b]
-                    dst_r[b] = v.real
-                    dst_i[b] = v.imag
-    else:  # a transpose, by tiles of 8 groups so that buffer writes fill cache lines
-        for b in range(B):
-            bases[b] = _insert(g0 + b, pos)
-        for b0 in range(0, B, 8):
-            for rh in range(0, R, low):
-                oh = offs[rh]
-                for rl in range(low):
-                    p = (rh + rl) * B + b0
-                    for t in range(8):
-                        v = psi[(bases[b0 + t] | oh) + rl]
-                        re[p + t] = v.real
-                        im[p + t] = v.imag
+               buf, rowmap, bases, toff, rows, xr, xi):
+    layout = _blk_start(g0, B, pos, bases, rowmap)
+    _blk_gather(psi, buf[0], buf[1], B, offs, low, layout, bases, pos)
     for q in range(kinds.shape[0]):
         kind = kinds[q]
         cm = cmasks[q]
         mo = moffs[q]
-        if kind == 0:
-            _blk_dense1(re, im, rowmap, B, tgts[q, 0], cm, pool, mo)
-        elif kind == 1:
-            _blk_dense2(re, im, rowmap, B, tgts[q, 0], tgts[q, 1], cm, pool, mo)
-        elif kind == 2:
-            _blk_densek(re, im, rowmap, B, tgts[q], ntg[q], cm, pool, mo, toff, rows, xr, xi)
-        elif kind == 3:
-            _blk_diag(re, im, rowmap, B, tgts[q], ntg[q], cm, pool, mo)
+        if kind == 0:  # `real` constant: the inlined op keeps one of its two loops
+            _blk_dense1(buf, rowmap, B, tgts[q, 0], cm, pool, mo, False)
         elif kind == 5:
-            _blk_real1(re, im, rowmap, B, tgts[q, 0], cm, pool, mo)
+            _blk_dense1(buf, rowmap, B, tgts[q, 0], cm, pool, mo, True)
+        elif kind == 1:
+            _blk_dense2(buf, rowmap, B, tgts[q, 0], tgts[q, 1], cm, pool, mo)
+        elif kind == 2:
+            _blk_densek(buf, rowmap, B, tgts[q], ntg[q], cm, pool, mo, toff, rows, xr, xi)
+        elif kind == 3:
+            _blk_diag(buf, rowmap, B, tgts[q], ntg[q], cm, pool, mo)
         elif kind == 6:
-            _blk_real2(re, im, rowmap, B, tgts[q, 0], tgts[q, 1], pool, mo)
+            _blk_real2(buf, rowmap, B, tgts[q, 0], tgts[q, 1], pool, mo)
         else:
-            _blk_perm(re, im, rowmap, B, tgts[q], ntg[q], cm, pool, mo, perm, poffs[q], toff,
-                      rows)
-    # scatter, reading each logical row from where the row map put it
-    if contiguous:
-        for r in range(R):
-            o = base0 | offs[r]
-            p = rowmap[r] * B
-            dst = psi[o:o + B]
-            src_r = re[p:p + B]
-            src_i = im[p:p + B]
-            for b in range(B):
-                dst[b] = complex(src_r[b], src_i[b])
-    elif pos[0] >= 3:
-        run = np.int64(1) << pos[0]
-        for r in range(R):
-            o = offs[r]
-            p = rowmap[r] * B
-            for b0 in range(0, B, run):
-                dst = psi[bases[b0] | o:(bases[b0] | o) + run]
-                src_r = re[p + b0:p + b0 + run]
-                src_i = im[p + b0:p + b0 + run]
-                for b in range(run):
-                    dst[b] = complex(src_r[b], src_i[b])
-    else:
-        for b0 in range(0, B, 8):
-            for rh in range(0, R, low):
-                oh = offs[rh]
-                for rl in range(low):
-                    p = rowmap[rh + rl] * B + b0
-                    for t in range(8):
-                        psi[(bases[b0 + t] | oh) + rl] = complex(re[p + t], im[p + t])
+            _blk_perm(buf, rowmap, B, tgts[q], ntg[q], cm, pool, mo, perm, poffs[q], toff, rows)
+    _blk_scatter(psi, buf[0], buf[1], rowmap, B, offs, low, layout, bases, pos)
 
 
 @_jit_blk
 def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs):
     R = offs.shape[0]
-    low = 1
-    while low < R and offs[low] == low:  # block wires 0, 1, ...: contiguous runs in a group
-        low *= 2
-    dim = 1 << tgts.shape[1]
-    re = np.empty(R * B)
-    im = np.empty(R * B)
-    rowmap = np.empty(R, np.int64)
-    bases = np.empty(B, np.int64)
-    toff = np.empty(dim, np.int64)
-    rows = np.empty(dim, np.int64)
-    xr = np.empty(dim)
-    xi = np.empty(dim)
+    low = _blk_low(offs)
+    buf = (np.empty(R * B), np.empty(R * B))  # separate arrays: rows of one 2-D array ran slower
+    rowmap, bases, toff, rows, xr, xi = _blk_workspace(R, B, 1 << tgts.shape[1])
     for batch in range(lo, hi):
         _blk_batch(psi, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
-                   perm, poffs, re, im, rowmap, bases, toff, rows, xr, xi)
+                   perm, poffs, buf, rowmap, bases, toff, rows, xr, xi)
 
 
 @_jit_blk
@@ -975,6 +990,15 @@ def _op_data(spec: GateSpec, kind: str, params: tuple[float, ...]) -> np.ndarray
     if kind == "perm":
         return np.asarray(spec.permutation()[1], np.complex128)
     return spec.matrix(*params)
+
+
+def _op_table(count: int, width: int) -> tuple[np.ndarray, ...]:
+    """The zeroed op arrays of ``count`` ops of a block kernel (this one's and the adjoint
+    one's): kinds, control masks, numbers of targets, target masks ``[count, width]``, pool
+    offsets, perm offsets."""
+    return (np.zeros(count, np.int64), np.zeros(count, np.int64), np.zeros(count, np.int64),
+            np.zeros((count, width), np.int64), np.zeros(count, np.int64),
+            np.zeros(count, np.int64))
 
 
 def _always_real(spec: GateSpec) -> bool:
@@ -1065,12 +1089,7 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
 
     count = len(entries)
     width = max([len(e[2]) for e in entries] + [1])
-    kinds = np.zeros(count, np.int64)
-    cmasks = np.zeros(count, np.int64)
-    ntg = np.zeros(count, np.int64)
-    tgts = np.zeros((count, width), np.int64)
-    moffs = np.zeros(count, np.int64)
-    poffs = np.zeros(count, np.int64)
+    kinds, cmasks, ntg, tgts, moffs, poffs = _op_table(count, width)
     perms: list[int] = [1, 0]  # slot 0: the swap of a folded anti-diagonal 2x2
     size = 0
     fold_groups: dict[tuple[Any, ...], list[tuple[int, list[int], int]]] = {}
