@@ -263,8 +263,11 @@ def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
 
 # ------------------------------------------------------------------------------- jvp and vjp
 def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
-        fuse: bool | None = None) -> tuple[Any, Any]:
+        fuse: bool | None = None, method: str = "auto", **options: Any) -> tuple[Any, Any]:
     """Forward mode: ``(f(*primals), J·tangents)``, with tangents shaped like the primals.
+
+    A quantum program's JVP contracts its Jacobian (`qdiff.quantum.jacobian`, by
+    ``method``, default adjoint) with the tangents.
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> out, tangent = qdiff.jvp(qnp.sin, (0.0,), (2.0,))
@@ -277,6 +280,9 @@ def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
     if tangent_tree != in_tree:
         raise QdiffError("jvp: the tangents must have the structure of the primals")
     flags = [is_differentiable(t) for t in program.in_types]
+    if _is_quantum(program):
+        return _quantum_jvp(program, flat_primals, flat_tangents, flags, method, options)
+    _classical_options(method, options)
     forward = jvp_program(to_differentiate(program, fuse), flags)
     supplied = [t for t, flag in zip(flat_tangents, flags) if flag]
     outs = _call_flat(forward, [*flat_primals, *supplied])
@@ -287,9 +293,12 @@ def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
     return _unflatten_outputs(program, outs[:n_out]), _unflatten_outputs(program, tangent_outs)
 
 
-def vjp(f: Function, *primals: Any, fuse: bool | None = None) -> tuple[Any, Callable[[Any], tuple]]:
+def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "auto",
+        **options: Any) -> tuple[Any, Callable[[Any], tuple]]:
     """Reverse mode: ``(f(*primals), vjp_fn)`` with ``vjp_fn(cotangent)`` returning one
-    cotangent per argument (shaped like it; None for non-float arguments).
+    cotangent per argument (shaped like it; None for non-float arguments). A quantum
+    program's ``vjp_fn`` runs one reverse sweep of one recorded run per cotangent with the
+    adjoint method, or the derivative ``method`` (and its options) of `qdiff.quantum.gradient`.
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> out, back = qdiff.vjp(lambda x: x * x, np.array([1.0, 2.0]))
@@ -300,16 +309,8 @@ def vjp(f: Function, *primals: Any, fuse: bool | None = None) -> tuple[Any, Call
     flat_primals, in_tree = pytree.flatten(tuple(primals))
     flags = [is_differentiable(t) for t in program.in_types]
     if _is_quantum(program):
-        from .quantum.adjoint import RecordedRun
-
-        run = RecordedRun(program, flat_primals)
-
-        def quantum_vjp(cotangent: Any) -> tuple:
-            flat = run.vjp(_output_leaves(program, cotangent))
-            return tuple(pytree.unflatten(in_tree, [g if flag else None
-                                                    for g, flag in zip(flat, flags)]))
-
-        return _unflatten_outputs(program, run.values), quantum_vjp
+        return _quantum_vjp(program, primals, flags, method, options)
+    _classical_options(method, options)
     backward = vjp_program(to_differentiate(program, fuse), flags)
     n_out = len(program.outputs)
     ct_slots = [k for k, a in enumerate(program.outputs) if is_differentiable(a.type)]
@@ -323,6 +324,57 @@ def vjp(f: Function, *primals: Any, fuse: bool | None = None) -> tuple[Any, Call
         return tuple(pytree.unflatten(in_tree, flat))
 
     return value, vjp_fn
+
+
+def _quantum_vjp(program: Program, primals: tuple, flags: list[bool], method: str,
+                 options: dict) -> tuple[Any, Callable[[Any], tuple]]:
+    from .quantum.adjoint import RecordedRun
+    from .quantum.gradients import gradient
+
+    flat_primals, in_tree = pytree.flatten(tuple(primals))
+    argnums = tuple(range(len(primals)))
+    if method in ("auto", "adjoint") and not options:
+        run = RecordedRun(program, flat_primals)
+        value = _unflatten_outputs(program, run.values)
+
+        def flat_vjp(cotangent: Any) -> list[Any]:
+            return run.vjp(_output_leaves(program, cotangent))
+    else:
+        value = None
+
+        def flat_vjp(cotangent: Any) -> list[Any]:
+            result = gradient(program, *primals, argnums=argnums, method=method,
+                              cotangent=tuple(_output_leaves(program, cotangent)), **options)
+            return pytree.flatten(result.grad)[0]
+
+    def quantum_vjp(cotangent: Any) -> tuple:
+        flat = flat_vjp(cotangent)
+        return tuple(pytree.unflatten(in_tree, [g if flag else None
+                                                for g, flag in zip(flat, flags)]))
+
+    if value is None:
+        from .quantum.runner import run as run_quantum
+
+        value = run_quantum(program, *primals).values
+    return value, quantum_vjp
+
+
+def _quantum_jvp(program: Program, flat_primals: list[Any], flat_tangents: list[Any],
+                 flags: list[bool], method: str, options: dict) -> tuple[Any, Any]:
+    # J·t, one row of the Jacobian per output element (the reverse sweep per row)
+    from .quantum.gradients import jacobian_rows
+
+    value, rows = jacobian_rows(program, flat_primals, method=method, **options)
+    tangents = [np.asarray(t, np.float64) if flag else None
+                for t, flag in zip(flat_tangents, flags)]
+    outs = []
+    for k, out_type in enumerate(program.out_types):
+        out = np.zeros(out_type.shape)
+        for index in np.ndindex(out_type.shape):
+            out[index] = sum(float(np.vdot(row, t)) for row, t in zip(rows[k][index], tangents)
+                             if t is not None and row is not None)
+        outs.append(out)
+    return _unflatten_outputs(program, value), _unflatten_outputs(program, outs)
 
 
 def _call_flat(program: Program, leaves: list[Any]) -> list[Any]:
@@ -469,7 +521,8 @@ def _split_columns(matrix: Any, types: list[Tensor], out: Tensor) -> list[Any]:
 
 
 def jacobian(f: Function, argnums: ArgNums = 0, mode: str = "reverse",
-             holomorphic: bool = False, fuse: bool | None = None) -> Any:
+             holomorphic: bool = False, fuse: bool | None = None, method: str = "auto",
+             **options: Any) -> Any:
     """The Jacobian of ``f``: shape ``output.shape + argument.shape``; for outputs and
     arguments that are tuples, lists or dicts, that structure of Jacobians (see
     `jacobian_program`).
@@ -484,10 +537,13 @@ def jacobian(f: Function, argnums: ArgNums = 0, mode: str = "reverse",
     def quantum(program: Program, args: tuple) -> Any:
         from .quantum.gradients import jacobian as quantum_jacobian
 
-        return quantum_jacobian(program, *args, argnums=argnums)
+        return quantum_jacobian(program, *args, argnums=argnums, method=method, **options)
 
-    return _function_or_program(
-        f, lambda p: jacobian_program(p, argnums, mode, holomorphic, fuse), "jacobian", quantum)
+    def build(program: Program) -> Program:
+        _classical_options(method, options)
+        return jacobian_program(program, argnums, mode, holomorphic, fuse)
+
+    return _function_or_program(f, build, "jacobian", quantum)
 
 
 def jacfwd(f: Function, argnums: ArgNums = 0, holomorphic: bool = False,

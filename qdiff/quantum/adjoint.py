@@ -57,6 +57,9 @@ from .primitives import pauli_sum_of
 from .runner import HANDLERS, BranchRunner, Item, _with_params, merge_groups
 from .simulator import GateOp
 
+# Records whose second output is an expectation value read off the state.
+READOUT_KINDS = ("expval", "probs", "statevector")
+
 # Equations whose bodies the runner runs equation by equation: their records connect them.
 STRUCTURAL = ("cond", "loop", "while")
 
@@ -205,28 +208,33 @@ class AdjointRunner(BranchRunner):
         return merged
 
     # -- the reverse sweep ------------------------------------------------------------------
-    def reverse(self, weight_seeds: dict[int, float],
-                value_seeds: dict[int, Any]) -> dict[int, Any]:
-        """Walk the records backwards from the seeds; returns the cotangent of every node."""
+    def reverse(self, weight_seeds: dict[int, float], value_seeds: dict[int, Any],
+                rules: dict[str, Callable[[Sweep, Record], None]] | None = None) -> Sweep:
+        """Walk the records backwards from the seeds; ``sweep.ct`` holds the cotangent of
+        every node. ``rules=CLASSICAL_RULES`` chain-rules the classical records only."""
         self.flush()
         sweep = Sweep(self, dict(weight_seeds), dict(value_seeds))
         records = self.records
-        consumed = {n for r in records for n in r.in_nodes}
-        consumed.update(n for r in records for p in r.parents for n in p[2])
-        for n, obj in self.states.items():
-            if n not in consumed:
-                sweep.psi[n] = self.backend.copy(obj)
+        quantum = rules is None
+        if quantum:
+            rules = RULES
+            consumed = {n for r in records for n in r.in_nodes}
+            consumed.update(n for r in records for p in r.parents for n in p[2])
+            for n, obj in self.states.items():
+                if n not in consumed:
+                    sweep.psi[n] = self.backend.copy(obj)
+        assert rules is not None
         i = len(records) - 1
         while i >= 0:
-            if records[i].kind == "gate":  # a run of gates on one state, as one unit
+            if quantum and records[i].kind == "gate":  # a run of gates on one state, at once
                 gates, deferred, i = _gate_run(records, i)
                 _gates(sweep, gates)
                 for record in deferred:
                     _classical(sweep, record)
                 continue
-            RULES[records[i].kind](sweep, records[i])
+            rules[records[i].kind](sweep, records[i])
             i -= 1
-        return sweep.ct
+        return sweep
 
 
 def _is_state(value: Any) -> bool:
@@ -301,6 +309,7 @@ class Sweep:
             self.ct[n] = self.ct.get(n, 0.0) + w
         self.lam: dict[int, Any] = {}
         self.psi: dict[int, Any] = {}
+        self.readouts: dict[int, Any] = {}  # id(record) -> its value's cotangent (classical)
         self._owned: dict[int, np.ndarray] = {}  # float64 sums this sweep made: updated in place
 
     def _own(self, array: np.ndarray) -> np.ndarray:
@@ -624,11 +633,37 @@ def _sample(sweep: Sweep, record: Record) -> None:
                      "integers; differentiate probs or expval instead")
 
 
+def _readout_cotangent(sweep: Sweep, record: Record) -> None:
+    # classical-only sweep: the cotangent stops at the readout, whose derivative the caller
+    # obtains otherwise (parameter shift)
+    sweep.readouts[id(record)] = sweep.ct.pop(record.out_nodes[1], None)
+
+
+def _merge_classical(sweep: Sweep, record: Record) -> None:
+    # v̄_i = (w_i/W) V̄ for the classical values; weights and states are not followed
+    outs = [None if _is_state(v) else sweep.ct.pop(n, None)
+            for n, v in zip(record.out_nodes, record.out_values)]
+    for _, w, nodes, values in record.parents:
+        for n, value, out in zip(nodes, values, outs):
+            if out is not None and not _is_state(value):
+                sweep.add(n, (w / record.weight_out) * np.asarray(out))
+
+
+def _skip(sweep: Sweep, record: Record) -> None:
+    pass
+
+
 RULES: dict[str, Callable[[Sweep, Record], None]] = {
     "classical": _classical, "measure": _projective, "reset": _projective,
     "postselect": _projective, "expval": _readout, "probs": _readout,
     "statevector": _readout, "qalloc": _qalloc, "qextend": _qextend, "merge": _merge,
     "sample": _sample,
+}
+
+# The classical part of the chain rule alone: gates, weights and states are not followed.
+CLASSICAL_RULES: dict[str, Callable[[Sweep, Record], None]] = {
+    **{kind: _skip for kind in RULES}, "classical": _classical, "merge": _merge_classical,
+    "gate": _skip, **{kind: _readout_cotangent for kind in READOUT_KINDS},
 }
 
 
@@ -686,6 +721,22 @@ class RecordedRun:
         With postselection, ``E = F/P`` is conditioned on it; ``conditioned=False`` gives
         the derivative of the unnormalized ``F = Σ_b w_b g_b`` instead.
         """
+        weight_seeds, value_seeds = self.output_seeds(cotangents)
+        grads = self._sweep(weight_seeds, value_seeds)
+        if not (self.postselected and conditioned):
+            return grads
+        # a conditioned value F/P: the quotient rule (∂F·P - F·∂P)/P^2, P = Σ_b w_b
+        weighted = sum(weight_seeds.values())
+        return [(g * self.mass - weighted * dm) / self.mass ** 2
+                for g, dm in zip(grads, self.mass_vjp())]
+
+    def _sweep(self, weight_seeds: dict[int, float], value_seeds: dict[int, Any]) -> list:
+        seen = self.runner.reverse(weight_seeds, value_seeds).ct
+        return [_as_float(seen.get(n), v) for n, v in zip(self.input_nodes, self.inputs)]
+
+    def output_seeds(self, cotangents: Sequence[Any]) -> tuple[dict[int, float], dict]:
+        """The reverse sweep's seeds for ``Σ_j c_j E_j``: per branch, the weight gets
+        ``c · g_b`` and each differentiable output value ``w_b c``."""
         runner, program = self.runner, self.program
         cts = [np.asarray(c, np.float64) for c in cotangents]
         if len(cts) != len(program.outputs):
@@ -700,17 +751,14 @@ class RecordedRun:
                 n = runner.node(o)
                 if n is not None and is_differentiable(atom.type):
                     value_seeds[n] = add_tangents(value_seeds.get(n), w * c)
-        grads = self._sweep(weight_seeds, value_seeds)
-        if not (self.postselected and conditioned):
-            return grads
-        # a conditioned value F/P: the quotient rule (∂F·P - F·∂P)/P^2, P = Σ_b w_b
-        weighted = sum(weight_seeds.values())
-        return [(g * self.mass - weighted * dm) / self.mass ** 2
-                for g, dm in zip(grads, self.mass_vjp())]
+        return weight_seeds, value_seeds
 
-    def _sweep(self, weight_seeds: dict[int, float], value_seeds: dict[int, Any]) -> list:
-        seen = self.runner.reverse(weight_seeds, value_seeds)
-        return [_as_float(seen.get(n), v) for n, v in zip(self.input_nodes, self.inputs)]
+    def classical_vjp(self, value_seeds: dict[int, Any]) -> tuple[list[np.ndarray], Sweep]:
+        """The classical part of a VJP: cotangents through classical records only; the
+        sweep's ``readouts`` hold what reached each readout record."""
+        sweep = self.runner.reverse({}, value_seeds, CLASSICAL_RULES)
+        grads = [_as_float(sweep.ct.get(n), v) for n, v in zip(self.input_nodes, self.inputs)]
+        return grads, sweep
 
 
 def _as_float(value: Any, like: Any) -> np.ndarray:

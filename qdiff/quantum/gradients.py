@@ -5,6 +5,10 @@ conditioned on postselection). Methods:
 
 - ``"adjoint"`` (``"auto"`` picks it): the adjoint method over the branch DAG
   (`qdiff.quantum.adjoint`): one recorded forward run, one reverse sweep per cotangent.
+- ``"parameter-shift"``: the hardware-compatible method: every occurrence of every gate
+  angle that depends on the inputs is shifted by its gate's shift rule, in shifted programs
+  (`qdiff.quantum.parameter_shift`, `qdiff.quantum.shift_gradient`); in sample mode, loops
+  that end on a measurement are differentiated by the unbiased single-occurrence estimator.
 - ``"finite-diff"``: central differences of exact-mode values, a check and a fallback.
 
 Classical code around and inside the quantum part (angles computed from the inputs, loop
@@ -33,13 +37,16 @@ from typing import Any
 
 import numpy as np
 
+from ..autodiff.tangents import is_differentiable
 from ..ir import pytree
 from ..ir.core import Program
 from ..ir.errors import QdiffError
 from .adjoint import RecordedRun
+from .jobs import run_jobs
 from .runner import BranchRunner, _structure, enumerated_outputs
+from .shift_gradient import ShiftResult, parameter_shift, sampled_parameter_shift
 
-METHODS = ("auto", "adjoint", "finite-diff")
+METHODS = ("auto", "adjoint", "parameter-shift", "finite-diff")
 
 
 @dataclass
@@ -63,6 +70,8 @@ class QuantumGradient:
     value_stderr: Any = None
     grad_stderr: Any = None
     shots: int | None = None
+    num_derivative_programs: int | None = None
+    num_evaluations: int | None = None
 
 
 def as_quantum_program(f: Any, args: Sequence[Any]) -> Program:
@@ -110,45 +119,87 @@ def _flat_cotangent(program: Program, cotangent: Any) -> list[np.ndarray]:
 def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
              cotangent: Any = None, tol: float = 1e-12, backend: str = "auto",
              step: float = 1e-6, executor: Executor | None = None, mode: str = "exact",
-             shots: int = 1000, seed: Any = None) -> QuantumGradient:
+             shots: int = 1000, seed: Any = None, occurrences: Any = None) -> QuantumGradient:
     """The value of a quantum program and its gradient (or VJP with ``cotangent``).
 
-    ``method``: ``"adjoint"`` | ``"finite-diff"`` | ``"auto"``; ``tol`` prunes branches;
-    ``step`` is the finite-difference step. Independent evaluations (the shifted programs
-    of ``"finite-diff"``) run on ``executor`` when given: any `concurrent.futures.Executor`,
-    such as a process pool or a Dask ``Client.get_executor()``. See the module docstring.
+    ``method``: ``"adjoint"`` | ``"parameter-shift"`` | ``"finite-diff"`` | ``"auto"``;
+    ``tol`` prunes branches; ``step`` is the finite-difference step. Independent
+    evaluations (shifted programs) run on ``executor`` when given: any
+    `concurrent.futures.Executor`, such as a process pool or a Dask
+    ``Client.get_executor()``. See the module docstring.
 
-    ``mode="sample"`` estimates value and gradient from ``shots`` seeded trajectories: each
-    trajectory's adjoint sweep gives ``∂g + g ∂log p`` (pathwise plus score), an unbiased
-    estimate; ``value_stderr`` and ``grad_stderr`` hold the standard errors. Postselected
-    values are ratios of two such means (delta-method standard errors).
+    ``mode="sample"`` estimates value and gradient from ``shots`` seeded samples, with
+    standard errors in ``value_stderr`` and ``grad_stderr``. The adjoint method sweeps each
+    trajectory (``∂g + g ∂log p``, pathwise plus score; postselected values are ratios of two
+    such means, with delta-method errors). Parameter shift draws one occurrence per site
+    from ``occurrences`` (`qdiff.loops.occurrences`: default ``zeta(0.5)``, or
+    ``("geometric", q)``) and weights its shifted trajectories by ``1/p``: unbiased for
+    loops with no bound on their iterations.
     """
     method = _check_method(method)
     program = as_quantum_program(f, args)
     leaves, _ = pytree.flatten(tuple(args))
     positions, tree = _selection(program, argnums)
     cts = _flat_cotangent(program, cotangent)
+    if occurrences is not None and not (method == "parameter-shift" and mode == "sample"):
+        raise QdiffError("occurrences= is the occurrence distribution of sample-mode "
+                         "parameter shift (method='parameter-shift', mode='sample')")
     if mode == "sample":
+        if method == "parameter-shift":
+            return _shift_result(program, positions, tree, sampled_parameter_shift(
+                program, leaves, cts, positions, shots=shots, seed=seed, backend=backend,
+                occurrences=occurrences))
         if method != "adjoint":
-            raise QdiffError("sample mode differentiates with method='adjoint'")
+            raise QdiffError("sample mode differentiates with method='adjoint' or "
+                             "'parameter-shift'")
         return _sampled(program, leaves, cts, positions, tree, shots, seed, backend)
     if mode != "exact":
         raise QdiffError(f"mode must be 'exact' or 'sample', got {mode!r}")
-    if method == "adjoint":
-        run = RecordedRun(program, leaves, backend=backend, tol=tol)
-        flat = run.vjp(cts)
-        value, info = run.values, run.runner
-        extra = dict(num_branches=len(run.items), postselection_probability=(
-            run.mass if run.postselected else 1.0))
-    else:
-        flat, value, info = _finite_differences(program, leaves, cts, positions, step, tol,
-                                                backend, executor)
-        extra = {}
+    flat, value, extra = _exact_vjp(program, leaves, cts, positions, method, tol, backend,
+                                    step=step, executor=executor)
+    if isinstance(extra, ShiftResult):
+        return _shift_result(program, positions, tree, extra)
     grads = [flat[k] for k in positions]
+    info = extra.pop("runner")
     return QuantumGradient(
         value=_structure(program, list(value)), grad=pytree.unflatten(tree, grads),
         method=method, dropped_mass=info.dropped, unterminated_mass=info.unterminated,
         aborted_mass=info.aborted, **extra)
+
+
+def _exact_vjp(program: Program, leaves: list[Any], cts: list[np.ndarray],
+               positions: list[int], method: str, tol: float, backend: str,
+               step: float = 1e-6, executor: Executor | None = None) -> tuple[list, list, Any]:
+    """Flat input cotangents and flat values of one exact-mode VJP by ``method``, with what
+    the method reports (its `ShiftResult`, or a dict of `QuantumGradient` fields)."""
+    if method == "parameter-shift":
+        result = parameter_shift(program, leaves, cts, positions, tol=tol, backend=backend,
+                                 executor=executor)
+        return result.grads, result.values, result
+    if method == "adjoint":
+        run = RecordedRun(program, leaves, backend=backend, tol=tol)
+        return run.vjp(cts), run.values, dict(
+            runner=run.runner, num_branches=len(run.items),
+            postselection_probability=run.mass if run.postselected else 1.0)
+    flat, value, info = _finite_differences(program, leaves, cts, positions, step, tol,
+                                            backend, executor)
+    return flat, value, dict(runner=info)
+
+
+def _shift_result(program: Program, positions: list[int], tree: Any,
+                  result: ShiftResult) -> QuantumGradient:
+    sampled = result.shots is not None
+    grads = result.grads if sampled else [result.grads[k] for k in positions]
+    runner = result.runner
+    return QuantumGradient(
+        value=_structure(program, list(result.values)), grad=pytree.unflatten(tree, grads),
+        method="parameter-shift", dropped_mass=runner.dropped,
+        unterminated_mass=runner.unterminated, aborted_mass=runner.aborted,
+        postselection_probability=result.mass if result.postselected else 1.0,
+        value_stderr=(_structure(program, result.value_stderr) if sampled else None),
+        grad_stderr=(pytree.unflatten(tree, result.grad_stderr) if sampled else None),
+        shots=result.shots, num_derivative_programs=result.num_derivative_programs,
+        num_evaluations=result.num_evaluations)
 
 
 def _sampled(program: Program, leaves: list[Any], cts: list[np.ndarray], positions: list[int],
@@ -255,33 +306,22 @@ def _exact_outputs(program: Program, values: list[Any], tol: float,
 
 def _weighted_values(program: Program, jobs: list[list[Any]], cts: list[np.ndarray],
                      tol: float, backend: str, executor: Executor | None) -> list[float]:
-    """``Σ_j c_j · E_j(values)`` for every job: in process, or on ``executor`` (the program
-    travels as its JSON text, so process pools and Dask workers need no pickled closures)."""
-    if executor is None:
-        return [_weighted_value(program, values, cts, tol, backend) for values in jobs]
-    text = program.to_json()
-    futures = [executor.submit(_weighted_value_from_json, text, values, cts, tol, backend)
-               for values in jobs]
-    return [f.result() for f in futures]
+    """``Σ_j c_j · E_j(values)`` for every job, in process or on ``executor``."""
+    return run_jobs(_weighted_value, program, jobs, executor, cts=cts, tol=tol,
+                    backend=backend)
 
 
-def _weighted_value(program: Program, values: list[Any], cts: list[np.ndarray], tol: float,
-                    backend: str) -> float:
+def _weighted_value(program: Program, values: list[Any], *, cts: list[np.ndarray],
+                    tol: float, backend: str) -> float:
     outs, _ = _exact_outputs(program, values, tol, backend)
     return sum(float(np.vdot(c, o)) for c, o in zip(cts, outs))
 
 
-def _weighted_value_from_json(text: str, values: list[Any], cts: list[np.ndarray], tol: float,
-                              backend: str) -> float:
-    from .. import quantum  # noqa: F401  (registers the quantum primitives in a fresh process)
-
-    return _weighted_value(Program.from_json(text), values, cts, tol, backend)
-
-
-def jacobian(f: Any, *args: Any, argnums: Any = 0, tol: float = 1e-12,
-             backend: str = "auto") -> Any:
-    """The Jacobian of every output with respect to ``argnums``: one forward run, one reverse
-    sweep per output element. Output ``k`` gives an array of shape ``out_shape + in_shape``.
+def jacobian(f: Any, *args: Any, argnums: Any = 0, method: str = "auto", tol: float = 1e-12,
+             backend: str = "auto", **options: Any) -> Any:
+    """The Jacobian of every output with respect to ``argnums``, one row per output element.
+    With the adjoint method the rows share one forward run (one reverse sweep each).
+    Output ``k`` gives an array of shape ``out_shape + in_shape``.
 
     >>> import qdiff
     >>> from qdiff import quantum as qm
@@ -296,17 +336,43 @@ def jacobian(f: Any, *args: Any, argnums: Any = 0, tol: float = 1e-12,
     program = as_quantum_program(f, args)
     leaves, _ = pytree.flatten(tuple(args))
     positions, tree = _selection(program, argnums)
-    run = RecordedRun(program, leaves, backend=backend, tol=tol)
+    _, rows = jacobian_rows(program, leaves, positions, method=method, tol=tol,
+                            backend=backend, **options)
     outputs = []
     for k, out_type in enumerate(program.out_types):
-        rows: list[list[np.ndarray]] = [[] for _ in positions]
+        blocks = [np.stack([rows[k][index][p] for index in np.ndindex(out_type.shape)])
+                  .reshape(out_type.shape + np.shape(leaves[p])) for p in positions]
+        outputs.append(pytree.unflatten(tree, blocks))
+    return _structure(program, outputs)
+
+
+def jacobian_rows(program: Program, leaves: Sequence[Any], positions: Sequence[int] | None = None,
+                  method: str = "auto", tol: float = 1e-12, backend: str = "auto",
+                  **options: Any) -> tuple[list[np.ndarray], list[dict]]:
+    """The flat output values, and per output ``k`` and element ``index``,
+    ``rows[k][index]``: the flat gradients of that element (one array per input; zeros for
+    inputs outside ``positions``, default all differentiable ones)."""
+    method = _check_method(method)
+    if positions is None:
+        positions = [k for k, t in enumerate(program.in_types) if is_differentiable(t)]
+    if method == "adjoint" and not options:
+        run = RecordedRun(program, leaves, backend=backend, tol=tol)
+        values, row = run.values, run.vjp
+    else:
+        values = None
+
+        def row(cts: list[np.ndarray]) -> list[np.ndarray]:
+            flat, _, _ = _exact_vjp(program, list(leaves), cts, list(positions), method, tol,
+                                    backend, **options)
+            return flat
+    rows: list[dict] = []
+    for k, out_type in enumerate(program.out_types):
+        found = {}
         for index in np.ndindex(out_type.shape):
             cts = [np.zeros(t.shape) for t in program.out_types]
             cts[k][index] = 1.0
-            flat = run.vjp(cts)
-            for slot, position in enumerate(positions):
-                rows[slot].append(flat[position])
-        blocks = [np.stack(r).reshape(out_type.shape + np.shape(leaves[p]))
-                  for r, p in zip(rows, positions)]
-        outputs.append(pytree.unflatten(tree, blocks))
-    return _structure(program, outputs)
+            found[index] = row(cts)
+        rows.append(found)
+    if values is None:
+        values, _ = _exact_outputs(program, list(leaves), tol, backend)
+    return list(values), rows
