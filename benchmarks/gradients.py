@@ -1,5 +1,6 @@
-"""Gradients of a variational circuit, side by side: qdiff's adjoint method against PennyLane
-lightning's adjoint method, Qiskit's reverse and parameter-shift gradients and JAX backprop.
+"""Gradients of a variational circuit, side by side: qdiff's adjoint method and parameter
+shift against PennyLane lightning's adjoint method, Qiskit's reverse and parameter-shift
+gradients and JAX backprop.
 
     python benchmarks/gradients.py                        # n = 12, 16, 20; L = 5, 10; 1 thread
     python benchmarks/gradients.py --quick                # n = 12, 16; L = 5
@@ -14,6 +15,8 @@ Methods (each through its library's user API):
   qdiff          ``qm.gradient(program, w)`` (method "adjoint"): the program traced once with
                  ``qdiff.program`` and ``qm.*`` gates; the value is ``qm.run(program, w)``
                  (gate fusion on, the default)
+  qdiff-shift    ``qm.gradient(program, w, method="parameter-shift")``: 2P shifted programs in
+                 exact mode (the hardware-compatible method), limited like qiskit-shift
   lightning      PennyLane lightning.qubit, a QNode with diff_method="adjoint", ``qml.grad``
   qiskit-rev     qiskit_algorithms ReverseEstimatorGradient (statevector), value by the
                  StatevectorEstimator
@@ -82,7 +85,7 @@ import numpy as np  # noqa: E402
 
 from qdiff import quantum as qm  # noqa: E402
 
-METHODS = ["qdiff", "lightning", "qiskit-rev", "qiskit-shift", "jax"]
+METHODS = ["qdiff", "qdiff-shift", "lightning", "qiskit-rev", "qiskit-shift", "jax"]
 Method = Callable[[np.ndarray], tuple[Callable[[], Any], Callable[[], Any]]]
 
 
@@ -116,6 +119,16 @@ def qdiff_method(n: int, layers: int, observable: str) -> Any:
 
     def make(w: np.ndarray) -> tuple[Callable[[], Any], Callable[[], Any]]:
         return (lambda: np.asarray(qm.gradient(program, w, method="adjoint").grad),
+                lambda: qm.run(program, w).values)
+
+    return make
+
+
+def qdiff_shift_method(n: int, layers: int, observable: str) -> Any:
+    program = qdiff_program(n, layers, observable)
+
+    def make(w: np.ndarray) -> tuple[Callable[[], Any], Callable[[], Any]]:
+        return (lambda: np.asarray(qm.gradient(program, w, method="parameter-shift").grad),
                 lambda: qm.run(program, w).values)
 
     return make
@@ -257,7 +270,8 @@ def jax_method(n: int, layers: int, observable: str) -> Any:
 
 
 FACTORIES: dict[str, Callable[[int, int, str], Any]] = {
-    "qdiff": qdiff_method, "lightning": lightning_method, "qiskit-rev": qiskit_method("rev"),
+    "qdiff": qdiff_method, "qdiff-shift": qdiff_shift_method, "lightning": lightning_method,
+    "qiskit-rev": qiskit_method("rev"),
     "qiskit-shift": qiskit_method("shift"), "jax": jax_method,
 }
 
@@ -277,7 +291,7 @@ def best_time(run: Callable[[], Any], repeats: int, budget: float) -> tuple[floa
 def skipped(args: argparse.Namespace, method: str, n: int, layers: int) -> bool:
     if method == "qiskit-rev":
         return n > args.qiskit_max_n
-    if method == "qiskit-shift":
+    if method in ("qiskit-shift", "qdiff-shift"):
         return n > args.shift_max_n or layers > args.shift_max_layers
     return False
 

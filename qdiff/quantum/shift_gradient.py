@@ -105,11 +105,16 @@ def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequenc
     total = [np.array(g) for g in direct]
     result = ShiftResult(base.values, total, base.runner, mass=base.mass,
                          postselected=base.postselected)
+    single_path_seeds: dict[int, float] = {}
     for site in find_sites(program, flags):
         inst = instrument_site(program, site)
-        site_run = RecordedRun(inst.program, [*leaves, np.int64(-1), np.float64(0.0)],
-                               backend=backend, tol=tol)
-        groups = _occurrence_groups(site_run, inst)
+        if branching:  # the occurrences per path: the instrumented program's counter
+            site_run = RecordedRun(inst.program, [*leaves, np.int64(-1), np.float64(0.0)],
+                                   backend=backend, tol=tol)
+            groups = _occurrence_groups(site_run, inst)
+        else:  # one path: the site's records in the base run, in order
+            groups = {k: [r] for k, r in enumerate(
+                r for r in base.runner.records if r.eqn is site.eqn)}
         jobs = [[*leaves, np.int64(k), np.float64(s)]
                 for k in sorted(groups) for s, _ in site.rule.terms()]
         outcomes = run_jobs(_shifted_outcome, inst.program, jobs, executor,
@@ -125,16 +130,23 @@ def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequenc
             d = d_objective
             if base.postselected:  # the value is F/P: d(F/P) = (dF P - F dP)/P^2, ×P below
                 d = d_objective - objective0 / base.mass * d_mass
-            _seed_group(seeds, groups[k], site.slot, d)
-        grads, _ = site_run.classical_vjp(seeds)
-        for j in range(len(total)):
-            total[j] = total[j] + grads[j]
+            _seed_group(seeds if branching else single_path_seeds, groups[k], site.slot, d)
+        if branching:
+            _accumulate(total, site_run.classical_vjp(seeds)[0])
         result.num_derivative_programs += len(groups)
         result.num_evaluations += len(jobs)
         result.occurrences[site.describe()] = len(groups)
+    if single_path_seeds:  # every site's chain rule in one classical sweep
+        _accumulate(total, base.classical_vjp(single_path_seeds)[0])
     if base.postselected:
         result.grads = [g / base.mass for g in total]
     return result
+
+
+def _accumulate(total: list[np.ndarray], grads: list[np.ndarray]) -> None:
+    # an instrumented run has two more inputs (occurrence, shift): not the program's
+    for j in range(len(total)):
+        total[j] = total[j] + grads[j]
 
 
 def _objective(cts: list[np.ndarray], raw: list[np.ndarray],

@@ -233,6 +233,8 @@ def test_cases_and_bounded_loops_follow_zhu_with_few_derivative_programs():
     bound = sum(occurrence_count(program, s, [3] * ("body" in s.describe())) for s in sites)
     assert bound == 9
     assert shift.num_derivative_programs <= bound
+    for site in sites:  # the counter threads through cond branches and the while loop
+        verify(instrument(program, site).program)
 
 
 def test_postselection_uses_the_quotient_rule():
