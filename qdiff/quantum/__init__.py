@@ -34,6 +34,7 @@ from .frontend import (
 from .gates import gate_spec, known_gates
 from .gradients import QuantumGradient, gradient, jacobian
 from .observables import PauliSum
+from .qiskit_import import from_qiskit
 from .runner import NonTerminatingLoopError, QuantumResult, needs_runner, run
 
 globals().update(GATES)
@@ -41,7 +42,8 @@ register_runner(needs_runner, lambda program, values, backend: run(program, *val
 
 __all__ = [
     "GATES", "NonTerminatingLoopError", "PauliSum", "QuantumGradient", "QuantumResult",
-    "Register", "Wire", "apply", "expval", "gate_spec", "gradient", "jacobian", "known_gates",
+    "Register", "Wire", "apply", "expval", "from_qiskit", "gate_spec", "gradient", "jacobian",
+    "known_gates",
     "mcx", "mcz", "measure", "pauli_rot", "postselect", "probs", "qubits", "reset", "run",
     "sample", "state", "unitary", *GATES,
 ]
