@@ -89,6 +89,8 @@ def broadcast_to(value: Any, shape: tuple[int, ...]) -> Any:
 
 def cast_like(value: Any, t: Tensor) -> Any:
     """``value`` converted to ``t``'s dtype (real part for a complex value into a real type)."""
+    if isinstance(value, np.ndarray) and value.dtype == t.np_dtype:  # eager, already right
+        return value
     have = value_type(value)
     if have.dtype == t.dtype:
         return value

@@ -14,7 +14,7 @@ from ..autodiff.rules import def_cotangent, def_linear, def_tangent
 from ..autodiff.tangents import instantiate, zeros
 from ..ir.errors import QdiffError, TypeCheckError
 from ..ir.primitives import register_primitive
-from ..ir.tracer import bind, value_type
+from ..ir.tracer import Tracer, bind, value_type
 from ..ir.type_rules import int_scalar, same_dtype, tensor
 from ..ir.types import Tensor, Type
 
@@ -105,6 +105,25 @@ def _gather_impl(x: np.ndarray, indices: np.ndarray, *, axis: int) -> np.ndarray
     return np.take(x, indices, axis=axis)
 
 
+# unpack[indices](x) = (x.flat[i] for i in indices): many scalar elements in one equation (the
+# `unpack_scalars` pass rewrites per-element slice/reshape chains into it: one record and one
+# reverse rule for every gate angle read from a parameter array).
+def _unpack_rule(x: Type, *, indices: tuple[int, ...]) -> tuple[Type, ...]:
+    t = tensor(x, "operand")
+    if any(not 0 <= i < t.size for i in indices):
+        raise TypeCheckError(f"unpack: an index of {indices} is out of range for {t.short()}")
+    return tuple(Tensor((), t.dtype) for _ in indices)
+
+
+unpack_p = register_primitive("unpack", _unpack_rule, multiple_results=True)
+
+
+@unpack_p.def_impl("numpy")
+def _unpack_impl(x: np.ndarray, *, indices: tuple[int, ...]) -> list[np.ndarray]:
+    flat = np.asarray(x).reshape(-1)
+    return [flat[i] for i in indices]
+
+
 # ------------------------------------------------------------------------- derivative rules
 def _dynamic_slice_transpose(ct: Any, values: list, *, sizes: tuple[int, ...]) -> Any:
     # y = x[s:s+n]  ⇒  x̄ = zeros with x̄[s:s+n] = ȳ
@@ -152,3 +171,32 @@ def_linear(dynamic_slice_p, _dynamic_slice_transpose)
 def_tangent(dynamic_update_slice_p, _update_tangent)
 def_cotangent(dynamic_update_slice_p, _update_cotangent)
 def_linear(gather_p, _gather_transpose)
+
+
+def _unpack_tangent(values: list, tangents: list, **params: Any) -> tuple[list, list]:
+    outs = list(bind(unpack_p, *values, **params))
+    if tangents[0] is None:
+        return outs, [None] * len(outs)
+    return outs, list(bind(unpack_p, tangents[0], **params))
+
+
+def _unpack_cotangent(cts: list, values: list, outs: list, active: list, *,
+                      indices: tuple[int, ...]) -> list:
+    # y_k = x.flat[i_k]  ⇒  x̄.flat[i_k] += ȳ_k
+    (x,) = values
+    x_type = value_type(x)
+    if not any(isinstance(c, Tracer) for c in cts):  # eager (the adjoint sweep): NumPy
+        flat = np.zeros(x_type.size, x_type.np_dtype)
+        for i, c in zip(indices, cts):
+            if c is not None:
+                flat[i] += c
+        return [flat.reshape(x_type.shape)]
+    from .. import numpy as qnp
+
+    column = qnp.stack([zeros(Tensor((), x_type.dtype)) if c is None else c for c in cts])
+    flat = _gather_transpose(column, [qnp.reshape(x, (-1,)), np.asarray(indices)], axis=0)
+    return [qnp.reshape(flat, x_type.shape)]
+
+
+unpack_p.jvp = _unpack_tangent
+unpack_p.vjp = _unpack_cotangent

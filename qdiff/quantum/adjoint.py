@@ -51,6 +51,7 @@ import numpy as np
 from ..autodiff.tangents import add_tangents, cast_like, is_differentiable
 from ..ir.core import Eqn, Program
 from ..ir.errors import QdiffError
+from ..ir.passes.unpack_scalars import unpack_scalars
 from ..ir.types import QState
 from .gates import GateSpec, gate_spec
 from .primitives import pauli_sum_of
@@ -694,7 +695,8 @@ class RecordedRun:
         self.runner = runner = AdjointRunner(mode, backend, tol, seed, max_loop_iterations)
         self.inputs = runner.track_inputs(args)
         self.input_nodes = [runner.node(v) for v in self.inputs]
-        self.items = runner.run_program(program, [(1.0, self.inputs)])
+        # one record for all the angles read from a parameter array, not two per angle
+        self.items = runner.run_program(unpack_scalars(program), [(1.0, self.inputs)])
         runner.flush()
         self.weights = [(runner.weight_node(w), w) for w, _ in self.items]
         self.mass = sum(w for w, _ in self.items)

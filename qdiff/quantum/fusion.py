@@ -165,6 +165,20 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int) -> list[li
     >>> plan_blocks([(0,), (1,), (0, 1), (0,), (1, 2), (2,)], 2)
     [[0, 1, 2, 3], [4, 5]]
     """
+    # the runners plan the same gate sequences run after run: remember the plans
+    key = (tuple(tuple(ws) for ws in gate_wires), max_qubits)
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) > 1024:
+            _PLANS.clear()
+        plan = _PLANS[key] = _plan_blocks(key[0], max_qubits)
+    return [list(block) for block in plan]
+
+
+_PLANS: dict[tuple, list[list[int]]] = {}
+
+
+def _plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int) -> list[list[int]]:
     blocks: list[_Block | None] = []
     last: dict[int, _Block] = {}
     for index, ws in enumerate(gate_wires):

@@ -21,6 +21,7 @@ import numpy as np
 from ..ir import pytree
 from ..ir.core import Eqn, Literal, Program
 from ..ir.errors import QdiffError
+from ..ir.passes.unpack_scalars import unpack_scalars
 from ..ir.types import QState
 from .fusion import apply_fused_gate_eqn, fused_program
 from .primitives import QUANTUM_PRIMITIVES, apply_gate_eqn, draw_bits, pauli_sum_of
@@ -464,6 +465,7 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
         return run_density(program, values, tol=tol, seed=seed,
                            max_loop_iterations=max_loop_iterations)
     runner = BranchRunner(mode, backend, tol, seed, max_loop_iterations, fuse=fuse)
+    program = unpack_scalars(program)  # one equation for all the elements read from an array
     if mode == "exact":
         result = _exact(runner, program, values)
     else:

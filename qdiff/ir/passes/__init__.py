@@ -2,5 +2,6 @@
 
 from .fuse_elementwise import count_primitives, fuse_elementwise
 from .simplify import simplify
+from .unpack_scalars import unpack_scalars
 
-__all__ = ["count_primitives", "fuse_elementwise", "simplify"]
+__all__ = ["count_primitives", "fuse_elementwise", "simplify", "unpack_scalars"]
