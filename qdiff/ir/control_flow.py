@@ -18,7 +18,7 @@ Program layouts:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -328,3 +328,38 @@ def _describe(body: TracedBody) -> str:
     return repr(shown).replace("'", "")
 
 
+# ------------------------------------------------------------------------------- layouts
+# For passes that follow values into sub-programs: how each structural equation's operands
+# map onto its sub-programs' inputs, and which sub-program outputs loop back into the carry.
+def sub_programs(eqn: Any) -> Iterator[tuple[str, int, Any, list[int | None]]]:
+    """``(param, branch, program, operand of each sub-program input)`` for a ``loop``,
+    ``while`` or ``cond`` equation (branch -1 for non-branch params); ``None`` marks an input
+    that is no operand (a loop's index). Other equations yield nothing.
+
+    >>> import qdiff
+    >>> p = qdiff.trace(lambda x: qdiff.fori_loop(0, 2, lambda i, c: c * x, 1.0), 2.0)
+    >>> [(key, operands) for key, _, _, operands in sub_programs(p.eqns[0])]
+    [('body', [None, 2, 3])]
+    """
+    name, p = eqn.primitive.name, eqn.params
+    if name == "loop":
+        yield "body", -1, p["body"], [None, *range(2, len(eqn.inputs))]
+    elif name == "while":
+        cc, bc = p["num_cond_consts"], p["num_body_consts"]
+        carry = list(range(cc + bc, len(eqn.inputs)))
+        yield "cond", -1, p["cond"], [*range(cc), *carry]
+        yield "body", -1, p["body"], [*range(cc, cc + bc), *carry]
+    elif name == "cond":
+        for b, branch in enumerate(p["branches"]):
+            yield "branches", b, branch, list(range(1, len(eqn.inputs)))
+
+
+def carried_outputs(eqn: Any, key: str, program: Any = None) -> list[tuple[int, int]]:
+    """``(sub-program output, operand)`` pairs of a loop's ``key`` sub-program that feed
+    the next iteration's carry (none for ``cond``)."""
+    name = eqn.primitive.name
+    if name not in ("loop", "while"):
+        return []
+    first = len(eqn.inputs) - len(eqn.outputs)
+    skip = 1 if (name == "while" and key == "cond") else 0  # the predicate comes first
+    return [(skip + m, first + m) for m in range(len(eqn.outputs))]

@@ -34,6 +34,7 @@ from .frontend import (
 from .gates import gate_spec, known_gates
 from .gradients import QuantumGradient, gradient, jacobian
 from .observables import PauliSum
+from .qiskit_export import to_qiskit
 from .qiskit_import import from_qiskit
 from .runner import NonTerminatingLoopError, QuantumResult, needs_runner, run
 
@@ -45,5 +46,5 @@ __all__ = [
     "Register", "Wire", "apply", "expval", "from_qiskit", "gate_spec", "gradient", "jacobian",
     "known_gates",
     "mcx", "mcz", "measure", "pauli_rot", "postselect", "probs", "qubits", "reset", "run",
-    "sample", "state", "unitary", *GATES,
+    "sample", "state", "to_qiskit", "unitary", *GATES,
 ]

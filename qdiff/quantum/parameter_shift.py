@@ -34,12 +34,13 @@ occurrence evaluated at a shift; the gate's spectrum gives the shifts (`shift_ru
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from ..ir.control_flow import carried_outputs, sub_programs
 from ..ir.core import Eqn, Literal, Program, Var
 from ..ir.errors import QdiffError
 from ..ir.primitives import get_primitive
@@ -75,36 +76,6 @@ class Site:
         path = [f"eqn {i} " + (key if b < 0 else f"branch {b}") for i, key, b in self.steps]
         return f"{self.spec.name} (parameter {self.slot}) at " + " > ".join(
             [*path, f"eqn {self.index}"])
-
-
-# ----------------------------------------------------------------- layouts of control flow
-# Each structural primitive: its sub-programs as (param, branch, consts, carry in, carry out)
-# index maps between the equation's operands and the sub-program's inputs and outputs.
-def _sub_programs(eqn: Eqn) -> Iterator[tuple[str, int, Program, list[int | None]]]:
-    """``(param, branch, program, operand of each sub-program input)``; ``None`` marks an
-    input that is no operand (a loop's index)."""
-    name, p = eqn.primitive.name, eqn.params
-    if name == "loop":
-        body = p["body"]
-        yield "body", -1, body, [None, *range(2, len(eqn.inputs))]
-    elif name == "while":
-        cc, bc = p["num_cond_consts"], p["num_body_consts"]
-        carry = list(range(cc + bc, len(eqn.inputs)))
-        yield "cond", -1, p["cond"], [*range(cc), *carry]
-        yield "body", -1, p["body"], [*range(cc, cc + bc), *carry]
-    elif name == "cond":
-        for b, branch in enumerate(p["branches"]):
-            yield "branches", b, branch, list(range(1, len(eqn.inputs)))
-
-
-def _carried(eqn: Eqn, key: str, program: Program) -> list[tuple[int, int]]:
-    """(sub-program output, operand) pairs that loop back into the carry."""
-    name = eqn.primitive.name
-    if name not in ("loop", "while"):
-        return []
-    first = len(eqn.inputs) - len(eqn.outputs)
-    skip = 1 if (name == "while" and key == "cond") else 0  # the predicate comes first
-    return [(skip + m, first + m) for m in range(len(eqn.outputs))]
 
 
 # ------------------------------------------------------------------------------- the sites
@@ -196,7 +167,7 @@ def _walk(program: Program, flags: list[bool], steps: tuple[Step, ...], visit: A
         extra = visit(eqn, in_flags, steps, index)
         if extra is not None:
             active.update(v for v, flag in zip(eqn.outputs, extra) if flag)
-        subs = list(_sub_programs(eqn))
+        subs = list(sub_programs(eqn))
         if not subs:
             if any(in_flags):
                 active.update(eqn.outputs)
@@ -211,7 +182,7 @@ def _walk(program: Program, flags: list[bool], steps: tuple[Step, ...], visit: A
                                 on_sub_outputs)
                 if on_sub_outputs is not None:
                     on_sub_outputs(eqn, key, sub_out)
-                for m, o in _carried(eqn, key, sub):
+                for m, o in carried_outputs(eqn, key, sub):
                     if sub_out[m] and not operands[o]:
                         operands[o] = changed = True
                 if eqn.primitive.name == "cond":
@@ -339,7 +310,7 @@ def _thread(program: Program, site: Site, occurrence: Var, shift: Var,
     eqn = eqns[index]
     params = dict(eqn.params)
     new_subs: dict[tuple[str, int], Program] = {}
-    for sub_key, b, sub, _ in _sub_programs(eqn):
+    for sub_key, b, sub, _ in sub_programs(eqn):
         on_path = (sub_key, b) == (key, branch)
         sub_occ, sub_shift, sub_counter = Var(COUNTER), Var(SHIFT), Var(COUNTER)
         if on_path:
