@@ -119,7 +119,8 @@ def _flat_cotangent(program: Program, cotangent: Any) -> list[np.ndarray]:
 def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
              cotangent: Any = None, tol: float = 1e-12, backend: str = "auto",
              step: float = 1e-6, executor: Executor | None = None, mode: str = "exact",
-             shots: int = 1000, seed: Any = None, occurrences: Any = None) -> QuantumGradient:
+             shots: int = 1000, seed: Any = None, occurrences: Any = None,
+             sampler: Any = None) -> QuantumGradient:
     """The value of a quantum program and its gradient (or VJP with ``cotangent``).
 
     ``method``: ``"adjoint"`` | ``"parameter-shift"`` | ``"finite-diff"`` | ``"auto"``;
@@ -135,7 +136,12 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
     from ``occurrences`` (`qdiff.loops.occurrences`: default ``zeta(0.5)``, or
     ``("geometric", q)``) and weights its shifted trajectories by ``1/p``: unbiased for
     loops with no bound on their iterations.
+
+    ``mode="qiskit"`` runs parameter shift on a Qiskit ``sampler`` (`qiskit_execution`):
+    every shifted circuit of the gradient in one sampler call, ``shots`` shots each, with
+    standard errors.
     """
+    given = method
     method = _check_method(method)
     program = as_quantum_program(f, args)
     leaves, _ = pytree.flatten(tuple(args))
@@ -144,6 +150,16 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
     if occurrences is not None and not (method == "parameter-shift" and mode == "sample"):
         raise QdiffError("occurrences= is the occurrence distribution of sample-mode "
                          "parameter shift (method='parameter-shift', mode='sample')")
+    if mode == "qiskit":
+        if given not in ("auto", "parameter-shift"):
+            raise QdiffError("mode='qiskit' differentiates with method='parameter-shift'")
+        from .qiskit_execution import shift_gradient_on_sampler
+
+        return _shift_result(program, positions, tree, shift_gradient_on_sampler(
+            program, leaves, cts, positions, sampler=sampler, shots=shots, seed=seed,
+            backend=backend))
+    if sampler is not None:
+        raise QdiffError("sampler= runs the gradient on Qiskit: mode='qiskit'")
     if mode == "sample":
         if method == "parameter-shift":
             return _shift_result(program, positions, tree, sampled_parameter_shift(
@@ -154,7 +170,7 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
                              "'parameter-shift'")
         return _sampled(program, leaves, cts, positions, tree, shots, seed, backend)
     if mode != "exact":
-        raise QdiffError(f"mode must be 'exact' or 'sample', got {mode!r}")
+        raise QdiffError(f"mode must be 'exact', 'sample' or 'qiskit', got {mode!r}")
     flat, value, extra = _exact_vjp(program, leaves, cts, positions, method, tol, backend,
                                     step=step, executor=executor)
     if isinstance(extra, ShiftResult):

@@ -101,20 +101,13 @@ def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequenc
         for r in base.runner.records if r.kind in READOUT_KINDS]
     cts = [np.asarray(c, np.float64) for c in cotangents]
     objective0 = sum(float(np.vdot(c, v)) for c, v in zip(cts, base.raw_values))
-    flags = [k in positions for k in range(len(leaves))]
     total = [np.array(g) for g in direct]
     result = ShiftResult(base.values, total, base.runner, mass=base.mass,
                          postselected=base.postselected)
     single_path_seeds: dict[int, float] = {}
-    for site in find_sites(program, flags):
-        inst = instrument_site(program, site)
-        if branching:  # the occurrences per path: the instrumented program's counter
-            site_run = RecordedRun(inst.program, [*leaves, np.int64(-1), np.float64(0.0)],
-                                   backend=backend, tol=tol)
-            groups = _occurrence_groups(site_run, inst)
-        else:  # one path: the site's records in the base run, in order
-            groups = {k: [r] for k, r in enumerate(
-                r for r in base.runner.records if r.eqn is site.eqn)}
+    for occurrences in occurrence_plan(program, leaves, positions, base, branching, tol,
+                                       backend):
+        site, inst, groups = occurrences.site, occurrences.inst, occurrences.groups
         jobs = [[*leaves, np.int64(k), np.float64(s)]
                 for k in sorted(groups) for s, _ in site.rule.terms()]
         outcomes = run_jobs(_shifted_outcome, inst.program, jobs, executor,
@@ -132,7 +125,7 @@ def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequenc
                 d = d_objective - objective0 / base.mass * d_mass
             _seed_group(seeds if branching else single_path_seeds, groups[k], site.slot, d)
         if branching:
-            _accumulate(total, site_run.classical_vjp(seeds)[0])
+            _accumulate(total, occurrences.run.classical_vjp(seeds)[0])
         result.num_derivative_programs += len(groups)
         result.num_evaluations += len(jobs)
         result.occurrences[site.describe()] = len(groups)
@@ -141,6 +134,45 @@ def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequenc
     if base.postselected:
         result.grads = [g / base.mass for g in total]
     return result
+
+
+@dataclass
+class Occurrences:
+    """A site, its instrumented program, its occurrences (the gate's records by occurrence)
+    and the recorded run they come from."""
+
+    site: Any
+    inst: Instrumented
+    groups: dict[int, list[Record]]
+    run: RecordedRun
+
+    def tangent(self, k: int) -> list[np.ndarray]:
+        """``∂θ/∂inputs`` of the angle at occurrence ``k`` (one value on every path)."""
+        seeds: dict[int, float] = {}
+        _seed_group(seeds, self.groups[k], self.site.slot, 1.0)
+        return self.run.classical_vjp(seeds)[0]
+
+
+def occurrence_plan(program: Program, leaves: list[Any], positions: Sequence[int],
+                    base: RecordedRun, branching: bool, tol: float,
+                    backend: str) -> list[Occurrences]:
+    """Every site of the differentiated inputs with its occurrences: on one path, the site's
+    records in the base run in order; with branches, per path, from the counter of the
+    site's instrumented program."""
+    flags = [k in positions for k in range(len(leaves))]
+    plans = []
+    for site in find_sites(program, flags):
+        inst = instrument_site(program, site)
+        if branching:
+            run = RecordedRun(inst.program, [*leaves, np.int64(-1), np.float64(0.0)],
+                              backend=backend, tol=tol)
+            groups = _occurrence_groups(run, inst)
+        else:
+            run = base
+            groups = {k: [r] for k, r in enumerate(
+                r for r in base.runner.records if r.eqn is site.eqn)}
+        plans.append(Occurrences(site, inst, groups, run))
+    return plans
 
 
 def _accumulate(total: list[np.ndarray], grads: list[np.ndarray]) -> None:
