@@ -120,7 +120,7 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
              cotangent: Any = None, tol: float = 1e-12, backend: str = "auto",
              step: float = 1e-6, executor: Executor | None = None, mode: str = "exact",
              shots: int = 1000, seed: Any = None, occurrences: Any = None,
-             sampler: Any = None) -> QuantumGradient:
+             sampler: Any = None, estimator: Any = None) -> QuantumGradient:
     """The value of a quantum program and its gradient (or VJP with ``cotangent``).
 
     ``method``: ``"adjoint"`` | ``"parameter-shift"`` | ``"finite-diff"`` | ``"auto"``;
@@ -139,7 +139,8 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
 
     ``mode="qiskit"`` runs parameter shift on a Qiskit ``sampler`` (`qiskit_execution`):
     every shifted circuit of the gradient in one sampler call, ``shots`` shots each, with
-    standard errors.
+    standard errors; or on an ``estimator`` (circuits without measurements), one weighted
+    observable per circuit.
     """
     given = method
     method = _check_method(method)
@@ -156,10 +157,10 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
         from .qiskit_execution import shift_gradient_on_sampler
 
         return _shift_result(program, positions, tree, shift_gradient_on_sampler(
-            program, leaves, cts, positions, sampler=sampler, shots=shots, seed=seed,
-            backend=backend))
-    if sampler is not None:
-        raise QdiffError("sampler= runs the gradient on Qiskit: mode='qiskit'")
+            program, leaves, cts, positions, sampler=estimator or sampler, shots=shots,
+            seed=seed, backend=backend))
+    if sampler is not None or estimator is not None:
+        raise QdiffError("sampler= and estimator= run the gradient on Qiskit: mode='qiskit'")
     if mode == "sample":
         if method == "parameter-shift":
             return _shift_result(program, positions, tree, sampled_parameter_shift(

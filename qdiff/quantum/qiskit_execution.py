@@ -65,10 +65,10 @@ def default_sampler(seed: Any = None) -> Any:
 
 
 def _capabilities(sampler: Any) -> tuple[bool, bool]:
-    """(runs control flow, runs mid-circuit measurements) for a sampler."""
+    """(runs control flow, runs mid-circuit measurements) for a sampler or estimator."""
     from qiskit.primitives import StatevectorSampler
 
-    if isinstance(sampler, StatevectorSampler):
+    if isinstance(sampler, StatevectorSampler) or _is_estimator(sampler):
         return False, False
     if "qiskit_aer" in type(sampler).__module__:
         return True, True
@@ -88,8 +88,10 @@ class _Job:
 
     circuit: Any
     rows: np.ndarray
-    contribution: Contribution
+    contribution: Contribution | None
     group: int  # which estimate (base value, shifted run) its rows add to
+    export: QiskitExport | None = None  # for an estimator: what the outputs are
+    skip_outputs: int = 0
 
 
 def _pauli_groups(observables: Sequence[Any]) -> list[tuple[str, list[tuple[int, str, float]]]]:
@@ -242,7 +244,10 @@ class Estimate:
 
 def sample_jobs(jobs: list[_Job], num_groups: int, sampler: Any, shots: int,
                 cotangent: np.ndarray | None = None) -> list[list[Estimate]]:
-    """Run every job in ONE sampler call; per group, one `Estimate` per row."""
+    """Run every job in ONE primitive call (a sampler's, or an estimator's); per group, one
+    `Estimate` per row."""
+    if _is_estimator(sampler):
+        return _estimate_jobs(jobs, num_groups, sampler, shots, cotangent)
     # Parameters are bound here, one PUB per row (still one call): Qiskit Aer's SamplerV2
     # ignores PUB parameter values of controlled rotations and inside control flow.
     pubs, where = [], []  # where: (job, row of parameter values) of each PUB
@@ -271,6 +276,59 @@ def sample_jobs(jobs: list[_Job], num_groups: int, sampler: Any, shots: int,
             row_estimates.append(estimate)
         estimates.append(row_estimates)
     return estimates
+
+
+def _is_estimator(primitive: Any) -> bool:
+    from qiskit.primitives import BaseEstimatorV2
+
+    return isinstance(primitive, BaseEstimatorV2)
+
+
+def _estimate_jobs(jobs: list[_Job], num_groups: int, estimator: Any, shots: int,
+                   cotangent: np.ndarray | None) -> list[list[Estimate]]:
+    # One PUB per row: the observables, and for a cotangent c the one weighted observable
+    # Σ_k c_k O_k (its estimate's error is then the estimator's own, correlations included).
+    from qiskit.quantum_info import SparsePauliOp
+
+    pubs, where = [], []
+    for job in jobs:
+        export = job.export
+        assert export is not None
+        outputs = export.outputs[:len(export.outputs) - job.skip_outputs]
+        observables = list(export.observables)
+        if cotangent is not None:
+            weighted = [c * export.observables[o.observable]
+                        for c, o in zip(cotangent, outputs) if o.kind == "expval"]
+            observables.append(sum(weighted[1:], weighted[0]) if weighted else
+                               SparsePauliOp("I" * export.circuit.num_qubits, 0.0))
+        for row, values in enumerate(job.rows):
+            bound = job.circuit.assign_parameters(values) if job.circuit.parameters else \
+                job.circuit
+            pubs.append((bound, observables))
+            where.append((job, row, outputs))
+    results = estimator.run(pubs, precision=1 / np.sqrt(shots)).result()
+    found: list[dict[int, Estimate]] = [{} for _ in range(num_groups)]
+    for (job, row, outputs), result in zip(where, results):
+        evs = np.atleast_1d(np.asarray(result.data.evs, np.float64))
+        stds = np.atleast_1d(np.asarray(result.data.stds, np.float64))
+        # the reference estimator adds noise of the asked precision but reports stds of 0
+        stds = np.maximum(stds, float(result.metadata.get("target_precision", 0.0)))
+        mean, variance = np.zeros(len(outputs)), np.zeros(len(outputs))
+        for k, out in enumerate(outputs):
+            if out.kind == "expval":
+                mean[k], variance[k] = evs[out.observable], stds[out.observable] ** 2
+            elif out.kind == "classical":
+                mean[k] = _classical_value(out.value, job.circuit, job.rows[row])[0]
+            else:
+                raise QdiffError(f"output {k} ({out.kind}) needs shots: use a sampler")
+        estimate = Estimate(mean, variance, shots)
+        if cotangent is not None:
+            constant = sum(c * m for c, m, o in zip(cotangent, mean, outputs)
+                           if o.kind == "classical")
+            estimate.weighted = float(evs[-1] + constant)
+            estimate.weighted_variance = float(stds[-1] ** 2)
+        found[job.group][row] = estimate
+    return [[group[row] for row in sorted(group)] for group in found]
 
 
 # ------------------------------------------------------------------- host-side while loops
@@ -358,14 +416,17 @@ class SampledRun:
 
 
 def plan(program: Program, args: Sequence[Any], sampler: Any, *, group: int = 0,
-         rows: np.ndarray | None = None, skip_outputs: int = 0
+         rows: Sequence[Sequence[Any]] | None = None, skip_outputs: int = 0
          ) -> tuple[list[_Job], QiskitExport]:
-    """The jobs that estimate ``program``'s outputs at ``args`` (or at ``rows`` of parameter
-    values) with the sampler running the whole circuit, control flow included."""
+    """The jobs that estimate ``program``'s outputs at ``args`` (or at each of ``rows`` of
+    arguments) with the primitive running the whole circuit, control flow included."""
     export = to_qiskit(program)
     _check_runnable(export, *_capabilities(sampler))
-    values = export.parameter_values(*args) if rows is None else rows
-    return _jobs(export, np.atleast_2d(values), group, skip_outputs=skip_outputs), export
+    values = np.atleast_2d(export.parameter_values(*args) if rows is None else
+                           np.stack([export.parameter_values(*row) for row in rows]))
+    if _is_estimator(sampler):
+        return [_Job(export.circuit, values, None, group, export, skip_outputs)], export
+    return _jobs(export, values, group, skip_outputs=skip_outputs), export
 
 
 def _history(export: QiskitExport, tests: Sequence[Any], k: int) -> Callable:
@@ -426,6 +487,9 @@ def run_on_sampler(program: Program, args: Sequence[Any], *, sampler: Any = None
     program, args = _with_arguments(program, args), []
     has_loop = _top_while(program) is not None if loops != "native" else False
     host = has_loop and (loops == "host" or not control_flow)
+    if host and _is_estimator(sampler):
+        raise QdiffError("a loop that ends on a measurement needs a sampler (its shots carry "
+                         "the tests' outcomes), not an estimator")
     if not host:
         jobs, _ = plan(program, args, sampler)
         (estimate,), = sample_jobs(jobs, 1, sampler, shots)
@@ -566,10 +630,8 @@ def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
         for k in sorted(occurrences.groups):
             shifted = _with_arguments(_at_occurrence(occurrences.inst.program, k), leaves,
                                       keep=1)  # the shift stays a circuit parameter
-            export = to_qiskit(shifted)
-            _check_runnable(export, *_capabilities(sampler))
-            rows = np.stack([export.parameter_values(np.float64(s)) for s, _ in terms])
-            jobs += _jobs(export, rows, len(slots) + 1)
+            jobs += plan(shifted, [], sampler, group=len(slots) + 1,
+                         rows=[[np.float64(s)] for s, _ in terms])[0]
             slots.append((occurrences, k, [c for _, c in terms]))
     estimates = sample_jobs(jobs, len(slots) + 1, sampler, shots, cotangent=flat_ct)
     (value,) = estimates[0]

@@ -424,7 +424,8 @@ HANDLERS: dict[str, Handler] = {
 # --------------------------------------------------------------------------------- the API
 def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: Any = None,
         backend: str = "auto", tol: float = 1e-12, max_loop_iterations: int = 100_000,
-        fuse: bool | int | None = None, sampler: Any = None) -> QuantumResult:
+        fuse: bool | int | None = None, sampler: Any = None,
+        estimator: Any = None) -> QuantumResult:
     """Run a quantum program and return its values with what the semantics dropped.
 
     ``mode="exact"`` enumerates measurement branches (pruned below ``tol``); ``"sample"``
@@ -433,7 +434,8 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
     independent check of ``"exact"``; ``"qiskit"`` exports the program (`to_qiskit`) and
     estimates its values from ``shots`` shots per circuit on a Qiskit ``sampler`` (Aer's or
     the reference one by default; loops on measurements that the sampler cannot run are
-    run on the host, see `qiskit_execution`). ``seed`` also seeds the draws of ``qm.sample``.
+    run on the host, see `qiskit_execution`) or, for circuits without measurements, an
+    ``estimator`` (precision 1/sqrt(shots)). ``seed`` also seeds the draws of ``qm.sample``.
     ``fuse`` (default on) runs the program after gate fusion (`fusion.py`): fewer passes
     over the state, the same values, in blocks as wide as the back end finds best for the
     register; ``fuse=k`` forces blocks of up to k wires, ``fuse=False`` runs the gates one
@@ -465,13 +467,14 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
     if mode == "qiskit":
         from .qiskit_execution import run_on_sampler
 
-        sampled = run_on_sampler(program, values, sampler=sampler, shots=shots, seed=seed,
-                                 tol=tol, max_iterations=min(max_loop_iterations, 256))
+        sampled = run_on_sampler(program, values, sampler=estimator or sampler, shots=shots,
+                                 seed=seed, tol=tol,
+                                 max_iterations=min(max_loop_iterations, 256))
         return QuantumResult(_structure(program, sampled.values), "qiskit",
                              unterminated_mass=sampled.unterminated_mass,
                              stderr=_structure(program, sampled.stderr), shots=sampled.shots)
-    if sampler is not None:
-        raise QdiffError("sampler= runs programs on Qiskit: mode='qiskit'")
+    if sampler is not None or estimator is not None:
+        raise QdiffError("sampler= and estimator= run programs on Qiskit: mode='qiskit'")
     if mode == "density":
         from .density_runner import run_density
 

@@ -138,3 +138,18 @@ def test_what_a_sampler_cannot_run_is_a_clear_error():
         qm.run(measured, 0.3, sampler=StatevectorSampler())
     with pytest.raises(QdiffError, match="parameter-shift"):
         qm.gradient(measured, 0.3, method="finite-diff", mode="qiskit")
+
+
+def test_values_and_gradients_on_the_reference_estimator():
+    from qiskit.primitives import StatevectorEstimator
+
+    exact = qm.run(_static, W).values
+    estimated = qm.run(_static, W, mode="qiskit", shots=10_000,
+                       estimator=StatevectorEstimator(seed=1))
+    for value, reference, error in zip(estimated.values, exact, estimated.stderr):
+        _within(value, reference, error)
+    cotangent = (np.array(1.0), np.array(-0.5))
+    gradient = qm.gradient(_static, W, cotangent=cotangent, method="parameter-shift",
+                           mode="qiskit", shots=10_000, estimator=StatevectorEstimator(seed=2))
+    _within(gradient.grad, qm.gradient(_static, W, cotangent=cotangent).grad,
+            gradient.grad_stderr)
