@@ -18,8 +18,10 @@ until the shots still running fall below ``tol`` or ``max_iterations`` is reache
 of runs cut off there is reported (``unterminated_mass``) with its standard error.
 
 Gradients by parameter shift submit every shifted circuit of the gradient, and the
-unshifted one for the value, in ONE sampler call (a batch of PUBs; each PUB binds the
-shifts of one occurrence as rows of parameter values).
+unshifted one for the value, in ONE sampler call (a batch of PUBs, one per circuit and
+shift), or one call per round when a loop runs on the host. An ``EstimatorV2`` serves
+circuits without measurements. Parameters are bound on the host: Qiskit Aer's SamplerV2
+ignores PUB parameter values of controlled rotations and inside control flow.
 
 >>> import qdiff
 >>> from qdiff import quantum as qm
@@ -65,8 +67,13 @@ def default_sampler(seed: Any = None) -> Any:
 
 
 def _capabilities(sampler: Any) -> tuple[bool, bool]:
-    """(runs control flow, runs mid-circuit measurements) for a sampler or estimator."""
+    """(runs control flow, runs mid-circuit measurements) for a sampler or estimator; a
+    sampler may say itself with ``supports_control_flow`` and ``supports_mid_circuit``."""
     from qiskit.primitives import StatevectorSampler
+
+    declared = getattr(sampler, "supports_control_flow", None)
+    if declared is not None:
+        return bool(declared), bool(getattr(sampler, "supports_mid_circuit", True))
 
     if isinstance(sampler, StatevectorSampler) or _is_estimator(sampler):
         return False, False
@@ -269,7 +276,7 @@ def sample_jobs(jobs: list[_Job], num_groups: int, sampler: Any, shots: int,
             mean = sum(p.mean(0) for p in parts)
             variance = sum(p.var(0, ddof=1) / len(p) for p in parts)
             estimate = Estimate(mean, variance, len(parts[0]))
-            if cotangent is not None:
+            if cotangent is not None and parts[0].shape[1] == len(cotangent):
                 estimate.weighted = float(sum((p @ cotangent).mean() for p in parts))
                 estimate.weighted_variance = float(
                     sum((p @ cotangent).var(ddof=1) / len(p) for p in parts))
@@ -509,43 +516,82 @@ def _with_arguments(program: Program, args: Sequence[Any], keep: int = 0) -> Pro
 
 def _host_rounds(program: Program, args: Sequence[Any], sampler: Any, shots: int, tol: float,
                  max_iterations: int) -> SampledRun:
-    loop = _top_while(program)
-    assert loop is not None
-    mean = variance = None
+    (estimate,), going, calls, circuits = host_estimates([(program, [list(args)])], sampler,
+                                                        shots, tol, max_iterations)[0]
+    return SampledRun(_split(estimate.mean, program), _split(np.sqrt(estimate.variance),
+                                                             program),
+                      shots, unterminated_mass=going.mean[0],
+                      unterminated_stderr=float(np.sqrt(going.variance[0])),
+                      circuits=circuits, sampler_calls=calls)
+
+
+def host_estimates(programs: Sequence[tuple[Program, Sequence[Sequence[Any]]]], sampler: Any,
+                   shots: int, tol: float, max_iterations: int,
+                   cotangent: np.ndarray | None = None) -> list[tuple]:
+    """Estimates of programs with one top-level while loop, each at rows of arguments, the
+    loop run on the host: per program, (one `Estimate` per row, the mass still running
+    after the last test (an `Estimate`, largest over rows), sampler calls, circuits).
+    Each round submits the next unrolled depths of every program in one call."""
     done, calls, circuits, batch = 0, 0, 0, 4
-    running, running_var = 1.0, 0.0
-    while done < max_iterations and running > tol:
+    sums: dict[tuple[int, int], Estimate] = {}
+    going: dict[int, Estimate] = {}
+    while done < max_iterations and (not going or max(g.mean[0] for g in going.values()) > tol):
         upto = min(done + batch, max_iterations)
         jobs: list[_Job] = []
-        exports = {}
-        for k in range(done, upto):
-            export = exports[k] = to_qiskit(unrolled(program, loop, k))
-            _check_runnable(export, *_capabilities(sampler))
-            family = _jobs(export, np.atleast_2d(export.parameter_values(*args)), k - done,
-                           _history(export, export.outputs[-(k + 1):], k),
-                           skip_outputs=k + 1)
-            jobs += family
-        # the runs still going after the last test of this round: the k-fold circuit's
-        # shots whose tests all read "go on"
-        last = exports[upto - 1]
-        going = _still_running(last, upto - 1)
-        jobs += [_Job(j.circuit, j.rows, going, upto - done) for j in
-                 _jobs(last, np.atleast_2d(last.parameter_values(*args)), 0,
-                       skip_outputs=upto)[:1]]
-        estimates = sample_jobs(jobs, upto - done + 1, sampler, shots)
-        calls += 1
-        circuits += len(jobs)
-        for k_estimates in estimates[:-1]:
-            (estimate,) = k_estimates
-            mean = estimate.mean if mean is None else mean + estimate.mean
-            variance = estimate.variance if variance is None else variance + estimate.variance
-        (still,) = estimates[-1]
-        running, running_var = float(still.mean[0]), float(still.variance[0])
+        slots: list[tuple[int, int | None]] = []  # per group: (program, depth or None)
+        for i, (program, rows) in enumerate(programs):
+            loop = _top_while(program)
+            if loop is None:
+                raise QdiffError("internal: host rounds need a while loop")
+            export = None
+            for k in range(done, upto):
+                export = to_qiskit(unrolled(program, loop, k))
+                _check_runnable(export, *_capabilities(sampler))
+                if rows[0] and not export.circuit.parameters:
+                    # the arguments (a shift) do not reach this depth: its runs are the same
+                    # for every row, so they cancel from a shift rule's difference; not run
+                    slots.append((i, k))
+                    continue
+                values = np.stack([export.parameter_values(*row) for row in rows])
+                jobs += _jobs(export, values, len(slots),
+                              _history(export, export.outputs[-(k + 1):], k), k + 1)
+                slots.append((i, k))
+            # the runs still going after this round's last test: all its tests read "go on"
+            assert export is not None
+            values = np.stack([export.parameter_values(*row) for row in rows])
+            first = _jobs(export, values, len(slots), skip_outputs=upto)[0]
+            jobs.append(_Job(first.circuit, first.rows, _still_running(export, upto - 1),
+                             len(slots)))
+            slots.append((i, None))
+        estimates = sample_jobs(jobs, len(slots), sampler, shots, cotangent)
+        calls, circuits = calls + 1, circuits + len(jobs)
+        estimates = _fill(estimates, slots, programs, len(cotangent) if cotangent is not None
+                          else None)
+        for (i, depth), rows in zip(slots, estimates):
+            if depth is None:
+                going[i] = max(rows, key=lambda e: e.mean[0])
+                continue
+            for row, estimate in enumerate(rows):
+                have = sums.get((i, row))
+                sums[(i, row)] = estimate if have is None else Estimate(
+                    have.mean + estimate.mean, have.variance + estimate.variance, shots,
+                    have.weighted + estimate.weighted,
+                    have.weighted_variance + estimate.weighted_variance)
         done, batch = upto, batch * 2
-    assert mean is not None and variance is not None
-    return SampledRun(_split(mean, program), _split(np.sqrt(variance), program), shots,
-                      unterminated_mass=running, unterminated_stderr=float(np.sqrt(running_var)),
-                      circuits=circuits, sampler_calls=calls)
+    return [([sums[(i, row)] for row in range(len(rows))], going[i], calls, circuits)
+            for i, (_, rows) in enumerate(programs)]
+
+
+def _fill(estimates: list[list[Estimate]], slots: list, programs: Sequence[tuple],
+          size: int | None) -> list[list[Estimate]]:
+    """Zero estimates for the groups that were not run (no job gave them rows)."""
+    filled = []
+    for (i, _), rows in zip(slots, estimates):
+        count = len(programs[i][1])
+        width = len(programs[i][0].outputs)
+        filled.append(rows or [Estimate(np.zeros(width), np.zeros(width), 0)
+                               for _ in range(count)])
+    return filled
 
 
 def _still_running(export: QiskitExport, k: int) -> Contribution:
@@ -598,11 +644,16 @@ def bind_inputs(program: Program, values: dict[int, Any]) -> Program:
 def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
                               cotangents: Sequence[Any], positions: Sequence[int], *,
                               sampler: Any = None, shots: int = 4000, seed: Any = None,
-                              tol: float = 1e-12, backend: str = "auto") -> Any:
+                              tol: float = 1e-12, backend: str = "auto",
+                              max_iterations: int = 16) -> Any:
     """``Σ_j c_j ∂E_j/∂inputs`` by parameter shift from shots: every shifted circuit (one
     per occurrence of each gate angle, its shifts as rows) and the unshifted one in ONE
     sampler call. The chain rule through the classical code is exact (host side); the
-    standard errors propagate the shots' variances through it."""
+    standard errors propagate the shots' variances through it. A loop that ends on a
+    measurement which the sampler cannot run goes to the host (one call per round, up to
+    ``max_iterations`` tests; occurrences beyond are part of the cut-off mass, reported).
+    Occurrences that runs reach with probability below ``1/shots`` are not shifted (their
+    share of the derivative is below what the shots resolve)."""
     from .adjoint import RecordedRun
     from .parameter_shift import branches, check_readout_use
     from .shift_gradient import ShiftResult, _Masses, occurrence_plan
@@ -613,27 +664,37 @@ def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
     # a sampler estimates expectations, so the outputs must be affine in them
     check_readout_use(program, branching=True)
     control_flow, _ = _capabilities(sampler)
-    if not control_flow and any(e.primitive.name == "while"
-                                for e in [*program.eqns, *_all_sub_eqns(program)]):
-        raise QdiffError("gradients through a loop that ends on a measurement need a sampler "
-                         "that runs while_loop (Qiskit Aer's SamplerV2); values alone run on "
-                         "the host: qm.run(..., mode='qiskit')")
+    host = not control_flow and _top_while(program) is not None
+    if host and _is_estimator(sampler):
+        raise QdiffError("a loop that ends on a measurement needs a sampler (its shots carry "
+                         "the tests' outcomes), not an estimator")
     base = RecordedRun(program, leaves, backend=backend, tol=tol)
     _, value_seeds = base.output_seeds(cotangents)
     direct, _ = base.classical_vjp(value_seeds)
     flat_ct = np.concatenate([np.ravel(np.asarray(c, np.float64)) for c in cotangents])
-    jobs, _ = plan(_with_arguments(program, leaves), [], sampler, group=0)
+    programs: list[tuple[Program, list[list[Any]]]] = [(_with_arguments(program, leaves), [[]])]
     slots = []
     for occurrences in occurrence_plan(program, leaves, positions, base, branching, tol,
                                        backend):
         terms = occurrences.site.rule.terms()
         for k in sorted(occurrences.groups):
+            reach = sum(r.weight_in for r in occurrences.groups[k])
+            if (host and k >= max_iterations) or reach < 1 / shots:
+                # beyond the cap, or reached less often than a shot resolves: the cut-off
+                continue
             shifted = _with_arguments(_at_occurrence(occurrences.inst.program, k), leaves,
                                       keep=1)  # the shift stays a circuit parameter
-            jobs += plan(shifted, [], sampler, group=len(slots) + 1,
-                         rows=[[np.float64(s)] for s, _ in terms])[0]
+            programs.append((shifted, [[np.float64(s)] for s, _ in terms]))
             slots.append((occurrences, k, [c for _, c in terms]))
-    estimates = sample_jobs(jobs, len(slots) + 1, sampler, shots, cotangent=flat_ct)
+    unterminated = 0.0
+    if host:
+        found = host_estimates(programs, sampler, shots, 1e-3, max_iterations, flat_ct)
+        estimates = [rows for rows, _, _, _ in found]
+        unterminated = float(found[0][1].mean[0])
+    else:
+        jobs = [job for n, (p, rows) in enumerate(programs)
+                for job in plan(p, [], sampler, group=n, rows=rows)[0]]
+        estimates = sample_jobs(jobs, len(programs), sampler, shots, cotangent=flat_ct)
     (value,) = estimates[0]
     grads = [np.array(direct[j], np.float64) for j in positions]
     variances = [np.zeros_like(g) for g in grads]
@@ -646,7 +707,7 @@ def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
             variances[slot] = variances[slot] + d_variance * np.asarray(tangent[j]) ** 2
     derivative_programs = len(slots)
     return ShiftResult(
-        _split(value.mean, program), grads, _Masses(0.0, 0.0),
+        _split(value.mean, program), grads, _Masses(0.0, unterminated),
         num_derivative_programs=derivative_programs,
         num_evaluations=sum(len(c) for _, _, c in slots),
         value_stderr=_split(np.sqrt(value.variance), program),
