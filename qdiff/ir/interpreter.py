@@ -70,20 +70,36 @@ def register_runner(claims: Callable[[Program], bool], run: Callable[..., Any]) 
     _RUNNERS.append((claims, run))
 
 
-def call_program(program: Program, args: Sequence[Any], backend: str = "numpy") -> Any:
-    """Call ``program`` like the Python function it was traced from."""
+def argument_leaves(program: Program, args: Sequence[Any]) -> list[Any]:
+    """The flat inputs of ``program`` for the arguments it is called with, or a clear error
+    when they are not structured like the arguments it was traced for.
+
+    >>> import qdiff
+    >>> p = qdiff.trace(lambda x, y: x * y, 1.0, 2.0)
+    >>> argument_leaves(p, (3.0,))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    qdiff.ir.errors.QdiffError: program '<lambda>' takes 2 argument(s) ... (f64[], f64[]); got 1 ...
+    """
+    inputs = ", ".join(v.type.short() for v in program.inputs)
     if program.in_tree is not None:
         leaves, in_tree = pytree.flatten(tuple(args))
         if in_tree != program.in_tree:
             raise QdiffError(
-                f"program {program.name!r} was traced for arguments structured as "
-                f"{_describe_tree(program.in_tree)}, got {_describe_tree(in_tree)}")
+                f"program {program.name!r} takes {len(program.in_tree[1])} argument(s) "
+                f"structured as {_describe_tree(program.in_tree)} ({inputs}); got "
+                f"{len(args)} structured as {_describe_tree(in_tree)}")
     else:
         leaves = list(args)
     if len(leaves) != len(program.inputs):
-        raise QdiffError(
-            f"program {program.name!r} takes {len(program.inputs)} array inputs, "
-            f"got {len(leaves)}")
+        raise QdiffError(f"program {program.name!r} takes {len(program.inputs)} array "
+                         f"input(s) ({inputs}); got {len(leaves)}")
+    return leaves
+
+
+def call_program(program: Program, args: Sequence[Any], backend: str = "numpy") -> Any:
+    """Call ``program`` like the Python function it was traced from."""
+    leaves = argument_leaves(program, args)
     if any(isinstance(leaf, Tracer) for leaf in leaves):
         outputs = inline(program, leaves)
     else:

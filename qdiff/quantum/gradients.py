@@ -41,6 +41,7 @@ from ..autodiff.tangents import is_differentiable
 from ..ir import pytree
 from ..ir.core import Program
 from ..ir.errors import QdiffError
+from ..ir.interpreter import argument_leaves
 from .adjoint import RecordedRun
 from .jobs import run_jobs
 from .runner import BranchRunner, _structure, enumerated_outputs
@@ -145,7 +146,7 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
     given = method
     method = _check_method(method)
     program = as_quantum_program(f, args)
-    leaves, _ = pytree.flatten(tuple(args))
+    leaves = argument_leaves(program, args)
     positions, tree = _selection(program, argnums)
     cts = _flat_cotangent(program, cotangent)
     if occurrences is not None and not (method == "parameter-shift" and mode == "sample"):
@@ -351,7 +352,7 @@ def jacobian(f: Any, *args: Any, argnums: Any = 0, method: str = "auto", tol: fl
     True
     """
     program = as_quantum_program(f, args)
-    leaves, _ = pytree.flatten(tuple(args))
+    leaves = argument_leaves(program, args)
     positions, tree = _selection(program, argnums)
     _, rows = jacobian_rows(program, leaves, positions, method=method, tol=tol,
                             backend=backend, **options)

@@ -66,6 +66,34 @@ def default_sampler(seed: Any = None) -> Any:
         return StatevectorSampler(seed=seed)
 
 
+def as_primitive(primitive: Any, seed: Any = None) -> Any:
+    """A sampler or estimator as given; a Qiskit ``BackendV2`` (a device, or a simulator
+    such as ``AerSimulator()``) as a sampler that transpiles every circuit for it first;
+    ``None`` as `default_sampler`."""
+    if primitive is None:
+        return default_sampler(seed)
+    from qiskit.providers import BackendV2
+
+    return _BackendSampler(primitive) if isinstance(primitive, BackendV2) else primitive
+
+
+class _BackendSampler:
+    """``BackendSamplerV2`` on a backend, circuits transpiled to its instruction set."""
+
+    def __init__(self, backend: Any):
+        from qiskit.primitives import BackendSamplerV2
+
+        self.backend = backend
+        self._sampler = BackendSamplerV2(backend=backend)
+
+    def run(self, pubs: list, *, shots: int | None = None) -> Any:
+        from qiskit import transpile
+
+        circuits = transpile([pub[0] for pub in pubs], self.backend, optimization_level=1)
+        return self._sampler.run([(c, *pub[1:]) for c, pub in zip(circuits, pubs)],
+                                 shots=shots)
+
+
 def _capabilities(sampler: Any) -> tuple[bool, bool]:
     """(runs control flow, runs mid-circuit measurements) for a sampler or estimator; a
     sampler may say itself with ``supports_control_flow`` and ``supports_mid_circuit``."""
@@ -487,7 +515,7 @@ def run_on_sampler(program: Program, args: Sequence[Any], *, sampler: Any = None
     estimated mass still running is below ``tol`` or ``max_iterations`` tests ran."""
     if loops not in ("auto", "native", "host"):
         raise QdiffError(f"loops must be 'auto', 'native' or 'host', got {loops!r}")
-    sampler = default_sampler(seed) if sampler is None else sampler
+    sampler = as_primitive(sampler, seed)
     control_flow, _ = _capabilities(sampler)
     # the arguments become constants: classical code with no Qiskit expression form (tanh,
     # floor, ...) is evaluated on the host, and the circuit holds numbers
@@ -659,7 +687,7 @@ def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
     from .shift_gradient import ShiftResult, _Masses, occurrence_plan
 
     leaves = [np.asarray(v) for v in leaves]
-    sampler = default_sampler(seed) if sampler is None else sampler
+    sampler = as_primitive(sampler, seed)
     branching = branches(program)
     # a sampler estimates expectations, so the outputs must be affine in them
     check_readout_use(program, branching=True)

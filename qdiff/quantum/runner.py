@@ -452,14 +452,14 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
     True
     """
     from ..api import ProgramFunction
+    from ..ir.interpreter import argument_leaves
     from ..ir.tracer import trace
 
     if isinstance(program, ProgramFunction):
         program = program.trace(*args)
     elif not isinstance(program, Program):
         program = trace(program, *args)
-    leaves, _ = pytree.flatten(tuple(args))
-    values = [np.asarray(v) for v in leaves]
+    values = [np.asarray(v) for v in argument_leaves(program, args)]
     for index, atom in enumerate(program.outputs):
         if isinstance(atom.type, QState):
             raise QdiffError(

@@ -178,3 +178,21 @@ def test_values_and_gradients_on_the_reference_estimator():
                            mode="qiskit", shots=10_000, estimator=StatevectorEstimator(seed=2))
     _within(gradient.grad, qm.gradient(_static, W, cotangent=cotangent).grad,
             gradient.grad_stderr)
+
+
+def test_a_backend_runs_transpiled_circuits():
+    aer = pytest.importorskip("qiskit_aer")
+    from qiskit.circuit.library import real_amplitudes
+    from qiskit.quantum_info import SparsePauliOp
+
+    ansatz = real_amplitudes(3, reps=1)
+    observable = SparsePauliOp.from_list([("ZZI", 1.0), ("IXY", 0.5)])
+    program = qm.from_qiskit(ansatz, observable)  # a Qiskit circuit, imported
+    x = np.linspace(-1.0, 1.0, ansatz.num_parameters)
+    exact = qm.run(program, x).values
+    sampled = qm.run(program, x, mode="qiskit", shots=4000,
+                     sampler=aer.AerSimulator(seed_simulator=1))
+    _within(sampled.values, exact, sampled.stderr)
+    gradient = qm.gradient(program, x, method="parameter-shift", mode="qiskit", shots=4000,
+                           sampler=aer.AerSimulator(seed_simulator=2))
+    _within(gradient.grad, qm.gradient(program, x).grad, gradient.grad_stderr)

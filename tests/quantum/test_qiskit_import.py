@@ -234,5 +234,10 @@ def test_unsupported_instructions_and_wrong_parameters_are_clear_errors():
     program = qm.from_qiskit(qc, SparsePauliOp("Z"))
     with pytest.raises(QdiffError):
         program(np.array([0.1, 0.2]))
+    # the parameters are unbound: calling without their values says so, on every path
+    for call in (program, lambda: qm.run(program), lambda: qm.gradient(program),
+                 lambda: qdiff.grad(program)()):
+        with pytest.raises(QdiffError, match=r"takes 1 argument\(s\) .*\(f64\[1\]\); got 0"):
+            call()
     with pytest.raises(QdiffError, match="observable 0 acts on 2 qubits"):
         qm.from_qiskit(qc, SparsePauliOp("ZZ"))
