@@ -6,7 +6,10 @@ like the Python function it came from. Tree definitions are plain JSON-able data
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
+
+import numpy as np
 
 # A tree definition is a tuple: ("*",) for a leaf, ("none",), ("tuple", children),
 # ("list", children) or ("dict", keys, children). Tuples keep it hashable for caches.
@@ -109,3 +112,19 @@ def treedef_from_json(data: Any) -> tuple:
     if kind in ("tuple", "list"):
         return (kind, tuple(treedef_from_json(c) for c in data[1]))
     raise ValueError(f"unknown tree node {kind!r}")
+
+
+def split_flat(flat: Any, shapes: Sequence[tuple[int, ...]]) -> list[Any]:
+    """Consecutive pieces of a flat vector reshaped to ``shapes`` (the inverse of
+    concatenating raveled arrays).
+
+    >>> [p.tolist() for p in split_flat(np.arange(5.0), [(2,), (), (1, 2)])]
+    [[0.0, 1.0], 2.0, [[3.0, 4.0]]]
+    """
+    parts, start = [], 0
+    flat = np.asarray(flat)
+    for shape in shapes:
+        size = int(np.prod(shape, dtype=int))
+        parts.append(flat[start:start + size].reshape(shape))
+        start += size
+    return parts

@@ -274,22 +274,13 @@ def _postselects(program: Program) -> bool:
 
 
 def _split_like(flat: np.ndarray, program: Program) -> list[np.ndarray]:
-    parts, start = [], 0
-    for t in program.out_types:
-        size = int(np.prod(t.shape))
-        parts.append(flat[start:start + size].reshape(t.shape))
-        start += size
-    return parts
+    return pytree.split_flat(flat, [t.shape for t in program.out_types])
 
 
 def _unflatten_selected(flat: np.ndarray, leaves: list[Any], positions: list[int],
                         tree: Any) -> Any:
-    parts, start = [], 0
-    for k in positions:
-        size = int(np.prod(np.shape(leaves[k])))
-        parts.append(flat[start:start + size].reshape(np.shape(leaves[k])))
-        start += size
-    return pytree.unflatten(tree, parts)
+    return pytree.unflatten(tree, pytree.split_flat(flat, [np.shape(leaves[k])
+                                                           for k in positions]))
 
 
 def _finite_differences(program: Program, leaves: list[Any], cts: list[np.ndarray],

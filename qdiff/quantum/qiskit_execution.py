@@ -45,6 +45,7 @@ import numpy as np
 from ..ir.core import Eqn, Literal, Program, Var
 from ..ir.errors import QdiffError
 from ..ir.interpreter import eval_program
+from ..ir.pytree import split_flat
 from ..ir.tracer import bind, trace, value_type
 from ..ir.types import Bit
 from .qiskit_export import QiskitExport, to_qiskit
@@ -639,12 +640,7 @@ def _still_running(export: QiskitExport, k: int) -> Contribution:
 
 
 def _split(flat: np.ndarray, program: Program) -> list[np.ndarray]:
-    parts, start = [], 0
-    for t in program.out_types:
-        size = int(np.prod(t.shape))
-        parts.append(np.asarray(flat[start:start + size]).reshape(t.shape))
-        start += size
-    return parts
+    return split_flat(flat, [t.shape for t in program.out_types])
 
 
 def bind_inputs(program: Program, values: dict[int, Any]) -> Program:

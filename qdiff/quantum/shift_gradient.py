@@ -49,6 +49,7 @@ import numpy as np
 
 from ..ir.core import Program
 from ..ir.errors import QdiffError
+from ..ir.pytree import split_flat
 from ..loops.occurrences import OccurrenceDistribution, as_distribution, uniform
 from .adjoint import READOUT_KINDS, Record, RecordedRun
 from .jobs import run_jobs
@@ -316,12 +317,13 @@ def sampled_parameter_shift(program: Program, leaves: Sequence[Any],
     values, grads = np.stack(value_rows), np.stack(grad_rows)
     n = len(streams)
     per_sample = 1 + sum(inst.site.rule.num_evaluations for inst in sites)
-    result = ShiftResult(_split(values.mean(0), program, None),
-                         _split(grads.mean(0), None, [leaves[j] for j in positions]), None,
+    out_shapes = [t.shape for t in program.out_types]
+    in_shapes = [np.shape(leaves[j]) for j in positions]
+    result = ShiftResult(split_flat(values.mean(0), out_shapes),
+                         split_flat(grads.mean(0), in_shapes), None,
                          num_derivative_programs=len(sites), num_evaluations=n * per_sample,
-                         value_stderr=_split(values.std(0, ddof=1) / np.sqrt(n), program, None),
-                         grad_stderr=_split(grads.std(0, ddof=1) / np.sqrt(n), None,
-                                            [leaves[j] for j in positions]),
+                         value_stderr=split_flat(values.std(0, ddof=1) / np.sqrt(n), out_shapes),
+                         grad_stderr=split_flat(grads.std(0, ddof=1) / np.sqrt(n), in_shapes),
                          shots=n)
     result.runner = _Masses(aborted / n, unterminated / n)
     return result
@@ -350,12 +352,7 @@ def _path_tangent(run: RecordedRun, inst: Instrumented, k: int) -> list[np.ndarr
     """``∂θ/∂inputs`` for the angle this trajectory gave the site at occurrence ``k``, or
     None when the trajectory never reached it."""
     groups = _occurrence_groups(run, inst)
-    if k not in groups:
-        return None
-    seeds: dict[int, float] = {}
-    _seed_group(seeds, groups[k], inst.site.slot, 1.0)
-    grads, _ = run.classical_vjp(seeds)
-    return grads
+    return Occurrences(inst.site, inst, groups, run).tangent(k) if k in groups else None
 
 
 def _readouts_of(run: RecordedRun) -> list[np.ndarray]:
@@ -367,14 +364,3 @@ def _postselects(program: Program) -> bool:
     return any(eqn.primitive.name == "postselect"
                or any(_postselects(sub) for _, sub in eqn.subprograms())
                for eqn in program.eqns)
-
-
-def _split(flat: np.ndarray, program: Program | None, likes: list[Any] | None) -> list:
-    shapes = ([t.shape for t in program.out_types] if program is not None
-              else [np.shape(v) for v in likes or []])
-    parts, start = [], 0
-    for shape in shapes:
-        size = int(np.prod(shape))
-        parts.append(flat[start:start + size].reshape(shape))
-        start += size
-    return parts
