@@ -121,6 +121,8 @@ def check_readout_use(program: Program, branching: bool) -> None:
     def visit(eqn: Eqn, in_flags: list[bool], steps: tuple[Step, ...],
               index: int) -> list[bool] | None:
         name = eqn.primitive.name
+        if name == "statevector":
+            raise _refuse(eqn, "the program reads the state, which is no expectation value")
         if name in READOUTS:
             if any(in_flags):
                 raise _refuse(eqn, "an expectation value feeds a quantum operation")

@@ -97,9 +97,7 @@ def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequenc
     _, value_seeds = base.output_seeds(cotangents)
     direct, sweep = base.classical_vjp(value_seeds)
     # the objective's weights: c per output, or c_i per expectation (never-branching runs)
-    readout_weights = None if branching else [
-        np.asarray(sweep.readouts.get(id(r), 0.0), np.float64)
-        for r in base.runner.records if r.kind in READOUT_KINDS]
+    readout_weights = None if branching else _readout_weights(base, sweep)
     cts = [np.asarray(c, np.float64) for c in cotangents]
     objective0 = sum(float(np.vdot(c, v)) for c, v in zip(cts, base.raw_values))
     total = [np.array(g) for g in direct]
@@ -180,6 +178,19 @@ def _accumulate(total: list[np.ndarray], grads: list[np.ndarray]) -> None:
     # an instrumented run has two more inputs (occurrence, shift): not the program's
     for j in range(len(total)):
         total[j] = total[j] + grads[j]
+
+
+def _readout_weights(run: RecordedRun, sweep: Any) -> list[np.ndarray]:
+    """The cotangent that reached each expectation record, in execution order (zeros for a
+    readout nothing differentiated reads)."""
+    weights = []
+    for record in run.runner.records:
+        if record.kind in READOUT_KINDS:
+            ct = sweep.readouts.get(id(record))
+            shape = np.shape(record.out_values[1])
+            weights.append(np.zeros(shape) if ct is None else
+                           np.broadcast_to(np.asarray(ct, np.float64), shape))
+    return weights
 
 
 def _objective(cts: list[np.ndarray], raw: list[np.ndarray],
@@ -292,9 +303,7 @@ def sampled_parameter_shift(program: Program, leaves: Sequence[Any],
         base = RecordedRun(program, leaves, backend=backend, mode="sample", seed=base_seed)
         _, value_seeds = base.output_seeds(cts)
         grad, sweep = base.classical_vjp(value_seeds)
-        weights = None if branching else [
-            np.asarray(sweep.readouts.get(id(r), 0.0), np.float64)
-            for r in base.runner.records if r.kind in READOUT_KINDS]
+        weights = None if branching else _readout_weights(base, sweep)
         aborted += base.runner.aborted
         unterminated += base.runner.unterminated
         for inst, site_seed, draw in zip(sites, site_seeds, draws):

@@ -293,6 +293,14 @@ def test_programs_shift_rules_cannot_differentiate_are_refused():
         qm.ry(t * (1.0 + bit), q[1])
         return qm.expval("IZ", q)
 
+    def state_read(t):
+        q = qm.qubits(1)
+        qm.ry(t, q[0])
+        return qnp.real(qm.state(q)[0])
+
+    with pytest.raises(QdiffError, match="reads the state"):
+        gradient(state_read, 0.3, method="parameter-shift")
+
     with pytest.raises(QdiffError, match="different angles"):
         gradient(outcome_dependent_angle, 0.3, method="parameter-shift")
     # sample mode weights each path by its own angle's derivative
@@ -354,3 +362,18 @@ def test_sampled_shift_without_loops_is_exact_and_with_bounded_loops_unbiased():
                       seed=0)
     exact = gradient(_hybrid, w, 0.25).grad
     assert np.all(np.abs(looped.grad - exact) < 4 * looped.grad_stderr)
+
+
+def test_readouts_nothing_differentiates_are_skipped():
+    def partly_read(w):
+        q = qm.qubits(2)
+        qm.ry(w[0], q[0])
+        qm.cx(q[0], q[1])
+        unused = qm.probs(q)  # read, never used
+        qm.rx(w[1], q[1])
+        del unused
+        return qm.expval("ZZ", q) ** 2
+
+    w = np.array([0.3, 0.4])
+    assert np.allclose(qdiff.grad(partly_read, method="parameter-shift")(w),
+                       qdiff.grad(partly_read)(w), atol=1e-12)
