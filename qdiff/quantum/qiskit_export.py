@@ -346,7 +346,7 @@ def _expression_ops() -> dict[str, Callable[..., Any]]:
 # Primitives that only move, pick or sum elements: their NumPy code runs on object arrays.
 _MOVES = frozenset(("reshape", "transpose", "broadcast_in_dim", "slice", "rev", "concatenate",
                     "dynamic_slice", "dynamic_update_slice", "gather", "select", "reduce_sum",
-                    "einsum"))
+                    "einsum", "unpack"))
 
 
 def _impl(eqn: Eqn, args: Sequence[Any]) -> list[Any]:
@@ -426,10 +426,9 @@ class _Exporter:
                     else unsupported]
         if name in _MOVES:
             try:
-                (out,) = _impl(eqn, args)
+                return _impl(eqn, args)
             except Exception:  # noqa: BLE001 (e.g. an index that is a loop parameter)
-                return [unsupported]
-            return [out]
+                return [unsupported] * count
         return [unsupported] * count
 
     def classical_control(self, eqn: Eqn, args: list[Any], block: Block,

@@ -33,3 +33,22 @@ def test_unpack_derivatives_forward_and_reverse():
     # the traced reverse rule (gather transpose) and forward rule, against differences
     unpacked = unpack_scalars(qdiff.trace(_reads, np.ones((2, 2))))
     check_derivatives(unpacked, np.array([[0.3, -1.2], [0.7, 2.0]]))
+
+
+def test_unpacked_programs_export_to_qiskit():
+    import pytest
+
+    pytest.importorskip("qiskit")
+    from qdiff import quantum as qm
+
+    def f(w):
+        q = qm.qubits(2)
+        qm.ry(w[0, 1], q[0])
+        qm.cx(q[0], q[1])
+        qm.rx(w[1, 0] * 2, q[1])
+        return qm.expval("ZZ", q)
+
+    w = np.array([[0.1, 0.4], [-0.3, 0.2]])
+    export = qm.to_qiskit(unpack_scalars(qdiff.trace(f, w)))
+    back = qm.from_qiskit(export.circuit, export.observables[0])
+    assert float(back(export.parameter_values(w))) == pytest.approx(float(qm.run(f, w).values))
