@@ -145,6 +145,9 @@ class AdjointRunner(BranchRunner):
         in_nodes = [self.node(v) for v in inputs]
         w_in = self.weight_node(weight)
         is_state = [isinstance(v.type, QState) for v in eqn.outputs]
+        # gates are swept in runs (`_gates`); every other kind has its rule in RULES
+        name = eqn.primitive.name
+        kind = name if name in _RECORD_KINDS else "classical"
         result = []
         for w, outs in outcomes:
             tracked, out_nodes = [], []
@@ -155,8 +158,6 @@ class AdjointRunner(BranchRunner):
                 if k < len(is_state) and is_state[k]:
                     self.states[n] = obj
             w_out = w_in if w is weight else self._new(w)
-            # gates are swept in runs (`_gates`); every other kind has its rule in RULES
-            kind = eqn.primitive.name if eqn.primitive.name in (*RULES, "gate") else "classical"
             self.records.append(Record(kind, eqn, in_nodes, inputs, out_nodes, tracked,
                                        w_in, w_out, weight, w))
             result.append((w, tracked))
@@ -660,6 +661,8 @@ RULES: dict[str, Callable[[Sweep, Record], None]] = {
     "statevector": _readout, "qalloc": _qalloc, "qextend": _qextend, "merge": _merge,
     "sample": _sample,
 }
+
+_RECORD_KINDS = frozenset((*RULES, "gate"))
 
 # The classical part of the chain rule alone: gates, weights and states are not followed.
 CLASSICAL_RULES: dict[str, Callable[[Sweep, Record], None]] = {
