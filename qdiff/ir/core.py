@@ -121,6 +121,19 @@ class Program:
     def out_types(self) -> tuple[Type, ...]:
         return tuple(a.type for a in self.outputs)
 
+    def all_eqns(self) -> Iterator[Eqn]:
+        """Every equation, those of sub-programs (loop bodies, branches) included.
+
+        >>> import qdiff
+        >>> p = qdiff.trace(lambda x: qdiff.fori_loop(0, 2, lambda i, c: c * x, 1.0), 2.0)
+        >>> [e.primitive.name for e in p.all_eqns()]
+        ['loop', 'mul']
+        """
+        for eqn in self.eqns:
+            yield eqn
+            for _, sub in eqn.subprograms():
+                yield from sub.all_eqns()
+
     def __call__(self, *args: Any, backend: str = "numpy") -> Any:
         from .interpreter import call_program
 

@@ -44,6 +44,7 @@ from ..ir.errors import QdiffError
 from ..ir.interpreter import argument_leaves
 from .adjoint import RecordedRun
 from .jobs import run_jobs
+from .parameter_shift import postselects
 from .runner import BranchRunner, _structure, enumerated_outputs
 from .shift_gradient import ShiftResult, parameter_shift, sampled_parameter_shift
 
@@ -225,7 +226,7 @@ def _sampled(program: Program, leaves: list[Any], cts: list[np.ndarray], positio
     if shots < 2:
         raise QdiffError(f"sample mode needs at least 2 shots, got {shots}")
     seeds = np.random.SeedSequence(seed).spawn(shots)
-    conditioned = _postselects(program)  # otherwise P = 1 exactly and ∂P = 0
+    conditioned = postselects(program)  # otherwise P = 1 exactly and ∂P = 0
     rows = []  # per shot: F (weighted outputs), P (kept), dF, dP (flattened selected leaves)
     aborted = unterminated = 0.0
     for shot_seed in seeds:
@@ -265,12 +266,6 @@ def _sampled(program: Program, leaves: list[Any], cts: list[np.ndarray], positio
         method="adjoint", aborted_mass=aborted / n, unterminated_mass=unterminated / n,
         postselection_probability=p, value_stderr=_structure(program, out_errors),
         grad_stderr=_unflatten_selected(grad_err, leaves, positions, tree), shots=n)
-
-
-def _postselects(program: Program) -> bool:
-    return any(eqn.primitive.name == "postselect"
-               or any(_postselects(sub) for _, sub in eqn.subprograms())
-               for eqn in program.eqns)
 
 
 def _split_like(flat: np.ndarray, program: Program) -> list[np.ndarray]:

@@ -200,9 +200,13 @@ def _walk(program: Program, flags: list[bool], steps: tuple[Step, ...], visit: A
 
 def branches(program: Program) -> bool:
     """Whether ``program`` measures, resets or postselects anywhere (its runs branch)."""
-    return any(eqn.primitive.name in ("measure", "reset", "postselect", "sample")
-               or any(branches(sub) for _, sub in eqn.subprograms())
-               for eqn in program.eqns)
+    return any(e.primitive.name in ("measure", "reset", "postselect", "sample")
+               for e in program.all_eqns())
+
+
+def postselects(program: Program) -> bool:
+    """Whether ``program`` postselects anywhere (its values are conditional)."""
+    return any(e.primitive.name == "postselect" for e in program.all_eqns())
 
 
 def occurrence_count(program: Program, site: Site, trip_counts: Sequence[int]) -> int:

@@ -370,20 +370,12 @@ def _estimate_jobs(jobs: list[_Job], num_groups: int, estimator: Any, shots: int
 # ------------------------------------------------------------------- host-side while loops
 def _top_while(program: Program) -> int | None:
     found = [k for k, e in enumerate(program.eqns) if e.primitive.name == "while"]
-    nested = any(e.primitive.name == "while" for e in _all_sub_eqns(program))
+    nested = any(e.primitive.name == "while" for eqn in program.eqns
+                 for _, sub in eqn.subprograms() for e in sub.all_eqns())
     if nested or len(found) > 1:
         raise QdiffError("running loops on the host supports one while loop at the top level "
                          "of the program; use a sampler that runs while_loop (Qiskit Aer)")
     return found[0] if found else None
-
-
-def _all_sub_eqns(program: Program) -> list[Eqn]:
-    eqns = []
-    for eqn in program.eqns:
-        for _, sub in eqn.subprograms():
-            eqns.extend(sub.eqns)
-            eqns.extend(_all_sub_eqns(sub))
-    return eqns
 
 
 def unrolled(program: Program, index: int, times: int) -> Program:

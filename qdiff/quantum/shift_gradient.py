@@ -59,6 +59,7 @@ from .parameter_shift import (
     branches,
     check_readout_use,
     find_sites,
+    postselects,
     static_bound,
 )
 from .parameter_shift import instrument as instrument_site
@@ -284,7 +285,7 @@ def sampled_parameter_shift(program: Program, leaves: Sequence[Any],
     leaves = [np.asarray(v) for v in leaves]
     branching = branches(program)
     check_readout_use(program, branching)
-    if _postselects(program):
+    if postselects(program):
         raise QdiffError("sample-mode parameter shift does not support postselection; use "
                          "mode='exact', or method='adjoint' in sample mode")
     distribution = as_distribution(occurrences)
@@ -367,9 +368,3 @@ def _path_tangent(run: RecordedRun, inst: Instrumented, k: int) -> list[np.ndarr
 def _readouts_of(run: RecordedRun) -> list[np.ndarray]:
     return [np.asarray(r.out_values[1], np.float64) for r in run.runner.records
             if r.kind in READOUT_KINDS]
-
-
-def _postselects(program: Program) -> bool:
-    return any(eqn.primitive.name == "postselect"
-               or any(_postselects(sub) for _, sub in eqn.subprograms())
-               for eqn in program.eqns)
