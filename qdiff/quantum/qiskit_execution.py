@@ -680,18 +680,22 @@ def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
     # a sampler estimates expectations, so the outputs must be affine in them
     check_readout_use(program, branching=True)
     control_flow, _ = _capabilities(sampler)
-    host = not control_flow and _top_while(program) is not None
-    if host and _is_estimator(sampler):
-        raise QdiffError("a loop that ends on a measurement needs a sampler (its shots carry "
-                         "the tests' outcomes), not an estimator")
     base = RecordedRun(program, leaves, backend=backend, tol=tol)
     _, value_seeds = base.output_seeds(cotangents)
     direct, _ = base.classical_vjp(value_seeds)
     flat_ct = np.concatenate([np.ravel(np.asarray(c, np.float64)) for c in cotangents])
+    plans = occurrence_plan(program, leaves, positions, base, branching, tol, backend)
+    loop = _top_while(program)
+    # the host runs the loop when the sampler cannot, and when a shifted gate is inside it:
+    # its occurrence counter is a classical variable no exported circuit holds
+    host = loop is not None and (not control_flow or any(
+        o.site.steps and o.site.steps[0][0] == loop for o in plans))
+    if host and _is_estimator(sampler):
+        raise QdiffError("a loop that ends on a measurement needs a sampler (its shots carry "
+                         "the tests' outcomes), not an estimator")
     programs: list[tuple[Program, list[list[Any]]]] = [(_with_arguments(program, leaves), [[]])]
     slots = []
-    for occurrences in occurrence_plan(program, leaves, positions, base, branching, tol,
-                                       backend):
+    for occurrences in plans:
         terms = occurrences.site.rule.terms()
         for k in sorted(occurrences.groups):
             reach = sum(r.weight_in for r in occurrences.groups[k])

@@ -759,6 +759,30 @@ def _unroll(ex: _Exporter, eqn: Eqn, args: list[Any], block: Block, where: str, 
     return carry
 
 
+def _alias_remeasured(ex: _Exporter, eqn: Eqn, body: Program, inputs: list[Any],
+                      num_carry: int, where: str) -> None:
+    """Make the body's measurements that produce a measured carry write the clbits the carry
+    held on entry (Qiskit's while loop reads the same clbits every iteration).
+
+    The body is read once into a scratch block to find them; the clbits that reading
+    allocated are given back."""
+    entry = inputs[len(inputs) - num_carry:]
+    if not any(isinstance(v, _Measured) for v in entry):
+        return
+    saved = dict(ex.clbits)
+    outs = ex.run(body, inputs, [], f"{where} body > ", False)
+    fresh = {index: key for key, index in ex.clbits.items() if key not in saved}
+    ex.clbits = saved
+    for before, after in zip(entry, outs):
+        if not (isinstance(before, _Measured) and isinstance(after, _Measured)
+                and len(after.clbits) == len(before.clbits)
+                and np.array_equal(after.table, before.table)):
+            continue
+        for new, old in zip(after.clbits, before.clbits):
+            if new in fresh:
+                ex.clbits[fresh[new]] = old
+
+
 def _loop_test(pred: Any, what: str) -> _Measured | bool:
     """A while test: a constant, or a function of measured clbits."""
     if isinstance(pred, np.ndarray) and not _symbolic(pred):
@@ -778,7 +802,11 @@ def _while(ex: _Exporter, eqn: Eqn, args: list[Any], block: Block, where: str,
                          "a bounded loop aborts the run at its bound, and Qiskit's while_loop "
                          "has no abort; export the loop without max_iter")
     cc, bc = p["num_cond_consts"], p["num_body_consts"]
-    carry = _carry_values(eqn, args[cc + bc:], where)
+    entry = args[cc + bc:]
+    # a carry holding measured bits (a clbit the loop test reads, rewritten by a measurement
+    # in the body: an imported Qiskit loop) is kept when the body measures it again
+    carry = [v if isinstance(v, _Measured) else c
+             for v, c in zip(entry, _carry_values(eqn, entry, where))]
     what = f"the test of the while loop at {where}"
     pred, *carry_out = ex.run(p["cond"], [*args[:cc], *carry], block, f"{where} cond > ", False)
     test = _loop_test(pred, what)
@@ -786,8 +814,15 @@ def _while(ex: _Exporter, eqn: Eqn, args: list[Any], block: Block, where: str,
         return carry_out
     if test is True:
         raise QdiffError(f"to_qiskit: {what} is always true: the loop never ends")
+    _alias_remeasured(ex, eqn, p["body"], [*args[cc:cc + bc], *carry_out], len(entry), where)
     inner: Block = []
     outs = ex.run(p["body"], [*args[cc:cc + bc], *carry_out], inner, f"{where} body > ", False)
+    for m, (before, after) in enumerate(zip(carry_out, outs)):
+        if isinstance(before, _Measured) and not (
+                isinstance(after, _Measured) and after.clbits == before.clbits
+                and np.array_equal(after.table, before.table)):
+            raise QdiffError(f"to_qiskit: carry {m} of the while loop at {where} holds measured "
+                             "bits that the body changes other than by measuring them again")
     again, *_ = ex.run(p["cond"], [*args[:cc], *outs], inner, f"{where} cond > ", False)
     again = _loop_test(again, what)
     if not (isinstance(again, _Measured) and again.clbits == test.clbits and

@@ -163,7 +163,8 @@ def _instruction(instruction: Any, scope: _Scope, where: str) -> None:
 
 def _gate(op: Any, wires: list[Any], qubits: Sequence[Any], clbits: Sequence[Any],
           scope: _Scope, where: str) -> None:
-    table = _TABLE_BY_CLASS.get(type(op).__name__)
+    # singleton gates (qc.h, qc.cx, ...) are subclasses: their base class names the gate
+    table = _TABLE_BY_CLASS.get(getattr(op, "base_class", type(op)).__name__)
     controls = getattr(op, "num_ctrl_qubits", 0)
     plain_controls = not controls or op.ctrl_state == 2 ** controls - 1
     if table is not None and plain_controls:

@@ -241,3 +241,19 @@ def test_unsupported_instructions_and_wrong_parameters_are_clear_errors():
             call()
     with pytest.raises(QdiffError, match="observable 0 acts on 2 qubits"):
         qm.from_qiskit(qc, SparsePauliOp("ZZ"))
+
+
+def test_imported_dynamic_circuits_export_back_with_their_loop():
+    theta = Parameter("θ")
+    qc = _repeat_until_success(theta)
+    unmeasured = qc.copy_empty_like()
+    for instruction in qc.data[:-1]:
+        unmeasured.append(instruction)
+    program = qm.from_qiskit(unmeasured, SparsePauliOp("IZ"))
+    export = qm.to_qiskit(program)
+    # the clbit the loop reads is measured again in the body: a while_loop, as in Qiskit
+    assert "while_loop" in [i.operation.name for i in export.circuit.data]
+    back = qm.from_qiskit(export.circuit, export.observables[0])
+    x = np.array([0.8])
+    assert float(back(export.parameter_values(x))) == pytest.approx(float(program(x)),
+                                                                    abs=1e-12)
