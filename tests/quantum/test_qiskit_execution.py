@@ -200,22 +200,16 @@ def test_a_backend_runs_transpiled_circuits():
 
 def test_gradient_of_an_imported_qiskit_loop_on_aer():
     aer = pytest.importorskip("qiskit_aer.primitives")
-    from qiskit import ClassicalRegister, QuantumCircuit, QuantumRegister
+    import sys
+    from pathlib import Path
+
     from qiskit.circuit import Parameter
     from qiskit.quantum_info import SparsePauliOp
 
-    theta = Parameter("θ")
-    qc = QuantumCircuit(QuantumRegister(2), ClassicalRegister(1))
-    qc.h(0)
-    qc.ry(theta, 1)
-    qc.cry(theta / 2, 1, 0)
-    qc.measure(1, 0)
-    with qc.while_loop((qc.clbits[0], 0)):
-        qc.reset(1)
-        qc.ry(theta, 1)
-        qc.cry(theta / 2, 1, 0)
-        qc.measure(1, 0)
-    program = qm.from_qiskit(qc, SparsePauliOp("IZ"))
+    sys.path.insert(0, str(Path(__file__).parents[2] / "case_studies"))
+    from repeat_until_success import qiskit_circuit  # the case study's Qiskit loop
+
+    program = qm.from_qiskit(qiskit_circuit(Parameter("θ")), SparsePauliOp("IZ"))
     x = np.array([2.6])  # exits with probability 0.93 per round
     sampled = qm.gradient(program, x, method="parameter-shift", mode="qiskit", shots=1500,
                           sampler=aer.SamplerV2(seed=4))
