@@ -252,11 +252,16 @@ class _Opaque:
 
 @dataclass(frozen=True)
 class _Measured:
-    """A scalar that depends on measured clbits: ``table[b0, b1, ...]`` is its value when
-    clbit ``clbits[j]`` (an index into register ``m``) reads ``b_j``."""
+    """A value that depends on measured clbits: ``table[b0, b1, ..., *index]`` is its entry
+    ``index`` when clbit ``clbits[j]`` (an index into register ``m``) reads ``b_j`` (a
+    scalar has no index axes; a distribution over a register's values has one)."""
 
     clbits: tuple[int, ...]
     table: np.ndarray
+
+    @property
+    def value_shape(self) -> tuple[int, ...]:
+        return tuple(self.table.shape[len(self.clbits):])
 
     def simplified(self) -> _Measured:
         # drop the clbits the value does not depend on, so conditions name only real inputs
@@ -268,12 +273,16 @@ class _Measured:
                 del clbits[axis]
         return _Measured(tuple(clbits), np.asarray(table))
 
-    def over(self, clbits: Sequence[int]) -> np.ndarray:
-        """The table with one axis per clbit of ``clbits`` (a superset of ``self.clbits``)."""
+    def over(self, clbits: Sequence[int], value_ndim: int | None = None) -> np.ndarray:
+        """The table with one axis per clbit of ``clbits`` (a superset of ``self.clbits``),
+        then its value axes, right-aligned to ``value_ndim`` of them (for broadcasting)."""
+        k = len(self.clbits)
         order = [self.clbits.index(c) for c in clbits if c in self.clbits]
-        table = np.transpose(self.table, order)
+        table = np.transpose(self.table, order + list(range(k, self.table.ndim)))
+        value = self.value_shape
+        pad = (1,) * ((value_ndim if value_ndim is not None else len(value)) - len(value))
         shape = [2 if c in self.clbits else 1 for c in clbits]
-        return table.reshape(shape)
+        return table.reshape((*shape, *pad, *value))
 
 
 @dataclass(frozen=True)
@@ -557,18 +566,29 @@ def _to_float(value: Any) -> Any:
 
 
 def _measured_arithmetic(eqn: Eqn, args: Sequence[Any], where: str) -> Any:
+    # elementwise code on functions of clbits and constant arrays: one table per outcome of
+    # the clbits (the one-hot distribution of an imported circuit's register, say)
     name = eqn.primitive.name
-    if any(_symbolic(a) or (isinstance(a, np.ndarray) and a.ndim) for a in args):
-        return _Opaque(f"{name!r} at {where} mixes a measured bit with parameters or arrays; "
-                       "a circuit condition is a function of clbits only")
-    if name in ("reshape", "stop_gradient"):
+    if any(_symbolic(a) for a in args):
+        return _Opaque(f"{name!r} at {where} mixes a measured bit with parameters; a "
+                       "circuit condition is a function of clbits only")
+    if name == "stop_gradient":
         return args[0]
+    (first,) = [a for a in args if isinstance(a, _Measured)][:1]
+    if name == "reshape" and len(args) == 1:
+        k = len(first.clbits)
+        return _Measured(first.clbits, first.table.reshape(
+            first.table.shape[:k] + tuple(eqn.params["shape"])))
     if eqn.primitive not in ELEMENTWISE_PRIMITIVES:
         return _Opaque(f"{name!r} at {where} is applied to a measured bit")
     clbits = tuple(dict.fromkeys(c for a in args if isinstance(a, _Measured) for c in a.clbits))
-    tables = [a.over(clbits) if isinstance(a, _Measured) else a for a in args]
+    shapes = [a.value_shape if isinstance(a, _Measured) else np.shape(a) for a in args]
+    value_shape = np.broadcast_shapes(*shapes)
+    tables = [a.over(clbits, len(value_shape)) if isinstance(a, _Measured) else
+              np.asarray(a).reshape((1,) * len(clbits) + (1,) * (len(value_shape) - np.ndim(a))
+                                    + np.shape(a)) for a in args]
     (table,) = _impl(eqn, tables)
-    table = np.broadcast_to(table, (2,) * len(clbits))
+    table = np.broadcast_to(table, (2,) * len(clbits) + value_shape)
     return _Measured(clbits, np.array(table)).simplified()
 
 

@@ -214,3 +214,25 @@ def test_gradient_of_an_imported_qiskit_loop_on_aer():
     sampled = qm.gradient(program, x, method="parameter-shift", mode="qiskit", shots=1500,
                           sampler=aer.SamplerV2(seed=4))
     _within(sampled.grad, [-np.cos(1.3) / 2], sampled.grad_stderr)
+
+
+def test_an_imported_circuit_s_clbit_distribution_on_aer():
+    aer = pytest.importorskip("qiskit_aer.primitives")
+    from qiskit import ClassicalRegister, QuantumCircuit, QuantumRegister
+
+    qc = QuantumCircuit(QuantumRegister(2), ClassicalRegister(2))
+    qc.h(0)
+    qc.ry(0.8, 1)
+    qc.measure(1, 0)
+    with qc.while_loop((qc.clbits[0], 0)):
+        qc.reset(1)
+        qc.ry(0.8, 1)
+        qc.cry(0.4, 1, 0)
+        qc.measure(1, 0)
+    qc.measure(0, 1)
+    program = qm.from_qiskit(qc)  # returns the distribution of the two clbits
+    exact = np.asarray(program())
+    sampled = qm.run(program, mode="qiskit", shots=4000, sampler=aer.SamplerV2(seed=6))
+    support = exact > 0
+    _within(sampled.values[support], exact[support], sampled.stderr[support])
+    assert np.all(sampled.values[~support] == 0)
