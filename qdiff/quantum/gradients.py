@@ -359,15 +359,16 @@ def jacobian_rows(program: Program, leaves: Sequence[Any], positions: Sequence[i
     method = _check_method(method)
     if positions is None:
         positions = [k for k, t in enumerate(program.in_types) if is_differentiable(t)]
+    values: list[Any] = []
     if method == "adjoint" and not options:
         run = RecordedRun(program, leaves, backend=backend, tol=tol)
         values, row = run.values, run.vjp
     else:
-        values = None
-
         def row(cts: list[np.ndarray]) -> list[np.ndarray]:
-            flat, _, _ = _exact_vjp(program, list(leaves), cts, list(positions), method, tol,
-                                    backend, **options)
+            # every row's run computes the values too: keep the first
+            flat, found, _ = _exact_vjp(program, list(leaves), cts, list(positions), method,
+                                        tol, backend, **options)
+            values[:] = values or list(found)
             return flat
     rows: list[dict] = []
     for k, out_type in enumerate(program.out_types):
@@ -377,6 +378,6 @@ def jacobian_rows(program: Program, leaves: Sequence[Any], positions: Sequence[i
             cts[k][index] = 1.0
             found[index] = row(cts)
         rows.append(found)
-    if values is None:
+    if not values:  # no output element to differentiate: no row ran
         values, _ = _exact_outputs(program, list(leaves), tol, backend)
     return list(values), rows

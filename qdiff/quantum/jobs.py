@@ -5,8 +5,10 @@ On an executor the program travels as its JSON text, so process pools and Dask w
 need no pickled closures; the worker must be a module-level function.
 
 >>> import qdiff
+>>> from qdiff.ir.interpreter import evaluate
 >>> p = qdiff.trace(lambda x: x * 2.0, 1.0)
->>> run_jobs(_double, p, [[1.0], [3.0]], None, scale=1.0)
+>>> run_jobs(lambda program, values, scale: float(evaluate(program, *values)[0]) * scale,
+...          p, [[1.0], [3.0]], None, scale=1.0)
 [2.0, 6.0]
 """
 
@@ -17,7 +19,6 @@ from concurrent.futures import Executor
 from typing import Any
 
 from ..ir.core import Program
-from ..ir.interpreter import evaluate
 
 Worker = Callable[..., Any]
 
@@ -37,7 +38,3 @@ def _from_json(worker: Worker, text: str, values: list[Any], options: dict) -> A
     from .. import quantum  # noqa: F401  (registers the quantum primitives in a fresh process)
 
     return worker(Program.from_json(text), values, **options)
-
-
-def _double(program: Program, values: list[Any], scale: float) -> float:
-    return float(evaluate(program, *values)[0]) * scale

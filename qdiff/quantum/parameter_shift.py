@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -64,12 +65,13 @@ class Site:
     slot: int
     eqn: Eqn
 
-    @property
+    @cached_property
     def spec(self) -> GateSpec:
         return gate_spec(self.eqn.params["name"], **(self.eqn.params.get("static") or {}))
 
-    @property
+    @cached_property
     def rule(self) -> ShiftRule:
+        # read for every sample of the randomized estimator: built once
         return gate_shift_rule(self.spec, self.slot)
 
     def describe(self) -> str:

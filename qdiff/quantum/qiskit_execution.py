@@ -444,8 +444,7 @@ class SampledRun:
 
 
 def plan(program: Program, args: Sequence[Any], sampler: Any, *, group: int = 0,
-         rows: Sequence[Sequence[Any]] | None = None, skip_outputs: int = 0
-         ) -> tuple[list[_Job], QiskitExport]:
+         rows: Sequence[Sequence[Any]] | None = None, skip_outputs: int = 0) -> list[_Job]:
     """The jobs that estimate ``program``'s outputs at ``args`` (or at each of ``rows`` of
     arguments) with the primitive running the whole circuit, control flow included."""
     export = to_qiskit(program)
@@ -453,24 +452,28 @@ def plan(program: Program, args: Sequence[Any], sampler: Any, *, group: int = 0,
     values = np.atleast_2d(export.parameter_values(*args) if rows is None else
                            np.stack([export.parameter_values(*row) for row in rows]))
     if _is_estimator(sampler):
-        return [_Job(export.circuit, values, None, group, export, skip_outputs)], export
-    return _jobs(export, values, group, skip_outputs=skip_outputs), export
+        return [_Job(export.circuit, values, None, group, export, skip_outputs)]
+    return _jobs(export, values, group, skip_outputs=skip_outputs)
 
 
-def _history(export: QiskitExport, tests: Sequence[Any], k: int) -> Callable:
+def _tests_read(export: QiskitExport, k: int, stopped: bool) -> Callable[[Any, int], Any]:
+    """Per shot of the k-fold unrolled circuit (its last k + 1 outputs are the loop's
+    tests): whether the tests read "go on" k times and then "stop" (``stopped``) or "go on"
+    once more (the run is still going)."""
+    tests = export.outputs[-(k + 1):]
     circuit = export.circuit
 
-    def valid(data: Any, row: int) -> np.ndarray:
+    def read(data: Any, row: int) -> np.ndarray:
         ok = None
         for j, test in enumerate(tests):
             columns = _clbit_columns(circuit, test.clbits)
             picks = tuple(_bits(data, name, row)[:, i].astype(np.int64) for name, i in columns)
             value = np.asarray(test.value)[picks].astype(bool)
-            value = value if j < k else ~value
+            value = ~value if (stopped and j == k) else value
             ok = value if ok is None else ok & value
         return ok.astype(np.float64)
 
-    return valid
+    return read
 
 
 def _check_runnable(export: QiskitExport, control_flow: bool, mid_circuit: bool) -> None:
@@ -519,7 +522,7 @@ def run_on_sampler(program: Program, args: Sequence[Any], *, sampler: Any = None
         raise QdiffError("a loop that ends on a measurement needs a sampler (its shots carry "
                          "the tests' outcomes), not an estimator")
     if not host:
-        jobs, _ = plan(program, args, sampler)
+        jobs = plan(program, args, sampler)
         (estimate,), = sample_jobs(jobs, 1, sampler, shots)
         return SampledRun(_split(estimate.mean, program), _split(np.sqrt(estimate.variance),
                                                                  program),
@@ -537,8 +540,8 @@ def _with_arguments(program: Program, args: Sequence[Any], keep: int = 0) -> Pro
 
 def _host_rounds(program: Program, args: Sequence[Any], sampler: Any, shots: int, tol: float,
                  max_iterations: int) -> SampledRun:
-    (estimate,), going, calls, circuits = host_estimates([(program, [list(args)])], sampler,
-                                                        shots, tol, max_iterations)[0]
+    ((estimate,),), going, calls, circuits = host_estimates(
+        [(program, [list(args)])], sampler, shots, tol, max_iterations)
     return SampledRun(_split(estimate.mean, program), _split(np.sqrt(estimate.variance),
                                                              program),
                       shots, unterminated_mass=going.mean[0],
@@ -548,15 +551,16 @@ def _host_rounds(program: Program, args: Sequence[Any], sampler: Any, shots: int
 
 def host_estimates(programs: Sequence[tuple[Program, Sequence[Sequence[Any]]]], sampler: Any,
                    shots: int, tol: float, max_iterations: int,
-                   cotangent: np.ndarray | None = None) -> list[tuple]:
+                   cotangent: np.ndarray | None = None
+                   ) -> tuple[list[list[Estimate]], Estimate, int, int]:
     """Estimates of programs with one top-level while loop, each at rows of arguments, the
-    loop run on the host: per program, (one `Estimate` per row, the mass still running
-    after the last test (an `Estimate`, largest over rows), sampler calls, circuits).
-    Each round submits the next unrolled depths of every program in one call."""
+    loop run on the host: per program one `Estimate` per row; the mass of the first
+    program's runs still going after the last test (largest over its rows); sampler calls;
+    circuits. Each round submits the next unrolled depths of every program in one call."""
     done, calls, circuits, batch = 0, 0, 0, 4
     sums: dict[tuple[int, int], Estimate] = {}
-    going: dict[int, Estimate] = {}
-    while done < max_iterations and (not going or max(g.mean[0] for g in going.values()) > tol):
+    going: Estimate | None = None
+    while done < max_iterations and (going is None or going.mean[0] > tol):
         upto = min(done + batch, max_iterations)
         jobs: list[_Job] = []
         slots: list[tuple[int, int | None]] = []  # per group: (program, depth or None)
@@ -564,33 +568,31 @@ def host_estimates(programs: Sequence[tuple[Program, Sequence[Sequence[Any]]]], 
             loop = _top_while(program)
             if loop is None:
                 raise QdiffError("internal: host rounds need a while loop")
-            export = None
             for k in range(done, upto):
                 export = to_qiskit(unrolled(program, loop, k))
                 _check_runnable(export, *_capabilities(sampler))
-                if rows[0] and not export.circuit.parameters:
-                    # the arguments (a shift) do not reach this depth: its runs are the same
-                    # for every row, so they cancel from a shift rule's difference; not run
-                    slots.append((i, k))
-                    continue
                 values = np.stack([export.parameter_values(*row) for row in rows])
-                jobs += _jobs(export, values, len(slots),
-                              _history(export, export.outputs[-(k + 1):], k), k + 1)
+                # where the arguments (a shift) do not reach this depth, its runs are the
+                # same for every row and cancel from a shift rule's difference: not run
+                if not rows[0] or export.circuit.parameters:
+                    jobs += _jobs(export, values, len(slots), _tests_read(export, k, True),
+                                  k + 1)
                 slots.append((i, k))
-            # the runs still going after this round's last test: all its tests read "go on"
-            assert export is not None
-            values = np.stack([export.parameter_values(*row) for row in rows])
-            first = _jobs(export, values, len(slots), skip_outputs=upto)[0]
-            jobs.append(_Job(first.circuit, first.rows, _still_running(export, upto - 1),
-                             len(slots)))
-            slots.append((i, None))
-        estimates = sample_jobs(jobs, len(slots), sampler, shots, cotangent)
+                if i == 0 and k == upto - 1:
+                    # the runs still going after this round's last test: every test of the
+                    # last depth read "go on" (one circuit of its term groups is enough)
+                    variant = _jobs(export, values, 0, skip_outputs=upto)[0]
+                    still = _tests_read(export, k, False)
+                    jobs.append(_Job(variant.circuit, values,
+                                     lambda data, row, _, still=still: still(data, row)[:, None],
+                                     len(slots)))
+                    slots.append((0, None))
+        estimates = _fill(sample_jobs(jobs, len(slots), sampler, shots, cotangent), slots,
+                          programs)
         calls, circuits = calls + 1, circuits + len(jobs)
-        estimates = _fill(estimates, slots, programs, len(cotangent) if cotangent is not None
-                          else None)
         for (i, depth), rows in zip(slots, estimates):
             if depth is None:
-                going[i] = max(rows, key=lambda e: e.mean[0])
+                going = max(rows, key=lambda e: e.mean[0])
                 continue
             for row, estimate in enumerate(rows):
                 have = sums.get((i, row))
@@ -599,12 +601,13 @@ def host_estimates(programs: Sequence[tuple[Program, Sequence[Sequence[Any]]]], 
                     have.weighted + estimate.weighted,
                     have.weighted_variance + estimate.weighted_variance)
         done, batch = upto, batch * 2
-    return [([sums[(i, row)] for row in range(len(rows))], going[i], calls, circuits)
-            for i, (_, rows) in enumerate(programs)]
+    assert going is not None
+    return ([[sums[(i, row)] for row in range(len(rows))] for i, (_, rows) in
+             enumerate(programs)], going, calls, circuits)
 
 
-def _fill(estimates: list[list[Estimate]], slots: list, programs: Sequence[tuple],
-          size: int | None) -> list[list[Estimate]]:
+def _fill(estimates: list[list[Estimate]], slots: list,
+          programs: Sequence[tuple]) -> list[list[Estimate]]:
     """Zero estimates for the groups that were not run (no job gave them rows)."""
     filled = []
     for (i, _), rows in zip(slots, estimates):
@@ -613,22 +616,6 @@ def _fill(estimates: list[list[Estimate]], slots: list, programs: Sequence[tuple
         filled.append(rows or [Estimate(np.zeros(width), np.zeros(width), 0)
                                for _ in range(count)])
     return filled
-
-
-def _still_running(export: QiskitExport, k: int) -> Contribution:
-    tests = export.outputs[-(k + 1):]
-    circuit = export.circuit
-
-    def contribution(data: Any, row: int, values: int) -> np.ndarray:
-        ok = None
-        for test in tests:
-            columns = _clbit_columns(circuit, test.clbits)
-            picks = tuple(_bits(data, name, row)[:, i].astype(np.int64) for name, i in columns)
-            value = np.asarray(test.value)[picks].astype(bool)
-            ok = value if ok is None else ok & value
-        return ok.astype(np.float64)[:, None]
-
-    return contribution
 
 
 def _split(flat: np.ndarray, program: Program) -> list[np.ndarray]:
@@ -708,12 +695,12 @@ def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
             slots.append((occurrences, k, [c for _, c in terms]))
     unterminated = 0.0
     if host:
-        found = host_estimates(programs, sampler, shots, 1e-3, max_iterations, flat_ct)
-        estimates = [rows for rows, _, _, _ in found]
-        unterminated = float(found[0][1].mean[0])
+        estimates, going, _, _ = host_estimates(programs, sampler, shots, 1e-3,
+                                                max_iterations, flat_ct)
+        unterminated = float(going.mean[0])
     else:
         jobs = [job for n, (p, rows) in enumerate(programs)
-                for job in plan(p, [], sampler, group=n, rows=rows)[0]]
+                for job in plan(p, [], sampler, group=n, rows=rows)]
         estimates = sample_jobs(jobs, len(programs), sampler, shots, cotangent=flat_ct)
     (value,) = estimates[0]
     grads = [np.array(direct[j], np.float64) for j in positions]

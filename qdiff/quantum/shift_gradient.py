@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -80,7 +80,6 @@ class ShiftResult:
     value_stderr: list[np.ndarray] | None = None
     grad_stderr: list[np.ndarray] | None = None
     shots: int | None = None
-    occurrences: dict[str, int] = field(default_factory=dict)
 
 
 def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequence[Any],
@@ -108,12 +107,11 @@ def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequenc
     for occurrences in occurrence_plan(program, leaves, positions, base, branching, tol,
                                        backend):
         site, inst, groups = occurrences.site, occurrences.inst, occurrences.groups
-        jobs = [[*leaves, np.int64(k), np.float64(s)]
-                for k in sorted(groups) for s, _ in site.rule.terms()]
+        terms = site.rule.terms()
+        jobs = [[*leaves, np.int64(k), np.float64(s)] for k in sorted(groups) for s, _ in terms]
         outcomes = run_jobs(_shifted_outcome, inst.program, jobs, executor,
                             tol=tol, backend=backend, readouts=not branching)
         seeds: dict[int, float] = {}
-        terms = site.rule.terms()
         for n, k in enumerate(sorted(groups)):
             d_objective = d_mass = 0.0
             for (_, coefficient), outcome in zip(terms, outcomes[n * len(terms):]):
@@ -128,7 +126,6 @@ def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequenc
             _accumulate(total, occurrences.run.classical_vjp(seeds)[0])
         result.num_derivative_programs += len(groups)
         result.num_evaluations += len(jobs)
-        result.occurrences[site.describe()] = len(groups)
     if single_path_seeds:  # every site's chain rule in one classical sweep
         _accumulate(total, base.classical_vjp(single_path_seeds)[0])
     if base.postselected:
@@ -310,11 +307,12 @@ def sampled_parameter_shift(program: Program, leaves: Sequence[Any],
         for inst, site_seed, draw in zip(sites, site_seeds, draws):
             index = draw.sample(rng)  # 1-based occurrence
             scale = 1.0 / draw.pmf(index)
-            for (shift, coefficient), term_seed in zip(inst.site.rule.terms(),
-                                                       _same_seed(site_seed, inst)):
+            for shift, coefficient in inst.site.rule.terms():
+                # the shifted runs of one sample share their randomness (common random
+                # numbers): F(θ+x) - F(θ-x) then varies less than between independent runs
                 run = RecordedRun(inst.program, [*leaves, np.int64(index - 1),
                                                  np.float64(shift)],
-                                  backend=backend, mode="sample", seed=term_seed)
+                                  backend=backend, mode="sample", seed=site_seed)
                 tangent = _path_tangent(run, inst, index - 1)
                 if tangent is None:  # this path ended before the drawn occurrence
                     continue
@@ -350,12 +348,6 @@ class _Masses:
     aborted: float
     unterminated: float
     dropped: float = 0.0
-
-
-def _same_seed(seed: np.random.SeedSequence, inst: Instrumented) -> list:
-    # the shifted runs of one sample share their randomness (common random numbers): the
-    # difference F(θ+x) - F(θ-x) then varies less than with independent trajectories
-    return [seed] * inst.site.rule.num_evaluations
 
 
 def _path_tangent(run: RecordedRun, inst: Instrumented, k: int) -> list[np.ndarray] | None:
