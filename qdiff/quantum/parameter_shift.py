@@ -309,10 +309,10 @@ def _thread(program: Program, site: Site, occurrence: Var, shift: Var,
             counter: object, made: list[Eqn], depth: int = 0) -> tuple[list[Eqn], object]:
     eqns = list(program.eqns)
     if depth == len(site.steps):
-        added, counter = _shifted_gate(eqns[site.index], site.slot, occurrence, shift, counter)
+        added, counter, marked = _shifted_gate(eqns[site.index], site.slot, occurrence,
+                                               shift, counter)
         eqns[site.index:site.index + 1] = added
-        made.extend(e for e in added if e.primitive.name in ("eq", "gate"))
-        made.insert(1, next(e for e in added if e.primitive.name == "add"))
+        made.extend(marked)
         return eqns, counter
     index, key, branch = site.steps[depth]
     eqn = eqns[index]
@@ -352,20 +352,20 @@ def _thread(program: Program, site: Site, occurrence: Var, shift: Var,
 
 
 def _shifted_gate(eqn: Eqn, slot: int, occurrence: Var, shift: Var,
-                  counter: object) -> tuple[list[Eqn], Var]:
+                  counter: object) -> tuple[list[Eqn], Var, tuple[Eqn, Eqn, Eqn]]:
     # θ' = θ + (counter == occurrence ? shift : 0);  counter' = counter + 1
+    # Returns the equations, the counter after, and (test, moved, gate) for `Instrumented`.
     angle = eqn.inputs[1 + slot]
     angle_type = angle.type
     hit, delta, moved, after = Var(Tensor((), "bool")), Var(SHIFT), Var(SHIFT), Var(COUNTER)
-    out: list[Eqn] = [
-        Eqn(get_primitive("eq"), (counter, occurrence), (hit,)),
-        Eqn(get_primitive("select"), (hit, shift, Literal(0.0)), (delta,)),
-    ]
+    test = Eqn(get_primitive("eq"), (counter, occurrence), (hit,))
+    out: list[Eqn] = [test, Eqn(get_primitive("select"), (hit, shift, Literal(0.0)), (delta,))]
     source = angle
     if angle_type != SHIFT:
         source = Var(SHIFT)
         out.append(Eqn(get_primitive("convert"), (angle,), (source,), {"dtype": "float64"}))
-    out.append(Eqn(get_primitive("add"), (source, delta), (moved,)))
+    shifted = Eqn(get_primitive("add"), (source, delta), (moved,))
+    out.append(shifted)
     new_angle: Var = moved
     if angle_type != SHIFT:
         new_angle = Var(angle_type)
@@ -373,6 +373,7 @@ def _shifted_gate(eqn: Eqn, slot: int, occurrence: Var, shift: Var,
                        {"dtype": angle_type.dtype}))
     inputs = list(eqn.inputs)
     inputs[1 + slot] = new_angle
-    out.append(Eqn(eqn.primitive, tuple(inputs), eqn.outputs, eqn.params))
+    gate = Eqn(eqn.primitive, tuple(inputs), eqn.outputs, eqn.params)
+    out.append(gate)
     out.append(Eqn(get_primitive("add"), (counter, Literal(np.int64(1))), (after,)))
-    return out, after
+    return out, after, (test, shifted, gate)

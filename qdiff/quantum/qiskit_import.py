@@ -228,8 +228,7 @@ def _angle(value: Any, env: dict, where: str) -> Any:
             return float(value.real)
         raise QdiffError(f"gate parameter {value!r} at {where} is not a real number")
     if not value.parameters:
-        return float(value.numeric().real if hasattr(value.numeric(), "real")
-                     else value.numeric())
+        return float(np.real(value.numeric()))
     if value.is_symbol():
         (symbol,) = value.parameters
         return _angle(symbol, env, where)
@@ -308,8 +307,11 @@ def _expr(node: Any, scope: _Scope, where: str) -> Any:
         return qnp.asarray(node.value)
     if isinstance(node, expr.Cast):
         inner = _expr(node.operand, scope, where)
-        return inner != 0 if _is_bool(node) and not _is_bool(node.operand) else \
-            inner.astype("int64") if _is_bool(node.operand) else inner
+        if _is_bool(node) and not _is_bool(node.operand):
+            return inner != 0
+        if _is_bool(node.operand) and not _is_bool(node):
+            return inner.astype("int64")
+        return inner
     if isinstance(node, expr.Unary):
         value = _expr(node.operand, scope, where)
         if node.op in (expr.Unary.Op.LOGIC_NOT, expr.Unary.Op.BIT_NOT) and _is_bool(node):
