@@ -47,6 +47,7 @@ from .jobs import run_jobs
 from .parameter_shift import postselects
 from .runner import BranchRunner, _structure, enumerated_outputs
 from .shift_gradient import ShiftResult, parameter_shift, sampled_parameter_shift
+from .tail_certificate import certify, tighten
 
 METHODS = ("auto", "adjoint", "parameter-shift", "finite-diff")
 
@@ -58,7 +59,10 @@ class QuantumGradient:
     ``grad`` has the structure of the differentiated argument(s); ``dropped_mass`` and
     ``unterminated_mass`` are the probability mass the enumeration pruned or cut off (the
     derivative is that of the enumerated part), ``aborted_mass`` what bounded loops aborted
-    (part of the semantics).
+    (part of the semantics). For the exact adjoint method, ``remainder_bound`` (the structure
+    of ``grad``) and ``value_remainder_bound`` are certified bounds on how far the derivative
+    and the value ``c · values`` are from the exact ones (`tail_certificate`): infinite, with
+    ``remainder_reason``, when the program is outside what the certificate covers.
     """
 
     value: Any
@@ -74,6 +78,10 @@ class QuantumGradient:
     shots: int | None = None
     num_derivative_programs: int | None = None
     num_evaluations: int | None = None
+    remainder_bound: Any = None
+    value_remainder_bound: float | None = None
+    remainder_reason: str | None = None
+    exit_probability: float | None = None
 
 
 def as_quantum_program(f: Any, args: Sequence[Any]) -> Program:
@@ -122,11 +130,20 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
              cotangent: Any = None, tol: float = 1e-12, backend: str = "auto",
              step: float = 1e-6, executor: Executor | None = None, mode: str = "exact",
              shots: int = 1000, seed: Any = None, occurrences: Any = None,
-             sampler: Any = None, estimator: Any = None) -> QuantumGradient:
+             sampler: Any = None, estimator: Any = None,
+             exit_probability: float | None = None,
+             remainder_tol: float | None = None) -> QuantumGradient:
     """The value of a quantum program and its gradient (or VJP with ``cotangent``).
 
     ``method``: ``"adjoint"`` | ``"parameter-shift"`` | ``"finite-diff"`` | ``"auto"``;
-    ``tol`` prunes branches; ``step`` is the finite-difference step. Independent
+    ``tol`` cuts loops on measurements off once the mass still going on is below it (and
+    prunes branches below ``tol²``); ``step`` is the finite-difference step. The exact
+    adjoint method returns certified bounds on what the cut-off misses
+    (``remainder_bound``, see `tail_certificate`); ``exit_probability`` promises a lower
+    bound on every round's exit probability of a loop that is not memoryless, so that it
+    can be certified too (the promise is checked on every round the run saw).
+    ``remainder_tol`` sums further (a smaller ``tol``) until every certified bound on the
+    derivative is at most ``remainder_tol``. Independent
     evaluations (shifted programs) run on ``executor`` when given: any
     `concurrent.futures.Executor`, such as a process pool or a Dask
     ``Client.get_executor()``. See the module docstring.
@@ -153,6 +170,10 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
     if occurrences is not None and not (method == "parameter-shift" and mode == "sample"):
         raise QdiffError("occurrences= is the occurrence distribution of sample-mode "
                          "parameter shift (method='parameter-shift', mode='sample')")
+    if (exit_probability is not None or remainder_tol is not None) and (
+            method != "adjoint" or mode != "exact"):
+        raise QdiffError("exit_probability= and remainder_tol= certify exact adjoint "
+                         "gradients (method='adjoint', mode='exact')")
     if mode == "qiskit":
         if given not in ("auto", "parameter-shift"):
             raise QdiffError("mode='qiskit' differentiates with method='parameter-shift'")
@@ -174,8 +195,23 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
         return _sampled(program, leaves, cts, positions, tree, shots, seed, backend)
     if mode != "exact":
         raise QdiffError(f"mode must be 'exact', 'sample' or 'qiskit', got {mode!r}")
-    flat, value, extra = _exact_vjp(program, leaves, cts, positions, method, tol, backend,
-                                    step=step, executor=executor)
+
+    def attempt(cut: float) -> tuple[Any, float]:
+        flat, value, extra = _exact_vjp(program, leaves, cts, positions, method, cut,
+                                        backend, step=step, executor=executor)
+        if not isinstance(extra, ShiftResult) and "run" in extra:
+            certificate = certify(program, leaves, extra.pop("run"), cts, positions,
+                                  exit_probability)
+            extra.update(remainder_bound=pytree.unflatten(tree, certificate.grads),
+                         value_remainder_bound=certificate.value,
+                         remainder_reason=certificate.reason,
+                         exit_probability=certificate.exit_probability)
+            largest = max((float(np.max(g, initial=0.0)) for g in certificate.grads),
+                          default=0.0)
+            return (flat, value, extra), largest
+        return (flat, value, extra), 0.0
+
+    flat, value, extra = tighten(attempt, tol, remainder_tol)
     if isinstance(extra, ShiftResult):
         return _shift_result(program, positions, tree, extra)
     grads = [flat[k] for k in positions]
@@ -198,7 +234,7 @@ def _exact_vjp(program: Program, leaves: list[Any], cts: list[np.ndarray],
     if method == "adjoint":
         run = RecordedRun(program, leaves, backend=backend, tol=tol)
         return run.vjp(cts), run.values, dict(
-            runner=run.runner, num_branches=len(run.items),
+            runner=run.runner, run=run, num_branches=len(run.items),
             postselection_probability=run.mass if run.postselected else 1.0)
     flat, value, info = _finite_differences(program, leaves, cts, positions, step, tol,
                                             backend, executor)

@@ -95,7 +95,7 @@ def find_sites(program: Program, active_inputs: Sequence[bool]) -> list[Site]:
                 if flag:
                     found[(steps, index, slot)] = Site(steps, index, slot, eqn)
 
-    _walk(program, list(active_inputs), (), visit)
+    walk_dependence(program, list(active_inputs), (), visit)
     return sorted(found.values(), key=lambda s: (s.steps, s.index, s.slot))
 
 
@@ -148,7 +148,7 @@ def check_readout_use(program: Program, branching: bool) -> None:
         if key == "cond" and out_flags[0]:
             raise _refuse(eqn, "an expectation value decides control flow")
 
-    _walk(program, [False] * len(program.inputs), (), visit, predicate)
+    walk_dependence(program, [False] * len(program.inputs), (), visit, predicate)
 
 
 def _refuse(eqn: Eqn, why: str) -> QdiffError:
@@ -156,7 +156,7 @@ def _refuse(eqn: Eqn, why: str) -> QdiffError:
                       f"(`{eqn.primitive.name}`); use method='adjoint' or 'finite-diff'")
 
 
-def _walk(program: Program, flags: list[bool], steps: tuple[Step, ...], visit: Any,
+def walk_dependence(program: Program, flags: list[bool], steps: tuple[Step, ...], visit: Any,
           on_sub_outputs: Any = None) -> list[bool]:
     """Forward dependence from ``flags`` through ``program``: calls ``visit(eqn, in_flags,
     steps, index)`` on every equation (it may return output flags to add) and
@@ -182,7 +182,7 @@ def _walk(program: Program, flags: list[bool], steps: tuple[Step, ...], visit: A
             changed = False
             for key, b, sub, operand_of in subs:
                 sub_flags = [o is not None and operands[o] for o in operand_of]
-                sub_out = _walk(sub, sub_flags, (*steps, (index, key, b)), visit,
+                sub_out = walk_dependence(sub, sub_flags, (*steps, (index, key, b)), visit,
                                 on_sub_outputs)
                 if on_sub_outputs is not None:
                     on_sub_outputs(eqn, key, sub_out)
@@ -233,9 +233,11 @@ def occurrence_count(program: Program, site: Site, trip_counts: Sequence[int]) -
     return int(np.prod([int(t) for t in trip_counts])) if loops else 1
 
 
-def static_bound(program: Program, site: Site) -> int | None:
+def static_bound(program: Program, site: Site, unbounded_rounds: int | None = None
+                 ) -> int | None:
     """The most times ``site`` can run, when every loop around it has a static trip count
-    (literal bounds, or ``max_iter``); None when some loop around it is unbounded.
+    (literal bounds, or ``max_iter``); None when some loop around it is unbounded, unless
+    ``unbounded_rounds`` says how many rounds to count for such loops (1: per round).
 
     >>> import qdiff
     >>> from qdiff import quantum as qm
@@ -256,9 +258,13 @@ def static_bound(program: Program, site: Site) -> int | None:
                 return None
             trips.append(max(int(stop.value) - int(start.value), 0))
         elif name == "while":
-            if eqn.params["max_iter"] is None:
-                return None
-            trips.append(eqn.params["max_iter"] + (key == "cond"))  # the test runs once more
+            rounds = eqn.params["max_iter"]
+            if rounds is None:
+                if unbounded_rounds is None:
+                    return None
+                trips.append(unbounded_rounds)
+                continue
+            trips.append(rounds + (key == "cond"))  # the test runs once more
     return occurrence_count(program, site, trips)
 
 

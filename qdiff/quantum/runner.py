@@ -5,9 +5,10 @@ of branches, each a probability weight and the values of the program's vars (sta
 normalized). Measurement splits a branch in two (``exact``) or draws one outcome
 (``sample``); reset is the sum of its two branches; postselection keeps one branch and
 the value is conditioned on it. ``while M[q]=1 do S od`` means Σ_k E0 ∘ (S ∘ E1)^k: the
-runner iterates until the live mass is below the tolerance. Mass removed by pruning, by
-loops cut off, and by bounded loops that abort (``max_iter``) is reported, never
-renormalized away.
+runner iterates until the live mass is below the tolerance ``tol``; branches below ``tol²``
+are pruned. Mass removed by pruning, by loops cut off, and by bounded loops that abort
+(``max_iter``) is reported, never renormalized away; `tail_certificate` turns it into a
+certified bound on what the values and derivatives miss.
 """
 
 from __future__ import annotations
@@ -47,6 +48,9 @@ class QuantumResult:
     holds the standard errors and ``shots`` the trajectories that count.
     ``gate_passes`` counts the gate applications (passes over a state) the run made, and
     ``passes_saved`` those that gate fusion saved (both summed over branches and shots).
+    In ``exact`` mode ``remainder_bound`` (the structure of ``values``) bounds, certified,
+    how far each value is from the exact one (`tail_certificate`); it is infinite, with
+    ``remainder_reason``, when the program is outside what the certificate covers.
     """
 
     values: Any
@@ -61,6 +65,8 @@ class QuantumResult:
     trajectories: list[Any] | None = field(default=None, repr=False)
     gate_passes: int = 0
     passes_saved: int = 0
+    remainder_bound: Any = None
+    remainder_reason: str | None = None
 
     @property
     def missing_mass(self) -> float:
@@ -90,8 +96,10 @@ class RunAccounting:
     """What every runner of the semantics shares: the pruning tolerance, the loop limits, the
     random generator, and the probability mass the run pruned, cut off or aborted."""
 
-    def __init__(self, tol: float, seed: Any, max_loop_iterations: int, zero_exit_limit: int):
+    def __init__(self, tol: float, seed: Any, max_loop_iterations: int, zero_exit_limit: int,
+                 prune: float | None = None):
         self.tol = tol
+        self.prune = tol if prune is None else prune
         self.rng = np.random.default_rng(seed)
         self.max_loop_iterations = max_loop_iterations
         self.zero_exit_limit = zero_exit_limit
@@ -100,13 +108,25 @@ class RunAccounting:
         self.aborted = 0.0
         self.postselected_away = 0.0
         self.samples: dict[int, np.ndarray] = {}  # arrays drawn by `sample`, by id
+        # per run of a loop on a measurement: the masses of its rounds (`loop_run`)
+        self.loop_masses: list[tuple[list[float], list[float]]] = []
 
     def keep_mass(self, weight: float) -> bool:
         """Whether a branch of probability ``weight`` survives pruning (else it is reported)."""
-        if weight < self.tol:
+        if weight < self.prune:
             self.dropped += weight
             return False
         return True
+
+    def loop_run(self, eqn: Eqn) -> tuple[list[float], list[float]]:
+        """Fresh per-round lists for one run of the while equation ``eqn``: the mass its
+        test sees and the mass going on, round by round (kept for loops on a measurement
+        with no bound, which `tail_certificate` reads)."""
+        tested: list[float] = []
+        going_on: list[float] = []
+        if eqn.params["max_iter"] is None:
+            self.loop_masses.append((tested, going_on))
+        return tested, going_on
 
     def stop_loop(self, iterations: int, max_iter: int | None, live_mass: float,
                   exited_any: bool) -> bool:
@@ -115,7 +135,8 @@ class RunAccounting:
         if max_iter is not None and iterations >= max_iter:
             self.aborted += live_mass  # while^(T): abort, mass dropped
             return True
-        if iterations >= self.max_loop_iterations:
+        if iterations >= self.max_loop_iterations or (max_iter is None
+                                                      and live_mass < self.tol):
             self.unterminated += live_mass
             return True
         if not exited_any and iterations >= self.zero_exit_limit:
@@ -133,7 +154,9 @@ class BranchRunner(RunAccounting):
                  zero_exit_limit: int = 1_000, fuse: bool | int | None = None):
         if mode not in ("exact", "sample"):
             raise QdiffError(f"mode must be 'exact', 'sample' or 'density', got {mode!r}")
-        super().__init__(tol, seed, max_loop_iterations, zero_exit_limit)
+        # the loop cut-off (tol) is what the tail bound is built on; single branches are only
+        # pruned far below it, where their derivative (at most ∝ sqrt(mass)) is negligible
+        super().__init__(tol, seed, max_loop_iterations, zero_exit_limit, prune=tol * tol)
         self.mode = mode
         self.backend = get_backend(backend)
         self.rejected_shots = 0
@@ -345,6 +368,7 @@ def _while(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]
     finished: list[Item] = []
     iterations = 0
     exited_any = False
+    tested_masses, going_masses = r.loop_run(eqn)
     while live:
         tested = r.run_program(p["cond"], [(wi, [*cond_consts, *c]) for wi, c in live])
         continuing = []
@@ -354,8 +378,10 @@ def _while(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]
             else:
                 finished.append((wi, c))
                 exited_any = True
-        if not continuing or r.stop_loop(iterations, p["max_iter"],
-                                         sum(wi for wi, _ in continuing), exited_any):
+        going_on = sum(wi for wi, _ in continuing)
+        tested_masses.append(sum(wi for wi, _ in tested))
+        going_masses.append(going_on)
+        if not continuing or r.stop_loop(iterations, p["max_iter"], going_on, exited_any):
             break
         live = r.merge(
             r.run_program(p["body"], [(wi, [*body_consts, *c]) for wi, c in continuing]))
@@ -425,10 +451,11 @@ HANDLERS: dict[str, Handler] = {
 def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: Any = None,
         backend: str = "auto", tol: float = 1e-12, max_loop_iterations: int = 100_000,
         fuse: bool | int | None = None, sampler: Any = None,
-        estimator: Any = None) -> QuantumResult:
+        estimator: Any = None, exit_probability: float | None = None,
+        remainder_tol: float | None = None) -> QuantumResult:
     """Run a quantum program and return its values with what the semantics dropped.
 
-    ``mode="exact"`` enumerates measurement branches (pruned below ``tol``); ``"sample"``
+    ``mode="exact"`` enumerates measurement branches (loops cut off below ``tol``); ``"sample"``
     draws ``shots`` trajectories with ``seed`` and reports standard errors; ``"density"``
     runs the program on density matrices (at most 10 qubits, see `density_runner`), an
     independent check of ``"exact"``; ``"qiskit"`` exports the program (`to_qiskit`) and
@@ -439,7 +466,11 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
     ``fuse`` (default on) runs the program after gate fusion (`fusion.py`): fewer passes
     over the state, the same values, in blocks as wide as the back end finds best for the
     register; ``fuse=k`` forces blocks of up to k wires, ``fuse=False`` runs the gates one
-    by one.
+    by one. ``exit_probability`` promises a lower bound on every round's exit probability of
+    a loop on a measurement that is not memoryless, so that its tail can be certified
+    (``remainder_bound``; the promise is checked on every round the run saw).
+    ``remainder_tol`` sums further (a smaller ``tol``) until every value's certified
+    remainder is at most ``remainder_tol``.
 
     >>> import qdiff
     >>> from qdiff import quantum as qm
@@ -464,6 +495,9 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
         if isinstance(atom.type, QState):
             raise QdiffError(
                 f"output {index} is a quantum state; return qm.state(register) instead")
+    if mode != "exact" and (exit_probability is not None or remainder_tol is not None):
+        raise QdiffError("exit_probability= and remainder_tol= certify exact-mode values "
+                         "(mode='exact')")
     if mode == "qiskit":
         from .qiskit_execution import run_on_sampler
 
@@ -480,11 +514,21 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
 
         return run_density(program, values, tol=tol, seed=seed,
                            max_loop_iterations=max_loop_iterations)
-    runner = BranchRunner(mode, backend, tol, seed, max_loop_iterations, fuse=fuse)
     program = unpack_scalars(program)  # one equation for all the elements read from an array
     if mode == "exact":
-        result = _exact(runner, program, values)
+        from .tail_certificate import certify_values, tighten
+
+        def attempt(cut: float) -> tuple[Any, float]:
+            runner = BranchRunner(mode, backend, cut, seed, max_loop_iterations, fuse=fuse)
+            result = _exact(runner, program, values)
+            bounds, result.remainder_reason = certify_values(program, values, runner,
+                                                             exit_probability)
+            result.remainder_bound = _structure(program, [np.float64(b) for b in bounds])
+            return (result, runner), max(bounds, default=0.0)
+
+        result, runner = tighten(attempt, tol, remainder_tol)
     else:
+        runner = BranchRunner(mode, backend, tol, seed, max_loop_iterations, fuse=fuse)
         result = _sample(runner, program, values, shots)
     result.gate_passes, result.passes_saved = runner.gate_passes, runner.passes_saved
     return result
