@@ -47,6 +47,7 @@ from ..ir.errors import QdiffError
 from ..ir.primitives import get_primitive
 from ..ir.types import QState, Tensor
 from .gates import GateSpec, gate_spec
+from .primitives import QUANTUM_PRIMITIVES
 from .shift_rules import ShiftRule, gate_shift_rule
 
 COUNTER = Tensor((), "int64")
@@ -157,10 +158,12 @@ def _refuse(eqn: Eqn, why: str) -> QdiffError:
 
 
 def walk_dependence(program: Program, flags: list[bool], steps: tuple[Step, ...], visit: Any,
-          on_sub_outputs: Any = None) -> list[bool]:
+                    on_sub_outputs: Any = None, through_quantum: bool = True) -> list[bool]:
     """Forward dependence from ``flags`` through ``program``: calls ``visit(eqn, in_flags,
     steps, index)`` on every equation (it may return output flags to add) and
-    ``on_sub_outputs(eqn, key, flags)`` with each sub-program's output flags."""
+    ``on_sub_outputs(eqn, key, flags)`` with each sub-program's output flags. With
+    ``through_quantum=False`` dependence stops at quantum operations (classical paths only).
+    """
     active = {v for v, flag in zip(program.inputs, flags) if flag}
 
     def is_active(atom: object) -> bool:
@@ -173,7 +176,7 @@ def walk_dependence(program: Program, flags: list[bool], steps: tuple[Step, ...]
             active.update(v for v, flag in zip(eqn.outputs, extra) if flag)
         subs = list(sub_programs(eqn))
         if not subs:
-            if any(in_flags):
+            if any(in_flags) and (through_quantum or eqn.primitive.name not in QUANTUM_PRIMITIVES):
                 active.update(eqn.outputs)
             continue
         operands = list(in_flags)
@@ -183,7 +186,7 @@ def walk_dependence(program: Program, flags: list[bool], steps: tuple[Step, ...]
             for key, b, sub, operand_of in subs:
                 sub_flags = [o is not None and operands[o] for o in operand_of]
                 sub_out = walk_dependence(sub, sub_flags, (*steps, (index, key, b)), visit,
-                                on_sub_outputs)
+                                          on_sub_outputs, through_quantum)
                 if on_sub_outputs is not None:
                     on_sub_outputs(eqn, key, sub_out)
                 for m, o in carried_outputs(eqn, key, sub):

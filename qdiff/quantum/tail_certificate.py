@@ -68,6 +68,8 @@ def certify(program: Program, leaves: Sequence[Any], run: Any, cotangents: Seque
         cut = _Cut(program, run.runner, exit_probability)
         if cut.nothing_left_out:
             return Certificate(0.0, [np.zeros(s) for s in shapes])
+        if _classical_paths(program, cotangents, positions):
+            raise _Uncertified("an output depends on the inputs by classical code too")
         a = b = 0.0
         for c, bound in zip(cotangents, cut.growth(leaves)):
             weight = float(np.sum(np.abs(c)))
@@ -253,17 +255,17 @@ class _Sensitivities:
         size = sum(int(np.prod(np.shape(leaves[k]))) for k in positions)
         self.round, self.after, self.before, self.first = (np.zeros(size) for _ in range(4))
         loop_index = -1 if loop is None else program.eqns.index(loop)
-        varying = _round_varying_gates(loop) if loop is not None else set()
+        unsteady = _unsteady_gates(program, loop)
         flags = [k in positions for k in range(len(leaves))]
         self._tangents: dict[int, np.ndarray] = {}
         for site in find_sites(program, flags):
             top = site.steps[0][0] if site.steps else site.index
             frequency = max(site.rule.frequencies)
             records = [r for r in run.runner.records if r.eqn is site.eqn]
+            if id(site.eqn) in unsteady:
+                raise _Uncertified(f"the angle of {site.describe()} changes from round to "
+                                   "round or from path to path")
             if top == loop_index:
-                if id(site.eqn) in varying:
-                    raise _Uncertified(f"the angle of {site.describe()} changes from round to "
-                                       "round")
                 if not records:
                     continue  # never ran: the loop never went on, nothing is cut off
                 count = static_bound(program, site, unbounded_rounds=1) or 0
@@ -296,16 +298,33 @@ class _Sensitivities:
         return self._tangents[node]
 
 
-def _round_varying_gates(loop: Eqn) -> set[int]:
-    """Gate equations of the loop whose angles depend on what a round carries over."""
-    p = loop.params
-    varying: set[int] = set()
+def _unsteady_gates(program: Program, loop: Eqn | None) -> set[int]:
+    """Gate equations whose angles may differ between rounds or paths: they depend on
+    measurement outcomes, on expectation values, on what the loop carries from round to
+    round, or on what it returns. Their sensitivity in rounds not summed is unknown."""
+    unsteady: set[int] = set()
+    random_outputs = ("measure", "expval", "probs", "sample", "statevector")
 
-    def visit(eqn: Eqn, in_flags: list[bool], steps: Any, index: int) -> None:
+    def visit(eqn: Eqn, in_flags: list[bool], steps: Any, index: int) -> list[bool] | None:
         if eqn.primitive.name == "gate" and any(in_flags[1:]):
-            varying.add(id(eqn))
+            unsteady.add(id(eqn))
+        if eqn.primitive.name in random_outputs or eqn is loop:
+            return [True] * len(eqn.outputs)
+        return None
 
-    carried = len(p["body"].outputs)
-    walk_dependence(p["cond"], [False] * p["num_cond_consts"] + [True] * carried, (), visit)
-    walk_dependence(p["body"], [False] * p["num_body_consts"] + [True] * carried, (), visit)
-    return varying
+    walk_dependence(program, [False] * len(program.inputs), (), visit)
+    if loop is not None:
+        p = loop.params
+        carried = len(p["body"].outputs)
+        walk_dependence(p["cond"], [False] * p["num_cond_consts"] + [True] * carried, (), visit)
+        walk_dependence(p["body"], [False] * p["num_body_consts"] + [True] * carried, (), visit)
+    return unsteady
+
+
+def _classical_paths(program: Program, cotangents: Sequence[Any],
+                     positions: Sequence[int]) -> bool:
+    """Whether an output in the objective depends on a differentiated input by classical
+    code alone (a term like ``w · rounds``: its derivative grows with the rounds)."""
+    flags = [k in positions for k in range(len(program.inputs))]
+    reached = walk_dependence(program, flags, (), lambda *_: None, through_quantum=False)
+    return any(hit and np.any(np.asarray(c) != 0) for hit, c in zip(reached, cotangents))
