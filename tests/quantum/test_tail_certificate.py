@@ -243,3 +243,45 @@ def test_loop_memory_light_cone():
     # going on means the body measured 0, so the round starts in |0>: memoryless, but the
     # light cone only trusts the test's own measurements (conservative, never wrong)
     assert "wire 0" in memory_of(_loop_of(remembers_a_bit, THETA))
+
+
+def _random_memoryless_loop(rng):
+    """A loop whose coin q0 is re-prepared every round (memoryless), entangled with q1 and
+    q2 that carry over, with random angles that are multiples of θ and φ."""
+    a, b, c, d = rng.uniform(0.4, 1.6, 4)
+    going_on = int(rng.integers(2))
+    weight = rng.uniform(-1, 1)
+
+    def program(theta, phi):
+        q = qm.qubits(3)
+        qm.ry(a * theta, q[1])
+        qm.rx(phi, q[2])
+        rounds = qdiff.Cell(0)
+
+        def body():
+            qm.reset(q[0])
+            qm.ry(b * theta + 0.3, q[0])
+            qm.crx(c * phi, q[0], q[1])
+            qm.cry(d * theta, q[1], q[2])
+            rounds.set(rounds.value + 1)
+
+        body()
+        qdiff.while_loop(lambda: qm.measure(q[0]) == going_on, body)
+        return weight * rounds.value + qm.expval("IZZ", q) - 0.5 * qm.expval("XXI", q)
+
+    return program
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_memoryless_loops_are_covered(seed):
+    program = _random_memoryless_loop(np.random.default_rng(seed))
+    args = (0.8, -0.6)
+    assert memory_of(_loop_of(program, *args)) is None
+    converged = qm.gradient(program, *args, argnums=(0, 1), tol=1e-15)
+    for tol in (1e-3, 1e-6):
+        g = qm.gradient(program, *args, argnums=(0, 1), tol=tol)
+        assert g.remainder_reason is None
+        assert abs(float(g.value) - float(converged.value)) <= g.value_remainder_bound
+        for k in range(2):
+            error = abs(float(g.grad[k]) - float(converged.grad[k]))
+            assert error <= g.remainder_bound[k]
