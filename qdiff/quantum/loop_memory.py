@@ -92,7 +92,7 @@ def memory_of(loop: Eqn) -> str | None:
     if at_body_end.vars & carries:
         index = min(body.inputs.index(v) - nb for v in at_body_end.vars & carries)
         return f"the exit decision reads carry {index} of the previous round"
-    fixed = _fixed_wires(test, nc)
+    fixed = _fixed_wires(test, body, nc)
     for wire in sorted(at_body_end.wires):
         if wire not in fixed:
             return f"the exit decision reads wire {wire} of the state the previous round left"
@@ -201,27 +201,48 @@ def _control(eqn: Eqn, reads: _Reads, outputs_read: bool) -> None:
     raise _NotMemoryless("could not settle what a loop inside the round reads")
 
 
-def _fixed_wires(test: Program, num_consts: int) -> set[int]:
-    """Wires the test measures whose bit is fixed when the loop goes on (``bit == c``)."""
+def _fixed_wires(test: Program, body: Program, num_consts: int) -> set[int]:
+    """Wires whose state going on fixes: measured by the test, or measured last in the body
+    with the bit carried to the test (a do-while), when going on implies one value of the
+    bit (``bit == c``) and nothing touches the wire after its measurement."""
     fixed = set()
     producers = {v: e for e in test.eqns for v in e.outputs}
     for eqn in test.eqns:
-        if eqn.primitive.name != "measure":
-            continue
-        bit = eqn.outputs[1]
-        going_on = [_predicate(test, producers, bit, value) for value in (0, 1)]
-        wire = eqn.params["wire"]
-        later = test.eqns[test.eqns.index(eqn) + 1:]
-        untouched = all(wire not in e.params.get("wires", ()) and e.params.get("wire") != wire
-                        for e in later)
-        if None not in going_on and going_on[0] != going_on[1] and untouched:
-            fixed.add(wire)
+        if eqn.primitive.name == "measure" and _untouched_after(test, eqn):
+            if _decides(test, producers, eqn.outputs[1]):
+                fixed.add(eqn.params["wire"])
+    carried = {out: test.inputs[num_consts + j] for j, out in enumerate(body.outputs)}
+    body_producers = {v: e for e in body.eqns for v in e.outputs}
+    for out, test_input in carried.items():
+        eqn = body_producers.get(out)
+        while eqn is not None and eqn.primitive.name in ("bit_to_int", "convert"):
+            eqn = body_producers.get(eqn.inputs[0])
+        if (eqn is not None and eqn.primitive.name == "measure"
+                and _untouched_after(body, eqn) and _untouched_after(test, None, eqn)
+                and _decides(test, producers, test_input)):
+            fixed.add(eqn.params["wire"])
     return fixed
+
+
+def _untouched_after(program: Program, measure: Eqn | None, of: Eqn | None = None) -> bool:
+    """Whether nothing after ``measure`` (everything, for None) acts on the wire of ``of``
+    (default: of ``measure``)."""
+    wire = (of or measure).params["wire"]
+    later = program.eqns[program.eqns.index(measure) + 1:] if measure is not None \
+        else program.eqns
+    return all(wire not in e.params.get("wires", ()) and e.params.get("wire") != wire
+               for e in later)
+
+
+def _decides(test: Program, producers: dict, var: Var) -> bool:
+    going_on = [_predicate(test, producers, var, value) for value in (0, 1)]
+    return None not in going_on and going_on[0] != going_on[1]
 
 
 def _predicate(test: Program, producers: dict, bit: Var, value: int) -> bool | None:
     """The test's predicate when ``bit`` is ``value``, if nothing else decides it."""
-    env: dict[Var, Any] = {bit: np.asarray(value, np.int64)}
+    dtype = getattr(bit.type, "dtype", "int64")
+    env: dict[Var, Any] = {bit: np.asarray(value, "int64" if dtype == "bit" else dtype)}
 
     def value_of(atom: Any) -> Any:
         if isinstance(atom, Literal):

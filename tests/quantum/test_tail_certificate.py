@@ -240,9 +240,26 @@ def test_loop_memory_light_cone():
         qdiff.while_loop(lambda: last.value == 0, body)
         return qm.expval("Z", q)
 
-    # going on means the body measured 0, so the round starts in |0>: memoryless, but the
-    # light cone only trusts the test's own measurements (conservative, never wrong)
-    assert "wire 0" in memory_of(_loop_of(remembers_a_bit, THETA))
+    # going on means the body measured 0 last, so the round starts in |0>
+    assert memory_of(_loop_of(remembers_a_bit, THETA)) is None
+    g = qm.gradient(lambda t: remembers_a_bit(t) + 0.0, THETA, tol=1e-6)
+    exact = qm.gradient(lambda t: remembers_a_bit(t) + 0.0, THETA, tol=1e-15)
+    assert g.remainder_reason is None
+    assert abs(float(g.grad) - float(exact.grad)) <= g.remainder_bound < 1e-3
+
+    def touched_after(theta):
+        q = qm.qubits(1)
+        last = qdiff.Cell(0)
+
+        def body():
+            qm.ry(theta, q[0])
+            last.set(qnp.asarray(qm.measure(q[0])))
+            qm.h(q[0])  # conservative: only a wire left as measured counts as fixed
+
+        qdiff.while_loop(lambda: last.value == 0, body)
+        return qm.expval("Z", q)
+
+    assert "wire 0" in memory_of(_loop_of(touched_after, THETA))
 
 
 def _random_memoryless_loop(rng):
