@@ -229,36 +229,31 @@ def test_loop_memory_light_cone():
 
     assert memory_of(_loop_of(diagonal_only, THETA)) is None  # cz leaves Z statistics alone
 
-    def remembers_a_bit(theta):
-        q = qm.qubits(1)
-        last = qdiff.Cell(0)
+    def do_while(after_measure=None):
+        def program(theta):
+            q = qm.qubits(1)
+            last = qdiff.Cell(0)
 
-        def body():
-            qm.ry(theta, q[0])
-            last.set(qnp.asarray(qm.measure(q[0])))
+            def body():
+                qm.ry(theta, q[0])
+                last.set(qnp.asarray(qm.measure(q[0])))
+                if after_measure is not None:
+                    after_measure(q[0])
 
-        qdiff.while_loop(lambda: last.value == 0, body)
-        return qm.expval("Z", q)
+            qdiff.while_loop(lambda: last.value == 0, body)
+            return qm.expval("Z", q)
+
+        return program
 
     # going on means the body measured 0 last, so the round starts in |0>
+    remembers_a_bit = do_while()
     assert memory_of(_loop_of(remembers_a_bit, THETA)) is None
-    g = qm.gradient(lambda t: remembers_a_bit(t) + 0.0, THETA, tol=1e-6)
-    exact = qm.gradient(lambda t: remembers_a_bit(t) + 0.0, THETA, tol=1e-15)
+    g = qm.gradient(remembers_a_bit, THETA, tol=1e-6)
+    exact = qm.gradient(remembers_a_bit, THETA, tol=1e-15)
     assert g.remainder_reason is None
     assert abs(float(g.grad) - float(exact.grad)) <= g.remainder_bound < 1e-3
-
-    def touched_after(theta):
-        q = qm.qubits(1)
-        last = qdiff.Cell(0)
-
-        def body():
-            qm.ry(theta, q[0])
-            last.set(qnp.asarray(qm.measure(q[0])))
-            qm.h(q[0])  # conservative: only a wire left as measured counts as fixed
-
-        qdiff.while_loop(lambda: last.value == 0, body)
-        return qm.expval("Z", q)
-
+    # conservative: only a wire left as measured counts as fixed
+    touched_after = do_while(qm.h)
     assert "wire 0" in memory_of(_loop_of(touched_after, THETA))
 
 
