@@ -196,7 +196,7 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
     if mode != "exact":
         raise QdiffError(f"mode must be 'exact', 'sample' or 'qiskit', got {mode!r}")
 
-    def attempt(cut: float) -> tuple[Any, float]:
+    def attempt(cut: float) -> tuple[Any, float, str | None]:
         flat, value, extra = _exact_vjp(program, leaves, cts, positions, method, cut,
                                         backend, step=step, executor=executor)
         if not isinstance(extra, ShiftResult) and "run" in extra:
@@ -208,8 +208,8 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
                          exit_probability=certificate.exit_probability)
             largest = max((float(np.max(g, initial=0.0)) for g in certificate.grads),
                           default=0.0)
-            return (flat, value, extra), largest
-        return (flat, value, extra), 0.0
+            return (flat, value, extra), largest, certificate.reason
+        return (flat, value, extra), 0.0, None
 
     flat, value, extra = tighten(attempt, tol, remainder_tol)
     if isinstance(extra, ShiftResult):

@@ -518,13 +518,13 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
     if mode == "exact":
         from .tail_certificate import certify_values, tighten
 
-        def attempt(cut: float) -> tuple[Any, float]:
+        def attempt(cut: float) -> tuple[Any, float, str | None]:
             runner = BranchRunner(mode, backend, cut, seed, max_loop_iterations, fuse=fuse)
             result = _exact(runner, program, values)
             bounds, result.remainder_reason = certify_values(program, values, runner,
                                                              exit_probability)
             result.remainder_bound = _structure(program, [np.float64(b) for b in bounds])
-            return (result, runner), max(bounds, default=0.0)
+            return (result, runner), max(bounds, default=0.0), result.remainder_reason
 
         result, runner = tighten(attempt, tol, remainder_tol)
     else:

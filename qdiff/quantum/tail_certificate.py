@@ -163,28 +163,30 @@ class _Cut:
         return TailBound(total.value + pruned.value, total.derivative + pruned.derivative)
 
 
-def tighten(attempt: Callable[[float], tuple[Any, float]], tol: float,
+def tighten(attempt: Callable[[float], tuple[Any, float, str | None]], tol: float,
             remainder_tol: float | None, rounds: int = 6) -> Any:
-    """``attempt(tol)`` returns a result and its largest certified bound; with a
-    ``remainder_tol``, cut loops off later until the bound is at most it. The bounds scale
-    about like the mass cut off, so each retry lowers ``tol`` by their ratio (and a margin
-    for the rounds the longer sum adds). An infinite bound cannot be tightened: its result
-    is returned as it is, with its reason.
+    """``attempt(tol)`` returns a result, its largest certified bound and why that bound is
+    infinite (if it is); with a ``remainder_tol``, cut loops off later until the bound is
+    at most it. The bounds scale about like the mass cut off, so each retry lowers ``tol``
+    by their ratio (and a margin for the rounds the longer sum adds). A program outside the
+    certificate cannot meet a ``remainder_tol``: that is an error, with the reason.
 
-    >>> tighten(lambda tol: (tol, 10 * tol), 1e-3, 1e-6) <= 1e-7
+    >>> tighten(lambda tol: (tol, 10 * tol, None), 1e-3, 1e-6) <= 1e-7
     True
     """
-    result, largest = attempt(tol)
+    result, largest, reason = attempt(tol)
     if remainder_tol is None:
         return result
     if remainder_tol <= 0:
         raise QdiffError(f"remainder_tol must be positive, got {remainder_tol}")
     for _ in range(rounds):
-        if largest <= remainder_tol or not np.isfinite(largest) or tol < 1e-300:
+        if not np.isfinite(largest):
+            raise QdiffError(f"remainder_tol={remainder_tol:g} cannot be certified: {reason}")
+        if largest <= remainder_tol or tol < 1e-300:
             return result
         tol *= min(0.5, 0.1 * remainder_tol / largest)
-        result, largest = attempt(tol)
-    if largest > remainder_tol and np.isfinite(largest):
+        result, largest, reason = attempt(tol)
+    if largest > remainder_tol:
         raise QdiffError(f"the certified remainder is {largest:.3g} after {rounds} tighter "
                          f"sums, above remainder_tol={remainder_tol:g}")
     return result

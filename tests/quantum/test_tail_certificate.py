@@ -108,6 +108,16 @@ def test_a_loop_with_memory_needs_a_promised_exit_probability():
     assert max(g.remainder_bound) < 1e-2
 
 
+def test_remainder_tol_is_met_or_refused():
+    s = np.sin(THETA / 2)
+    g = qm.gradient(_rounds(until_one), THETA, tol=1e-3, remainder_tol=1e-8)
+    assert abs(float(g.grad) + np.cos(THETA / 2) / s ** 3) <= g.remainder_bound <= 1e-8
+    run = qm.run(until_one, THETA, tol=1e-3, remainder_tol=1e-8)
+    assert abs(run.values - 1 / s ** 2) <= run.remainder_bound <= 1e-8
+    with pytest.raises(QdiffError, match="cannot be certified: the loop is not memoryless"):
+        qm.gradient(state_dependent, THETA, 0.9, remainder_tol=1e-6)
+
+
 def test_a_broken_promise_is_an_error():
     with pytest.raises(QdiffError, match="below the promised exit_probability=0.5"):
         qm.run(state_dependent, THETA, 0.9, exit_probability=0.5)
