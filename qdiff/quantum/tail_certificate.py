@@ -83,12 +83,11 @@ def certify(program: Program, leaves: Sequence[Any], run: Any, cotangents: Seque
     (True, 0.229849)
     """
     shapes = [np.shape(leaves[k]) for k in positions]
+    value = np.inf
     try:
         cut = _Cut(program, run.runner, exit_probability)
         if cut.nothing_left_out:
             return Certificate(0.0, [np.zeros(s) for s in shapes])
-        if _classical_paths(program, cotangents, positions):
-            raise _Uncertified("an output depends on the inputs by classical code too")
         a = b = 0.0
         for c, bound in zip(cotangents, cut.growth(leaves)):
             weight = float(np.sum(np.abs(c)))
@@ -96,14 +95,18 @@ def certify(program: Program, leaves: Sequence[Any], run: Any, cotangents: Seque
                 raise _Uncertified(f"an output has no bound on its size ({cut.why_unbounded})")
             if weight:
                 a, b = a + weight * bound[0], b + weight * bound[1]
+        scale = a + b * cut.longest
+        # the value's bound needs no derivatives: it stands even where theirs cannot
+        value = _rounded(cut.bound((a, b), None).value, scale)
+        if _classical_paths(program, cotangents, positions):
+            raise _Uncertified("an output depends on the inputs by classical code too")
         sens = _Sensitivities(program, leaves, run, positions, cut.loop)
         bound = cut.bound((a, b), sens)
-        scale = a + b * cut.longest
-        return Certificate(_rounded(bound.value, scale),
-                           _split(_rounded(bound.derivative, scale * sens.path(cut.longest)),
-                                  shapes), None, cut.p)
+        return Certificate(value, _split(_rounded(bound.derivative,
+                                                  scale * sens.path(cut.longest)), shapes),
+                           None, cut.p)
     except _Uncertified as missing:
-        return Certificate(np.inf, [np.full(s, np.inf) for s in shapes], str(missing))
+        return Certificate(value, [np.full(s, np.inf) for s in shapes], str(missing))
 
 
 def certify_values(program: Program, leaves: Sequence[Any], runner: Any,
@@ -168,6 +171,9 @@ class _Cut:
             return
         if postselects(program):
             raise _Uncertified("postselected values are ratios; the certificate bounds sums")
+        if any(e.primitive.name == "sample" for e in program.all_eqns()):
+            raise _Uncertified("the program draws samples (qm.sample): its outputs are draws, "
+                               "not expectations")
         cut_off = sum(going_on[-1] for _, going_on in self.runs)
         if runner.unterminated > cut_off * (1 + 1e-9) + 1e-300:
             raise _Uncertified("a bounded loop was cut at max_loop_iterations")

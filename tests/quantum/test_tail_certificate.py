@@ -172,17 +172,32 @@ def _angle_from_rounds(theta):
     return qm.expval("IZ", q)
 
 
-@pytest.mark.parametrize("f, reason", [
-    (_nested, "inside a loop or a branch"),
-    (_varying_angle, "changes from round to round"),
-    (_angle_from_rounds, "changes from round to round or from path to path"),
-    (_log_of_rounds, "no growth rule for 'log'"),
-    (_rounds_times_theta, "by classical code too"),
+def _sampled_rounds(theta):
+    q = qm.qubits(1)
+    qdiff.while_loop(lambda: qm.measure(q[0]) == 0, lambda: qm.ry(theta, q[0]))
+    return qm.sample([q[0]], shots=4) * 1.0
+
+
+@pytest.mark.parametrize("f, reason, values_too", [
+    (_nested, "inside a loop or a branch", True),
+    (_varying_angle, "changes from round to round", False),
+    (_angle_from_rounds, "changes from round to round or from path to path", False),
+    (_log_of_rounds, "no growth rule for 'log'", True),
+    (_rounds_times_theta, "by classical code too", False),
+    (_sampled_rounds, "draws samples", True),
 ])
-def test_what_the_certificate_does_not_cover_is_infinite_with_the_reason(f, reason):
+def test_what_the_certificate_does_not_cover_is_infinite_with_the_reason(f, reason,
+                                                                        values_too):
+    # angles and classical paths only matter to derivatives: the values stay certified
+    run = qm.run(f, THETA, tol=1e-6, seed=1)
+    assert np.all(np.isinf(run.remainder_bound)) == values_too
+    if values_too:
+        assert reason in run.remainder_reason
+    if f is _sampled_rounds:
+        return  # draws have no derivative
     g = qm.gradient(f, THETA, tol=1e-6)
     assert np.isinf(g.remainder_bound) and reason in g.remainder_reason
-    assert np.isinf(g.value_remainder_bound)
+    assert np.isinf(g.value_remainder_bound) == values_too
 
 
 def test_nothing_left_out_is_certified_exactly():
