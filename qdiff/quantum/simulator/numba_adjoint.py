@@ -133,10 +133,28 @@ def _cross_par(bra, ket, nch, L, xs, zs, starts, signs):
     return part.sum(axis=0)
 
 
+_SIGN_TABLES: dict[tuple[int, bytes, bytes], tuple] = {}
+
+
 def _sign_tables(num_qubits: int, x_masks: np.ndarray, z_masks: np.ndarray
                  ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Terms sorted by x: (order, L, x masks, z masks, group starts, sign table of the low L
-    bits ``signs[k, lo] = (-1)^parity(lo & z_k)``)."""
+    bits ``signs[k, lo] = (-1)^parity(lo & z_k)``). Remembered: a gradient asks for the
+    same generators' tables gate after gate (the kernels only read them)."""
+    x_masks = np.asarray(x_masks, np.int64)
+    z_masks = np.asarray(z_masks, np.int64)
+    key = (num_qubits, x_masks.tobytes(), z_masks.tobytes())
+    found = _SIGN_TABLES.get(key)
+    if found is None:
+        if len(_SIGN_TABLES) > 4096:
+            _SIGN_TABLES.clear()
+        found = _SIGN_TABLES[key] = _build_sign_tables(num_qubits, x_masks, z_masks)
+    return found
+
+
+def _build_sign_tables(num_qubits: int, x_masks: np.ndarray, z_masks: np.ndarray
+                       ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray,
+                                  np.ndarray]:
     order = np.argsort(x_masks, kind="stable")
     xs = np.ascontiguousarray(np.asarray(x_masks, np.int64)[order])
     zs = np.ascontiguousarray(np.asarray(z_masks, np.int64)[order])
