@@ -94,6 +94,9 @@ class AdjointRunner(BranchRunner):
         self.states: dict[int, Any] = {}  # state node -> forward object
         # gates not yet applied, per state buffer: they run in blocks when the state is read
         self._pending: dict[int, tuple[Any, list[GateOp]]] = {}
+        # what the back end prepared for the reverse sweep's blocks, kept when several sweeps
+        # will follow (`RecordedRun.vjp_rows`); None: not kept
+        self.prepared_blocks: dict | None = None
 
     # -- nodes: a value's node is its object's identity (each output is a fresh object) ------
     def node(self, obj: Any) -> int | None:
@@ -486,7 +489,7 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
     width = max(be.adjoint_width(n), 1)
     for wires, block in reversed(_adjoint_blocks(ops, width)):
         g = be.adjoint_block(psi, lam, n, wires, [ops[k] for k in block],
-                             [want[k] for k in block])
+                             [want[k] for k in block], sweep.runner.prepared_blocks)
         for k, value in zip(block, g):
             if want[k]:
                 index, j = slots[k]
@@ -719,6 +722,15 @@ class RecordedRun:
         if self._mass_grads is None:
             self._mass_grads = self._sweep({n: 1.0 for n, _ in self.weights}, {})
         return self._mass_grads
+
+    def vjp_rows(self, rows: Sequence[Sequence[Any]]) -> list[list[np.ndarray]]:
+        """`vjp` for every row of cotangents (a Jacobian): the rows' sweeps share what the
+        back end prepares for each gate block (the same gates at the same angles)."""
+        self.runner.prepared_blocks = {}
+        try:
+            return [self.vjp(row) for row in rows]
+        finally:
+            self.runner.prepared_blocks = None
 
     def vjp(self, cotangents: Sequence[Any], conditioned: bool = True) -> list[np.ndarray]:
         """``Σ_j c_j · ∂E_j/∂inputs``, one array per program input.

@@ -396,24 +396,26 @@ def jacobian_rows(program: Program, leaves: Sequence[Any], positions: Sequence[i
     if positions is None:
         positions = [k for k, t in enumerate(program.in_types) if is_differentiable(t)]
     values: list[Any] = []
-    if method == "adjoint" and not options:
-        run = RecordedRun(program, leaves, backend=backend, tol=tol)
-        values, row = run.values, run.vjp
-    else:
-        def row(cts: list[np.ndarray]) -> list[np.ndarray]:
-            # every row's run computes the values too: keep the first
-            flat, found, _ = _exact_vjp(program, list(leaves), cts, list(positions), method,
-                                        tol, backend, **options)
-            values[:] = values or list(found)
-            return flat
-    rows: list[dict] = []
+    unit_rows = []  # (output, element, cotangents): one row per output element
     for k, out_type in enumerate(program.out_types):
-        found = {}
         for index in np.ndindex(out_type.shape):
             cts = [np.zeros(t.shape) for t in program.out_types]
             cts[k][index] = 1.0
-            found[index] = row(cts)
-        rows.append(found)
+            unit_rows.append((k, index, cts))
+    if method == "adjoint" and not options:
+        run = RecordedRun(program, leaves, backend=backend, tol=tol)
+        values = run.values
+        flats = run.vjp_rows([cts for _, _, cts in unit_rows])
+    else:
+        flats = []
+        for _, _, cts in unit_rows:  # every row's run computes the values: keep the first
+            flat, found, _ = _exact_vjp(program, list(leaves), cts, list(positions), method,
+                                        tol, backend, **options)
+            values = values or list(found)
+            flats.append(flat)
+    rows: list[dict] = [{} for _ in program.out_types]
+    for (k, index, _), flat in zip(unit_rows, flats):
+        rows[k][index] = flat
     if not values:  # no output element to differentiate: no row ran
         values, _ = _exact_outputs(program, list(leaves), tol, backend)
     return list(values), rows

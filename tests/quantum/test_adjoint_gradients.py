@@ -230,3 +230,29 @@ def test_quantum_options_on_a_classical_program_are_an_error():
         qdiff.grad(lambda x: x * x, method="finite-diff")(2.0)
     with pytest.raises(qdiff.QdiffError, match="tol"):
         qdiff.value_and_grad(lambda x: x * x, tol=1e-9)(2.0)
+
+
+def test_jacobian_rows_share_the_prepared_blocks():
+    # 9 qubits: the Numba block kernel runs (it needs 32 groups of the other wires), and
+    # the rows' sweeps reuse what it prepared for each block
+    from qdiff.quantum.adjoint import RecordedRun
+
+    def layers(w):
+        q = qm.qubits(9)
+        for layer in range(2):
+            for k in range(9):
+                qm.ry(w[layer, k], q[k])
+                qm.crz(0.5 * w[layer, k], q[k], q[(k + 1) % 9])
+            for k in range(8):
+                qm.cx(q[k], q[k + 1])
+        return qnp.stack([qm.expval("ZZ", [q[k], q[k + 1]]) for k in range(8)])
+
+    w = np.random.default_rng(1).normal(size=(2, 9))
+    run = RecordedRun(qdiff.trace(layers, w), [w])
+    rows = [[np.eye(8)[k]] for k in range(8)]
+    shared = run.vjp_rows(rows)
+    assert run.runner.prepared_blocks is None  # kept only while the rows are swept
+    for row, found in zip(rows, shared):
+        assert np.allclose(found[0], run.vjp(row)[0], atol=1e-12)
+    fd = gradient(layers, w, cotangent=rows[3][0], method="finite-diff")
+    assert np.allclose(shared[3][0], fd.grad, atol=1e-6)

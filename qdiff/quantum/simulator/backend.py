@@ -880,7 +880,8 @@ class StatevectorBackend(abc.ABC):
         return self.fusion_width(num_qubits)
 
     def adjoint_block(self, psi: Any, lam: Any, num_qubits: int, wires: Sequence[int],
-                      ops: Sequence[GateOp], want: Sequence[bool]) -> np.ndarray:
+                      ops: Sequence[GateOp], want: Sequence[bool],
+                      filled: dict | None = None) -> np.ndarray:
         """Undo a gate sequence on the adjoint method's pair (ψ, λ), with derivatives.
 
         ``ops`` are the forward gates (table gates by name or :class:`GateSpec`) in
@@ -888,6 +889,8 @@ class StatevectorBackend(abc.ABC):
         ``k``, a one-parameter gate ``U_k = exp(-iθ G_k)``. For ``k`` from last to first:
         ``g[k] = 2 Im<λ|G_k ψ>``, then ``ψ <- U_k^† ψ`` and ``λ <- U_k^† λ``, in place.
         Returns ``g`` (float64, 0 where not wanted). ``lam=None`` undoes ψ only.
+        ``filled`` is a dict the back end may keep what it prepared for a block in, for a
+        later sweep over the same blocks (a Jacobian's rows); this one prepares nothing.
 
         Here gate by gate: one pass over each state per gate and one over both per
         derivative (:meth:`inner_pauli_sum`); the Numba back end does a block in one pass.

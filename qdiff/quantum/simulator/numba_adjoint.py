@@ -765,8 +765,8 @@ class _Skeleton:
 _SKELETONS: dict[tuple[Any, ...], _Skeleton | None] = {}
 
 
-def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequence[bool]
-                         ) -> tuple[Any, ...] | None:
+def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequence[bool],
+                         filled: dict | None = None) -> tuple[Any, ...] | None:
     """The arrays of the block kernel for the forward gates ``ops`` (table gates by name or
     :class:`GateSpec`, all inside ``wires``), last gate first: each gate's inverse and, for
     ``want[k]``, its generator. ``None`` when a gate is too wide for the kernel (more dense
@@ -780,7 +780,9 @@ def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequ
     generator cmasks, generator ntargets, generator targets, generator offsets, generator
     pool, diagonal-run generator pool, slot counts, slot offsets, slots)``; targets hold row
     bit masks (row bit ``j`` is ``sorted(wires)[j]``); slot ``s`` is op ``len(ops) - 1 - s``.
-    The structure is computed once per block shape and cached; a call fills in the angles.
+    The structure is computed once per block shape and cached; a call fills in the angles,
+    and keeps the filled block in ``filled`` when given (the sweeps of a Jacobian's rows go
+    over the same blocks at the same angles).
 
     >>> arrays = encode_adjoint_block([0, 1], [GateOp("ry", (0,), (0.3,)),
     ...                                        GateOp("rz", (1,), (0.2,)),
@@ -804,21 +806,29 @@ def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequ
         _SKELETONS[key] = skel
     if skel is None:
         return None
+    if not (skel.matrices or skel.runs):
+        return skel.arrays
+    filled_key = (id(skel), tuple(tuple(op.params) for op in ops))
+    if filled is not None:
+        found = filled.get(filled_key)
+        if found is not None and found[0] is skel:
+            return found[1]
     arrays = list(skel.arrays)
-    if skel.matrices or skel.runs:
-        pool = arrays[skel.pool_at].copy()
-        for k, offset, size in skel.matrices:
+    pool = arrays[skel.pool_at].copy()
+    for k, offset, size in skel.matrices:
+        op = ops[k]
+        pool[offset:offset + size] = np.ravel(
+            _inverse_data(specs[k], tuple(op.params), tuple(op.wires)))
+    for offset, fixed, parts in skel.runs:
+        diag = fixed.copy()
+        for k, index in parts:
             op = ops[k]
-            pool[offset:offset + size] = np.ravel(
-                _inverse_data(specs[k], tuple(op.params), tuple(op.wires)))
-        for offset, fixed, parts in skel.runs:
-            diag = fixed.copy()
-            for k, index in parts:
-                op = ops[k]
-                diag *= _spread(_inverse_data(specs[k], tuple(op.params), tuple(op.wires)),
-                                index, 1.0)
-            pool[offset:offset + diag.size] = diag
-        arrays[skel.pool_at] = pool
+            diag *= _spread(_inverse_data(specs[k], tuple(op.params), tuple(op.wires)),
+                            index, 1.0)
+        pool[offset:offset + diag.size] = diag
+    arrays[skel.pool_at] = pool
+    if filled is not None:
+        filled[filled_key] = (skel, tuple(arrays))
     return tuple(arrays)
 
 
@@ -968,7 +978,7 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[GateOp], specs: list[GateSpec
 
 def adjoint_block(psi: np.ndarray, lam: np.ndarray, num_qubits: int, wires: Sequence[int],
                   ops: Sequence[GateOp], want: Sequence[bool], min_batch: int,
-                  parallel: bool = False) -> np.ndarray | None:
+                  parallel: bool = False, filled: dict | None = None) -> np.ndarray | None:
     """The block kernel on (ψ, λ) (the contract of ``StatevectorBackend.adjoint_block``),
     or ``None`` when it does not apply: fewer than ``min_batch`` groups of the other wires,
     or a gate too wide (:func:`encode_adjoint_block`).
@@ -983,7 +993,7 @@ def adjoint_block(psi: np.ndarray, lam: np.ndarray, num_qubits: int, wires: Sequ
     groups = 1 << (num_qubits - k)
     if groups < min_batch:
         return None
-    encoded = encode_adjoint_block(ws, ops, want)
+    encoded = encode_adjoint_block(ws, ops, want, filled)
     if encoded is None:
         return None
     nslots, *arrays = encoded

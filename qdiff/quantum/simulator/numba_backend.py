@@ -465,7 +465,8 @@ class NumbaBackend(StatevectorBackend):
                          self._parallel(state.shape[0]))
 
     def adjoint_block(self, psi: Any, lam: Any, num_qubits: int, wires: Sequence[int],
-                      ops: Sequence[GateOp], want: Sequence[bool]) -> np.ndarray:
+                      ops: Sequence[GateOp], want: Sequence[bool],
+                      filled: dict | None = None) -> np.ndarray:
         """The reverse sweep of a gate block on (ψ, λ) in one pass over each state (the base
         class has the contract; the kernel is ``numba_adjoint.adjoint_block``), when at least
         ``MIN_BATCH`` groups of the other wires exist; gate by gate otherwise.
@@ -491,7 +492,7 @@ class NumbaBackend(StatevectorBackend):
             return np.zeros(len(ops))
         self._num_qubits_of(lam, n, "adjoint_block")
         grads = numba_adjoint.adjoint_block(psi, lam, n, ws, ops, want, MIN_BATCH,
-                                            self._parallel(psi.shape[0]))
+                                            self._parallel(psi.shape[0]), filled)
         if grads is None:
             return super().adjoint_block(psi, lam, n, ws, ops, want)
         return grads
