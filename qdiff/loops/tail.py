@@ -67,7 +67,6 @@ def loop_tail(*, p: float, sensitivity: Any, after: Any, growth: tuple[float, fl
     """
     if not 0 < p <= 1:
         raise ValueError(f"the exit probability must be in (0, 1], got {p}")
-    a, b = growth
     rounds = len(going_on) - 1
     derivative_going_on = before
     for k in range(1, rounds + 1):
@@ -75,10 +74,24 @@ def loop_tail(*, p: float, sensitivity: Any, after: Any, growth: tuple[float, fl
     mass = going_on[-1] if len(going_on) else 0.0
     path = first + (rounds + 1) * sensitivity
     derivative_going_on = np.minimum(derivative_going_on, path * math.sqrt(mass))
-    value_to_go = a + b * (rounds + 1 / p)
-    future = sensitivity * (value_to_go / p + b / p ** 2) + after * value_to_go
+    value_to_go, future = to_go(p=p, growth=growth, rounds=rounds, sensitivity=sensitivity,
+                                after=after)
     return TailBound(value=mass * value_to_go,
                      derivative=derivative_going_on * value_to_go + mass * future)
+
+
+def to_go(*, p: float, growth: tuple[float, float], rounds: int, sensitivity: Any,
+          after: Any) -> tuple[float, Any]:
+    """For a run still going on after ``rounds`` rounds: ``V = A + B (rounds + 1/p)``, a
+    bound on its expected objective, and ``C (V/p + B/p²) + C_after V``, on the derivative
+    that the rounds not summed (and what runs after the loop) add per unit of its mass.
+
+    >>> to_go(p=0.5, growth=(0.0, 1.0), rounds=2, sensitivity=1.0, after=0.0)
+    (4.0, 12.0)
+    """
+    a, b = growth
+    value = a + b * (rounds + 1 / p)
+    return value, sensitivity * (value / p + b / p ** 2) + after * value
 
 
 def pruned_tail(*, mass: float, path_sensitivity: float, value_bound: float,

@@ -716,12 +716,21 @@ class RecordedRun:
         norm = self.mass if self.postselected else 1.0
         self.values = [v / norm for v in self.raw_values]
         self._mass_grads: list[Any] | None = None
+        self._by_eqn: dict[int, list[Record]] | None = None
 
     def mass_vjp(self) -> list[np.ndarray]:
         """``∂P/∂inputs`` for the kept probability mass ``P = Σ_b w_b``."""
         if self._mass_grads is None:
             self._mass_grads = self._sweep({n: 1.0 for n, _ in self.weights}, {})
         return self._mass_grads
+
+    def records_of(self, eqn: Eqn) -> list[Record]:
+        """The records of ``eqn``'s executions, in order (the run's records, grouped once)."""
+        if self._by_eqn is None:
+            self._by_eqn = {}
+            for record in self.runner.records:
+                self._by_eqn.setdefault(id(record.eqn), []).append(record)
+        return [r for r in self._by_eqn.get(id(eqn), []) if r.eqn is eqn]
 
     def vjp_rows(self, rows: Sequence[Sequence[Any]]) -> list[list[np.ndarray]]:
         """`vjp` for every row of cotangents (a Jacobian): the rows' sweeps share what the

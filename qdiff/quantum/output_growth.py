@@ -35,6 +35,7 @@ import numpy as np
 
 from ..ir.core import Eqn, Literal, Program, Var
 from ..ir.types import QState
+from .primitives import QUANTUM_PRIMITIVES
 
 Bound = tuple[float, float] | None  # (A, B): |value| ≤ A + B·n elementwise; None: unknown
 STATE: Bound = (0.0, 0.0)  # quantum states carry no number
@@ -91,7 +92,8 @@ class _Interpreter:
         if name in _CONTROL:
             return _CONTROL[name](self, eqn, ins)
         rule = GROWTH_RULES.get(name)
-        if rule is None or (None in ins and name not in _QUANTUM_READS):
+        # a quantum operation's numbers never depend on its operands' sizes (an angle's)
+        if rule is None or (None in ins and name not in QUANTUM_PRIMITIVES):
             if rule is None and self.reason is None:
                 self.reason = f"no growth rule for '{name}'"
             return [None] * len(eqn.outputs)
@@ -167,9 +169,6 @@ def _reduce_sum(eqn: Eqn, ins: list[Bound]) -> Bound:
     return (ins[0][0] * terms, ins[0][1] * terms)
 
 
-_QUANTUM_READS = ("expval", "probs", "statevector", "measure", "sample", "gate", "reset",
-                  "postselect", "qalloc", "qextend", "fused_gate", "bit_to_int")
-
 GROWTH_RULES: dict[str, Callable[[Eqn, list[Bound]], Bound | list[Bound]]] = {
     # quantum: states carry no number, readouts are bounded by the observable
     **{name: _unit for name in ("measure", "probs", "statevector", "sample", "gate", "reset",
@@ -227,7 +226,6 @@ def _while(interp: _Interpreter, eqn: Eqn, ins: list[Bound]) -> list[Bound]:
     if eqn is not interp.loop and p["max_iter"] is None:
         interp.reason = interp.reason or "a second loop on a measurement"
         return [None] * len(eqn.outputs)
-    steps = _counter_steps(eqn)
     if p["max_iter"] is not None and p["max_iter"] <= 10_000:  # while^(T): at most T rounds
         for _ in range(p["max_iter"] + 1):
             tested = interp.run(p["cond"], [*cond_consts, *carry])[1:]
@@ -235,6 +233,7 @@ def _while(interp: _Interpreter, eqn: Eqn, ins: list[Bound]) -> list[Bound]:
             carry = [_join([c, t, b]) for c, t, b in zip(carry, tested, body)]
         return carry
     # the unbounded loop: counters grow by |δ| a round; every other carry must settle
+    steps = _counter_steps(eqn)
     counters = {j: (c[0], abs(steps[j])) for j, c in enumerate(carry)
                 if j in steps and c is not None}
     fixed = [c if j not in counters else counters[j] for j, c in enumerate(carry)]

@@ -108,8 +108,10 @@ class RunAccounting:
         self.aborted = 0.0
         self.postselected_away = 0.0
         self.samples: dict[int, np.ndarray] = {}  # arrays drawn by `sample`, by id
-        # per run of a loop on a measurement: the masses of its rounds (`loop_run`)
+        # per run of a loop on a measurement: the masses of its rounds (`loop_run`), kept
+        # where a certificate reads them (exact mode)
         self.loop_masses: list[tuple[list[float], list[float]]] = []
+        self.keeps_loop_masses = False
 
     def keep_mass(self, weight: float) -> bool:
         """Whether a branch of probability ``weight`` survives pruning (else it is reported)."""
@@ -124,7 +126,7 @@ class RunAccounting:
         with no bound, which `tail_certificate` reads)."""
         tested: list[float] = []
         going_on: list[float] = []
-        if eqn.params["max_iter"] is None:
+        if self.keeps_loop_masses and eqn.params["max_iter"] is None:
             self.loop_masses.append((tested, going_on))
         return tested, going_on
 
@@ -158,6 +160,7 @@ class BranchRunner(RunAccounting):
         # pruned far below it, where their derivative (at most ∝ sqrt(mass)) is negligible
         super().__init__(tol, seed, max_loop_iterations, zero_exit_limit, prune=tol * tol)
         self.mode = mode
+        self.keeps_loop_masses = mode == "exact"
         self.backend = get_backend(backend)
         self.rejected_shots = 0
         # gate fusion (`fusion.py`): on by default, with the back end's block width for the

@@ -166,8 +166,7 @@ def occurrence_plan(program: Program, leaves: list[Any], positions: Sequence[int
             groups = _occurrence_groups(run, inst)
         else:
             run = base
-            groups = {k: [r] for k, r in enumerate(
-                r for r in base.runner.records if r.eqn is site.eqn)}
+            groups = {k: [r] for k, r in enumerate(base.records_of(site.eqn))}
         plans.append(Occurrences(site, inst, groups, run))
     return plans
 

@@ -41,7 +41,8 @@ import numpy as np
 
 from ..ir.core import Eqn, Program
 from ..ir.errors import QdiffError
-from ..loops.tail import TailBound, loop_tail, pruned_tail
+from ..ir.pytree import split_flat
+from ..loops.tail import TailBound, loop_tail, pruned_tail, to_go
 from .loop_memory import memory_of
 from .output_growth import growth
 from .parameter_shift import Site, find_sites, postselects, static_bound, walk_dependence
@@ -160,15 +161,16 @@ class _Cut:
 
     def __init__(self, program: Program, runner: Any, exit_probability: float | None):
         self.program, self.runner = program, runner
-        self.loop = _the_loop(program)
         self.runs = runner.loop_masses  # every run of the one loop `_the_loop` allows
         self.nothing_left_out = runner.dropped == 0 and runner.unterminated == 0 and not any(
             going_on[-1] > 0 for _, going_on in self.runs)
         self.longest = max((len(going_on) - 1 for _, going_on in self.runs), default=0)
         self.why_unbounded: str | None = None
         self.p = 1.0
-        if self.nothing_left_out:
+        self.loop: Eqn | None = None
+        if self.nothing_left_out:  # every exact run gets here: no analysis of the program
             return
+        self.loop = _the_loop(program)
         if postselects(program):
             raise _Uncertified("postselected values are ratios; the certificate bounds sums")
         if any(e.primitive.name == "sample" for e in program.all_eqns()):
@@ -199,9 +201,9 @@ class _Cut:
                              going_on=going_on, before=before + round_ * tested[0],
                              first=first)
             total = TailBound(total.value + tail.value, total.derivative + tail.derivative)
-        value_to_go = a + b * (self.longest + 1 / p)
-        future = round_ * (value_to_go / p + b / p ** 2) + after * value_to_go
-        path = first + (self.longest + 1) * round_ + after
+        value_to_go, future = to_go(p=p, growth=(a, b), rounds=self.longest,
+                                    sensitivity=round_, after=after)
+        path = zero if sens is None else sens.path(self.longest)
         pruned = pruned_tail(mass=self.runner.dropped, path_sensitivity=path,
                              value_bound=value_to_go, future=future)
         return TailBound(total.value + pruned.value, total.derivative + pruned.derivative)
@@ -243,13 +245,8 @@ def _rounded(bound: Any, scale: Any) -> Any:
 
 
 def _split(flat: Any, shapes: list[tuple]) -> list[np.ndarray]:
-    flat = np.broadcast_to(np.asarray(flat, np.float64), (sum(int(np.prod(s)) for s in shapes),))
-    parts, start = [], 0
-    for shape in shapes:
-        size = int(np.prod(shape))
-        parts.append(flat[start:start + size].reshape(shape).copy())
-        start += size
-    return parts
+    size = sum(int(np.prod(s)) for s in shapes)
+    return split_flat(np.broadcast_to(np.asarray(flat, np.float64), (size,)).copy(), shapes)
 
 
 def _the_loop(program: Program) -> Eqn | None:
@@ -307,7 +304,7 @@ class _Sensitivities:
         for site in find_sites(program, flags):
             top = site.steps[0][0] if site.steps else site.index
             frequency = max(site.rule.frequencies)
-            records = [r for r in run.runner.records if r.eqn is site.eqn]
+            records = run.records_of(site.eqn)
             if id(site.eqn) in unsteady:
                 raise _Uncertified(f"the angle of {site.describe()} changes from round to "
                                    "round or from path to path")
