@@ -223,11 +223,13 @@ def _while(interp: _Interpreter, eqn: Eqn, ins: list[Bound]) -> list[Bound]:
     p = eqn.params
     nc, nb = p["num_cond_consts"], p["num_body_consts"]
     cond_consts, body_consts, carry = ins[:nc], ins[nc:nc + nb], ins[nc + nb:]
-    if eqn is not interp.loop and p["max_iter"] is None:
-        interp.reason = interp.reason or "a second loop on a measurement"
-        return [None] * len(eqn.outputs)
-    if p["max_iter"] is not None and p["max_iter"] <= 10_000:  # while^(T): at most T rounds
-        for _ in range(p["max_iter"] + 1):
+    if eqn is not interp.loop:  # n counts the rounds of `interp.loop` only
+        if p["max_iter"] is None or p["max_iter"] > 10_000:
+            interp.reason = interp.reason or (
+                "a second loop on a measurement" if p["max_iter"] is None
+                else "a bounded loop of more than 10000 rounds")
+            return [None] * len(eqn.outputs)
+        for _ in range(p["max_iter"] + 1):  # while^(T): at most T rounds
             tested = interp.run(p["cond"], [*cond_consts, *carry])[1:]
             body = interp.run(p["body"], [*body_consts, *tested])
             carry = [_join([c, t, b]) for c, t, b in zip(carry, tested, body)]

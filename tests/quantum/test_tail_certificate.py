@@ -172,6 +172,20 @@ def _angle_from_rounds(theta):
     return qm.expval("IZ", q)
 
 
+def _long_bounded_count(theta):
+    # a bounded loop's counter grows with ITS rounds, not with the unbounded loop's
+    q = qm.qubits(1)
+    tries = qdiff.Cell(0)
+
+    def retry():
+        qm.ry(theta, q[0])
+        tries.set(tries.value + 1)
+
+    qdiff.while_loop(lambda: qm.measure(q[0]) == 0, retry, max_iter=20_000)
+    qdiff.while_loop(lambda: qm.measure(q[0]) == 1, lambda: qm.ry(theta, q[0]))
+    return tries.value * 1.0
+
+
 def _sampled_rounds(theta):
     q = qm.qubits(1)
     qdiff.while_loop(lambda: qm.measure(q[0]) == 0, lambda: qm.ry(theta, q[0]))
@@ -185,6 +199,7 @@ def _sampled_rounds(theta):
     (_log_of_rounds, "no growth rule for 'log'", True),
     (_rounds_times_theta, "by classical code too", False),
     (_sampled_rounds, "draws samples", True),
+    (_long_bounded_count, "a bounded loop of more than 10000 rounds", True),
 ])
 def test_what_the_certificate_does_not_cover_is_infinite_with_the_reason(f, reason,
                                                                         values_too):
