@@ -9,10 +9,13 @@ the branch DAG): cotangents from the two outcomes of a measurement add up at the
 before it, so a loop with K enumerated iterations costs O(K), not O(K^2).
 
 Conventions: for a classical value ``v`` the cotangent is ``∂J/∂v``; for a state ``ψ`` it is
-the adjoint vector ``λ`` with ``dJ = 2 Re<λ|dψ>`` (for ``J = <ψ|O|ψ>``, ``λ = Oψ``). The
-reverse sweep carries the pair (ψ, λ) backwards: gates are unitary, so ``ψ`` is uncomputed
-(``ψ_in = U^† ψ_out``), never stored; only measurements (and resets and postselection)
-keep the state they saw, which the forward sweep holds anyway because it branches there.
+the adjoint vector ``λ`` with ``dJ = 2 Re<λ|dψ>`` (for ``J = <ψ|O|ψ>``, ``λ = Oψ``). A sweep
+takes several objectives ``J_r`` at once (the rows of a Jacobian): every cotangent has a
+leading axis of rows, and each state one ψ with a stack of λ_r, so the gates undo ψ once for
+all rows. The reverse sweep carries the pair (ψ, λ) backwards: gates are unitary, so ``ψ``
+is uncomputed (``ψ_in = U^† ψ_out``), never stored; only measurements (and resets and
+postselection) keep the state they saw, which the forward sweep holds anyway because it
+branches there.
 Classical equations use their registered VJP rules, so angles computed by classical code
 (shared parameters, loop indices, classical loops and their reversal in ``qdiff.loops``)
 are chain-ruled by the classical reverse mode.
@@ -213,12 +216,14 @@ class AdjointRunner(BranchRunner):
         return merged
 
     # -- the reverse sweep ------------------------------------------------------------------
-    def reverse(self, weight_seeds: dict[int, float], value_seeds: dict[int, Any],
+    def reverse(self, weight_seeds: dict[int, np.ndarray], value_seeds: dict[int, Any],
+                rows: int = 1,
                 rules: dict[str, Callable[[Sweep, Record], None]] | None = None) -> Sweep:
-        """Walk the records backwards from the seeds; ``sweep.ct`` holds the cotangent of
-        every node. ``rules=CLASSICAL_RULES`` chain-rules the classical records only."""
+        """Walk the records backwards from the seeds (each with a leading axis of ``rows``);
+        ``sweep.ct`` holds the cotangent of every node. ``rules=CLASSICAL_RULES`` chain-rules
+        the classical records only."""
         self.flush()
-        sweep = Sweep(self, dict(weight_seeds), dict(value_seeds))
+        sweep = Sweep(self, dict(weight_seeds), dict(value_seeds), rows)
         records = self.records
         quantum = rules is None
         if quantum:
@@ -304,11 +309,14 @@ def apply_gates(be: Any, state: Any, ops: list[GateOp]) -> Any:
 
 
 class Sweep:
-    """The state of one reverse sweep: classical cotangents, adjoints λ and uncomputed ψ."""
+    """The state of one reverse sweep over ``rows`` objectives at once: classical cotangents
+    (a leading axis of rows), the stacks of adjoints λ (one row each) and the uncomputed ψ."""
 
-    def __init__(self, runner: AdjointRunner, weights: dict[int, float], values: dict):
+    def __init__(self, runner: AdjointRunner, weights: dict[int, np.ndarray], values: dict,
+                 rows: int = 1):
         self.runner = runner
         self.be = runner.backend
+        self.rows = rows
         self.ct: dict[int, Any] = {**values}
         for n, w in weights.items():
             self.ct[n] = self.ct.get(n, 0.0) + w
@@ -337,10 +345,12 @@ class Sweep:
 
     def add_at(self, node: int | None, shape: tuple[int, ...], index: Any,
                value: np.ndarray) -> None:
-        """``ct[node][index] += value`` for a float64 cotangent of ``shape`` (the transpose of
-        selecting ``index``), without a zero array per call."""
+        """``ct[node][:, index] += value`` for a float64 cotangent of ``shape`` per row (the
+        transpose of selecting ``index``), without a zero array per call."""
         if node is None:
             return
+        shape = (self.rows, *shape)
+        index = (slice(None), *index)
         have = self.ct.get(node)
         if not (isinstance(have, np.ndarray) and self._owned.get(id(have)) is have):
             if have is not None and not (isinstance(have, np.ndarray) and have.shape == shape
@@ -368,15 +378,28 @@ class Sweep:
             raise QdiffError("internal: a state was neither uncomputed nor stored")
         return psi, self.lam.pop(node, None)
 
-    def weight_cotangent(self, record: Record) -> float:
-        """w̄' of a record that may keep its input weight (then w̄' is read, not taken)."""
+    def weight_cotangent(self, record: Record) -> np.ndarray:
+        """w̄' of a record (one per row) that may keep its input weight (then w̄' is read,
+        not taken)."""
         if record.w_out == record.w_in:
-            return float(self.ct.get(record.w_in, 0.0))
-        w_bar = float(self.ct.pop(record.w_out, 0.0))
+            return np.asarray(self.ct.get(record.w_in, self.zeros()), np.float64)
+        w_bar = np.asarray(self.ct.pop(record.w_out, self.zeros()), np.float64)
         if record.weight_in:
             self.ct[record.w_in] = (self.ct.get(record.w_in, 0.0)
-                                    + w_bar * record.weight_out / record.weight_in)
+                                    + w_bar * (record.weight_out / record.weight_in))
         return w_bar
+
+    def zeros(self) -> np.ndarray:
+        return np.zeros(self.rows)
+
+    def overlaps(self, lam: Any, psi: Any) -> np.ndarray:
+        """``<λ_r|ψ>`` for every row of the stack (complex128)."""
+        return np.array([self.be.inner(row, psi) for row in lam], np.complex128)
+
+    def outer(self, scales: np.ndarray, state: Any) -> Any:
+        """The stack of rows ``scales[r] * state``."""
+        xp = self.be.xp
+        return xp.outer(xp.asarray(scales, dtype=state.dtype), state)
 
 
 def _num_qubits(state: Any) -> int:
@@ -385,7 +408,8 @@ def _num_qubits(state: Any) -> int:
 
 # ------------------------------------------------------------------------------------ rules
 def _classical(sweep: Sweep, record: Record) -> None:
-    # v̄_in = vjp(v̄_out): the primitive's registered (tapeless) reverse rule, run eagerly.
+    # v̄_in = vjp(v̄_out): the primitive's registered (tapeless) reverse rule, run eagerly,
+    # row by row.
     cts_out = [sweep.ct.pop(n, None) if n is not None else None for n in record.out_nodes]
     if record.w_out != record.w_in:
         sweep.weight_cotangent(record)
@@ -397,29 +421,58 @@ def _classical(sweep: Sweep, record: Record) -> None:
               for n, a in zip(record.in_nodes, eqn.inputs)]
     if not any(wanted):
         return
-    name = eqn.primitive.name
-    if name in ("slice", "reshape") and cts_out[0] is not None:
-        # the shape ops that select gate angles from a parameter array, without tracing:
-        # x̄ = ȳ moved back where y came from (their registered rules, on float64 arrays)
-        ct, x = np.asarray(cts_out[0]), record.in_values[0]
-        if ct.dtype == np.float64 and isinstance(x, np.ndarray) and x.dtype == np.float64:
-            if name == "reshape":
-                sweep.add(record.in_nodes[0], ct.reshape(x.shape))
-            else:
-                p = eqn.params
-                index = tuple(slice(a, b, c)
-                              for a, b, c in zip(p["start"], p["limit"], p["strides"]))
-                sweep.add_at(record.in_nodes[0], x.shape, index, ct)
-            return
+    selection = _SELECTIONS.get(eqn.primitive.name)
+    x = record.in_values[0] if record.in_values else None
+    if selection is not None and isinstance(x, np.ndarray) and x.dtype == np.float64 \
+            and all(c is None or np.asarray(c).dtype == np.float64 for c in cts_out):
+        selection(sweep, record, cts_out)
+        return
     rule = eqn.primitive.vjp
     if rule is None:
         raise QdiffError(f"primitive {eqn.primitive.name!r} has no reverse-mode (VJP) rule")
-    cts_out = [None if c is None or not is_differentiable(v.type) else cast_like(c, v.type)
+    per_row: list[list[Any]] = []
+    for r in range(sweep.rows):
+        row = [None if c is None or not is_differentiable(v.type)
+               else cast_like(np.asarray(c)[r, ...], v.type)
                for c, v in zip(cts_out, eqn.outputs)]
-    cts_in = rule(cts_out, record.in_values, record.out_values, wanted, **eqn.params)
-    for n, c, a, flag in zip(record.in_nodes, cts_in, eqn.inputs, wanted):
-        if flag and c is not None:
-            sweep.add(n, np.asarray(cast_like(c, a.type)))
+        per_row.append(rule(row, record.in_values, record.out_values, wanted, **eqn.params))
+    for k, (n, a, flag) in enumerate(zip(record.in_nodes, eqn.inputs, wanted)):
+        found = [cts[k] for cts in per_row]
+        if flag and any(c is not None for c in found):
+            sweep.add(n, np.stack([np.zeros(a.type.shape, a.type.np_dtype) if c is None
+                                   else np.asarray(cast_like(c, a.type)) for c in found]))
+
+
+# The ops that select gate angles from a parameter array, transposed without tracing:
+# x̄ = ȳ moved back where y came from (their registered rules, on float64 arrays, all rows).
+def _reshape_transpose(sweep: Sweep, record: Record, cts_out: list[Any]) -> None:
+    x = record.in_values[0]
+    if cts_out[0] is not None:
+        sweep.add(record.in_nodes[0], np.asarray(cts_out[0]).reshape((sweep.rows, *x.shape)))
+
+
+def _slice_transpose(sweep: Sweep, record: Record, cts_out: list[Any]) -> None:
+    p = record.eqn.params  # type: ignore[union-attr]
+    if cts_out[0] is not None:
+        index = tuple(slice(a, b, c) for a, b, c in zip(p["start"], p["limit"], p["strides"]))
+        sweep.add_at(record.in_nodes[0], record.in_values[0].shape, index, cts_out[0])
+
+
+def _unpack_transpose(sweep: Sweep, record: Record, cts_out: list[Any]) -> None:
+    # y_k = x.flat[i_k]  ⇒  x̄.flat[i_k] += ȳ_k (an index may repeat)
+    x = record.in_values[0]
+    found = [(i, c) for i, c in zip(record.eqn.params["indices"], cts_out)  # type: ignore
+             if c is not None]
+    if not found:
+        return
+    flat = np.zeros((sweep.rows, x.size))
+    np.add.at(flat, (slice(None), np.array([i for i, _ in found])),
+              np.stack([np.asarray(c).reshape(sweep.rows) for _, c in found], axis=1))
+    sweep.add(record.in_nodes[0], flat.reshape((sweep.rows, *x.shape)))
+
+
+_SELECTIONS = {"reshape": _reshape_transpose, "slice": _slice_transpose,
+               "unpack": _unpack_transpose}
 
 
 def _gate_run(records: list[Record], i: int) -> tuple[list[Record], list[Record], int]:
@@ -445,8 +498,9 @@ def _gate_run(records: list[Record], i: int) -> tuple[list[Record], list[Record]
 
 def _gates(sweep: Sweep, gates: list[Record]) -> None:
     # The gate rule on a run of gates (last first), in blocks: θ̄ = 2 Im<λ|Gψ>, ψ <- U^†ψ,
-    # λ <- U^†λ, gate by gate from the last; gates on disjoint wires commute (and commute
-    # with each other's generators), so a block may reorder them. A u gate goes through its
+    # λ <- U^†λ (every λ of the stack against the one ψ), gate by gate from the last; gates
+    # on disjoint wires commute (and commute with each other's generators), so a block may
+    # reorder them. A u gate goes through its
     # rotations; its global phase e^{iα} commutes with everything: α's part of θ̄ is
     # -2 α' Im<λ|ψ>, the same anywhere in the run, and ψ, λ take e^{-iα} once.
     be = sweep.be
@@ -457,7 +511,7 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
     slots: list[tuple[int, int]] = []  # (gate, angle) of each op's derivative
     phases: list[tuple[int, int, float]] = []  # (gate, angle, dα/dangle)
     alpha = 0.0
-    grads = []
+    grads: list[list[Any]] = []  # per gate and angle: θ̄ per row
     for index, record in enumerate(reversed(gates)):
         spec = _eqn_spec(record.eqn)
         wires = tuple(record.eqn.params["wires"])
@@ -482,26 +536,29 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
         ops.append(GateOp(spec, wires, angles))
         want.append(wanted and spec.num_params == 1)
         slots.append((index, 0))
-    if phases:
-        overlap = be.inner(lam, psi)
+    if phases and lam is not None:
+        overlap = sweep.overlaps(lam, psi)
         for index, j, slope in phases:
             grads[index][j] -= 2 * slope * overlap.imag
     width = max(be.adjoint_width(n), 1)
     for wires, block in reversed(_adjoint_blocks(ops, width)):
         g = be.adjoint_block(psi, lam, n, wires, [ops[k] for k in block],
                              [want[k] for k in block], sweep.runner.prepared_blocks)
-        for k, value in zip(block, g):
+        if lam is None:
+            continue
+        for k, value in zip(block, np.asarray(g).T):
             if want[k]:
                 index, j = slots[k]
-                grads[index][j] += float(value)
+                grads[index][j] += value
     if alpha:
         factor = np.exp(-1j * alpha)
         psi *= factor
         if lam is not None:
             lam *= factor
-    for record, values in zip(reversed(gates), grads):
-        for node, g in zip(record.in_nodes[1:], values):
-            sweep.add(node, np.asarray(g))
+    if lam is not None:
+        for record, values in zip(reversed(gates), grads):
+            for node, g in zip(record.in_nodes[1:], values):
+                sweep.add(node, np.asarray(g) + sweep.zeros())
     first = gates[-1].in_nodes[0]
     sweep.psi[first] = psi
     sweep.add_lam(first, lam)
@@ -542,15 +599,18 @@ def _projective(sweep: Sweep, record: Record) -> None:
     w_bar = sweep.weight_cotangent(record)
     projected = be.project(be.copy(stored), n, wire, outcome)
     q = be.norm_squared(projected)
-    q_bar = w_bar * record.weight_out / q
+    q_bar = w_bar * (record.weight_out / q)
     lam_in = None
     if lam_out is not None:
-        q_bar -= be.inner(lam_out, psi_out).real / q
-        if flip:
-            be.apply_gate(lam_out, n, "x", [wire])
-        lam_in = be.project(lam_out, n, wire, outcome) / np.sqrt(q)
-    if q_bar:
-        lam_in = projected * q_bar if lam_in is None else lam_in + projected * q_bar
+        q_bar = q_bar - sweep.overlaps(lam_out, psi_out).real / q
+        for row in lam_out:
+            if flip:
+                be.apply_gate(row, n, "x", [wire])
+            be.project(row, n, wire, outcome)
+        lam_in = lam_out / np.sqrt(q)
+    if np.any(q_bar):
+        term = sweep.outer(q_bar, projected)
+        lam_in = term if lam_in is None else lam_in + term
     node = record.in_nodes[0]
     if node not in sweep.psi:
         sweep.psi[node] = be.copy(stored)
@@ -569,13 +629,18 @@ def _readout(sweep: Sweep, record: Record) -> None:
     if value_bar is not None:
         name = eqn.primitive.name
         wires = list(eqn.params.get("wires", ()))
-        if name == "expval":  # λ += ē Oψ, in place, in one pass
+        value_bar = np.asarray(value_bar, np.float64)
+        if name == "expval":  # λ_r += ē_r Oψ, in place, in one pass each
             if lam is None:
-                lam = be.xp.zeros_like(psi)
-            be.add_pauli_sum(lam, psi, n, pauli_sum_of(eqn.params["terms"]), wires,
-                             scale=float(value_bar))
+                lam = be.xp.zeros((sweep.rows, *psi.shape), psi.dtype)
+            observable = pauli_sum_of(eqn.params["terms"])
+            for row, scale in zip(lam, value_bar.reshape(sweep.rows).tolist()):
+                if scale:
+                    be.add_pauli_sum(row, psi, n, observable, wires, scale=scale)
         elif name == "probs":
-            extra = psi * np.asarray(value_bar, np.float64)[_bucket(n, wires)]
+            xp = be.xp
+            extra = xp.ascontiguousarray(
+                psi[None, :] * xp.asarray(value_bar[:, _bucket(n, wires)], psi.real.dtype))
         else:
             raise QdiffError(f"{name}: its value cannot be differentiated; use expval or probs")
     node = record.in_nodes[0]
@@ -601,13 +666,13 @@ def _qextend(sweep: Sweep, record: Record) -> None:
     psi, lam = sweep.state_pair(record.out_nodes[0])
     size = record.in_values[0].shape[0]
     sweep.psi[record.in_nodes[0]] = psi[:size].copy()
-    sweep.add_lam(record.in_nodes[0], None if lam is None else lam[:size].copy())
+    sweep.add_lam(record.in_nodes[0], None if lam is None else lam[:, :size].copy())
 
 
 def _merge(sweep: Sweep, record: Record) -> None:
     # w̄_i = W̄; v̄_i = (w_i/W) V̄; λ_i = (w_i/W) <φ_0|φ_i> λ_V.
     total = record.weight_out
-    w_bar = float(sweep.ct.pop(record.w_out, 0.0))
+    w_bar = sweep.ct.pop(record.w_out, sweep.zeros())
     outs = []
     for n, value in zip(record.out_nodes, record.out_values):
         if _is_state(value):
@@ -718,12 +783,6 @@ class RecordedRun:
         self._mass_grads: list[Any] | None = None
         self._by_eqn: dict[int, list[Record]] | None = None
 
-    def mass_vjp(self) -> list[np.ndarray]:
-        """``∂P/∂inputs`` for the kept probability mass ``P = Σ_b w_b``."""
-        if self._mass_grads is None:
-            self._mass_grads = self._sweep({n: 1.0 for n, _ in self.weights}, {})
-        return self._mass_grads
-
     def records_of(self, eqn: Eqn) -> list[Record]:
         """The records of ``eqn``'s executions, in order (the run's records, grouped once)."""
         if self._by_eqn is None:
@@ -732,12 +791,20 @@ class RecordedRun:
                 self._by_eqn.setdefault(id(record.eqn), []).append(record)
         return [r for r in self._by_eqn.get(id(eqn), []) if r.eqn is eqn]
 
-    def vjp_rows(self, rows: Sequence[Sequence[Any]]) -> list[list[np.ndarray]]:
-        """`vjp` for every row of cotangents (a Jacobian): the rows' sweeps share what the
-        back end prepares for each gate block (the same gates at the same angles)."""
-        self.runner.prepared_blocks = {}
+    def vjp_rows(self, rows: Sequence[Sequence[Any]], conditioned: bool = True
+                 ) -> list[list[np.ndarray]]:
+        """`vjp` for every row of cotangents (a Jacobian), in batched sweeps: each sweep
+        undoes the gates on ψ once for a stack of rows (`rows_per_sweep`), and the sweeps
+        share what the back end prepares for each gate block (the same gates at the same
+        angles)."""
+        seeds = [self.output_seeds(row) for row in rows]
+        size = self.rows_per_sweep()
+        self.runner.prepared_blocks = {} if len(seeds) > size else None
         try:
-            return [self.vjp(row) for row in rows]
+            out: list[list[np.ndarray]] = []
+            for start in range(0, len(seeds), size):
+                out.extend(self._conditioned(seeds[start:start + size], conditioned))
+            return out
         finally:
             self.runner.prepared_blocks = None
 
@@ -747,18 +814,45 @@ class RecordedRun:
         With postselection, ``E = F/P`` is conditioned on it; ``conditioned=False`` gives
         the derivative of the unnormalized ``F = Σ_b w_b g_b`` instead.
         """
-        weight_seeds, value_seeds = self.output_seeds(cotangents)
-        grads = self._sweep(weight_seeds, value_seeds)
-        if not (self.postselected and conditioned):
-            return grads
-        # a conditioned value F/P: the quotient rule (∂F·P - F·∂P)/P^2, P = Σ_b w_b
-        weighted = sum(weight_seeds.values())
-        return [(g * self.mass - weighted * dm) / self.mass ** 2
-                for g, dm in zip(grads, self.mass_vjp())]
+        return self._conditioned([self.output_seeds(cotangents)], conditioned)[0]
 
-    def _sweep(self, weight_seeds: dict[int, float], value_seeds: dict[int, Any]) -> list:
-        seen = self.runner.reverse(weight_seeds, value_seeds).ct
-        return [_as_float(seen.get(n), v) for n, v in zip(self.input_nodes, self.inputs)]
+    def rows_per_sweep(self) -> int:
+        """How many rows one batched sweep takes: at most ``MAX_ROWS_PER_SWEEP``, and a stack
+        of λ that takes at most a quarter of the memory available."""
+        from .simulator.memory import available_memory_bytes
+
+        largest = max((int(np.size(obj)) * np.dtype(obj.dtype).itemsize
+                       for obj in self.runner.states.values()), default=0)
+        free = self.runner.backend.available_bytes()
+        free = available_memory_bytes() if free is None else free
+        if not largest or not free:
+            return MAX_ROWS_PER_SWEEP
+        return int(max(1, min(MAX_ROWS_PER_SWEEP, free // (4 * largest))))
+
+    def _conditioned(self, seeds: list[tuple[dict, dict]], conditioned: bool
+                     ) -> list[list[np.ndarray]]:
+        grads = self._sweep(*_stack_seeds(seeds), len(seeds))
+        if not (self.postselected and conditioned):
+            return [[g[r] for g in grads] for r in range(len(seeds))]
+        # a conditioned value F/P: the quotient rule (∂F·P - F·∂P)/P^2, P = Σ_b w_b
+        out = []
+        for r, (weight_seeds, _) in enumerate(seeds):
+            weighted = sum(weight_seeds.values())
+            out.append([(g[r] * self.mass - weighted * dm) / self.mass ** 2
+                        for g, dm in zip(grads, self.mass_vjp())])
+        return out
+
+    def mass_vjp(self) -> list[np.ndarray]:
+        """``∂P/∂inputs`` for the kept probability mass ``P = Σ_b w_b``."""
+        if self._mass_grads is None:
+            grads = self._sweep({n: np.ones(1) for n, _ in self.weights}, {}, 1)
+            self._mass_grads = [g[0] for g in grads]
+        return self._mass_grads
+
+    def _sweep(self, weight_seeds: dict[int, np.ndarray], value_seeds: dict[int, Any],
+               rows: int) -> list[np.ndarray]:
+        seen = self.runner.reverse(weight_seeds, value_seeds, rows).ct
+        return [_as_float(seen.get(n), v, rows) for n, v in zip(self.input_nodes, self.inputs)]
 
     def output_seeds(self, cotangents: Sequence[Any]) -> tuple[dict[int, float], dict]:
         """The reverse sweep's seeds for ``Σ_j c_j E_j``: per branch, the weight gets
@@ -782,12 +876,36 @@ class RecordedRun:
     def classical_vjp(self, value_seeds: dict[int, Any]) -> tuple[list[np.ndarray], Sweep]:
         """The classical part of a VJP: cotangents through classical records only; the
         sweep's ``readouts`` hold what reached each readout record."""
-        sweep = self.runner.reverse({}, value_seeds, CLASSICAL_RULES)
-        grads = [_as_float(sweep.ct.get(n), v) for n, v in zip(self.input_nodes, self.inputs)]
+        batched = {n: np.asarray(v)[None] for n, v in value_seeds.items()}
+        sweep = self.runner.reverse({}, batched, 1, CLASSICAL_RULES)
+        sweep.readouts = {k: None if v is None else np.asarray(v)[0]
+                          for k, v in sweep.readouts.items()}
+        grads = [_as_float(sweep.ct.get(n), v, 1)[0]
+                 for n, v in zip(self.input_nodes, self.inputs)]
         return grads, sweep
 
 
-def _as_float(value: Any, like: Any) -> np.ndarray:
+MAX_ROWS_PER_SWEEP = 16
+"""Rows of a Jacobian that one batched reverse sweep takes (more rows, smaller batches of
+each state in the block kernel's cache)."""
+
+
+def _stack_seeds(seeds: list[tuple[dict, dict]]) -> tuple[dict[int, np.ndarray], dict]:
+    """One sweep's seeds from every row's (weight seeds, value seeds): a leading axis of
+    rows, zeros where a row has no seed."""
+    stacked: list[dict] = []
+    for k in range(2):
+        nodes = {n: None for _, row in [(0, s[k]) for s in seeds] for n in row}
+        out = {}
+        for n in nodes:
+            values = [np.asarray(s[k].get(n, 0.0), np.float64) for s in seeds]
+            shape = np.broadcast_shapes(*(v.shape for v in values))
+            out[n] = np.stack([np.broadcast_to(v, shape) for v in values])
+        stacked.append(out)
+    return stacked[0], stacked[1]
+
+
+def _as_float(value: Any, like: Any, rows: int) -> np.ndarray:
     if value is None:
-        return np.zeros(np.shape(like))
-    return np.asarray(value, np.float64).reshape(np.shape(like))
+        return np.zeros((rows, *np.shape(like)))
+    return np.asarray(value, np.float64).reshape((rows, *np.shape(like)))

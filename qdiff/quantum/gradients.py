@@ -360,7 +360,8 @@ def _weighted_value(program: Program, values: list[Any], *, cts: list[np.ndarray
 def jacobian(f: Any, *args: Any, argnums: Any = 0, method: str = "auto", tol: float = 1e-12,
              backend: str = "auto", **options: Any) -> Any:
     """The Jacobian of every output with respect to ``argnums``, one row per output element.
-    With the adjoint method the rows share one forward run (one reverse sweep each).
+    With the adjoint method the rows share one forward run, and one reverse sweep takes a
+    batch of rows (the gates undo ψ once for all of them).
     Output ``k`` gives an array of shape ``out_shape + in_shape``.
 
     >>> import qdiff

@@ -232,9 +232,10 @@ def test_quantum_options_on_a_classical_program_are_an_error():
         qdiff.value_and_grad(lambda x: x * x, tol=1e-9)(2.0)
 
 
-def test_jacobian_rows_share_the_prepared_blocks():
-    # 9 qubits: the Numba block kernel runs (it needs 32 groups of the other wires), and
-    # the rows' sweeps reuse what it prepared for each block
+def test_jacobian_rows_are_swept_in_batches(monkeypatch):
+    # 9 qubits: the Numba block kernel runs (it needs 32 groups of the other wires) on a
+    # stack of λ; at most 3 rows per sweep, and the sweeps reuse what it prepared per block
+    from qdiff.quantum import adjoint
     from qdiff.quantum.adjoint import RecordedRun
 
     def layers(w):
@@ -247,12 +248,52 @@ def test_jacobian_rows_share_the_prepared_blocks():
                 qm.cx(q[k], q[k + 1])
         return qnp.stack([qm.expval("ZZ", [q[k], q[k + 1]]) for k in range(8)])
 
+    monkeypatch.setattr(adjoint, "MAX_ROWS_PER_SWEEP", 3)
     w = np.random.default_rng(1).normal(size=(2, 9))
     run = RecordedRun(qdiff.trace(layers, w), [w])
     rows = [[np.eye(8)[k]] for k in range(8)]
-    shared = run.vjp_rows(rows)
+    assert run.rows_per_sweep() == 3
+    batched = run.vjp_rows(rows)
     assert run.runner.prepared_blocks is None  # kept only while the rows are swept
-    for row, found in zip(rows, shared):
-        assert np.allclose(found[0], run.vjp(row)[0], atol=1e-12)
+    for row, found in zip(rows, batched):
+        assert np.allclose(found[0], run.vjp(row)[0], atol=1e-12)  # a sweep of one row
     fd = gradient(layers, w, cotangent=rows[3][0], method="finite-diff")
-    assert np.allclose(shared[3][0], fd.grad, atol=1e-6)
+    assert np.allclose(batched[3][0], fd.grad, atol=1e-6)
+
+
+def test_batched_rows_through_measurements_merges_and_postselection():
+    # every record kind with a stack of rows: measurements (their outcomes' weights), a
+    # branch whose outcomes merge, a reset, a bounded loop on a measurement, a u gate (its
+    # global phase), expval and probs readouts; and the quotient rule of postselection, per
+    # row. Rows against finite differences of each output.
+    def f(x):
+        q = qm.qubits(3)
+        qm.ry(x[0], q[0])
+        qm.rx(x[1], q[1])
+        qm.u(x[0], x[1], 0.3, q[2])
+        qm.cx(q[2], q[1])
+        bit = qm.measure(q[0])
+        qdiff.cond(bit == 1, lambda: qm.ry(x[1] ** 2, q[1]), lambda: qm.rz(x[0], q[1]))
+        qm.reset(q[0])
+        qm.h(q[0])
+        qdiff.while_loop(lambda: qm.measure(q[0]) == 0, lambda: qm.rx(x[0] + 0.3, q[0]),
+                         max_iter=3)
+        qm.cry(x[1], q[0], q[2])
+        return qm.expval("ZXI", q), qm.expval("0.5*XYZ - IIY", q), qm.probs(q[1:])
+
+    def g(x):
+        q = qm.qubits(3)
+        qm.h(q[0])
+        qm.cx(q[0], q[1])
+        qm.rx(x[0], q[1])
+        qm.ry(x[1], q[2])
+        qm.cx(q[2], q[0])
+        qm.postselect(q[1], 1)
+        return qm.expval("ZII", q), qm.probs(q[2:])
+
+    x = np.array([0.7, -0.4])
+    for program, outputs in ((f, 3), (g, 2)):
+        batched = jacobian(program, x)
+        fd = jacobian(program, x, method="finite-diff")
+        for k in range(outputs):
+            np.testing.assert_allclose(batched[k], fd[k], atol=1e-7)

@@ -58,15 +58,22 @@ def random_state(rng, n, dtype=complex):
     return (v / np.linalg.norm(v)).astype(dtype)
 
 
-def check_block(be, rng, n, wires, ops, want, dtype=complex, atol=1e-12, grad_atol=None):
+def check_block(be, rng, n, wires, ops, want, dtype=complex, atol=1e-12, grad_atol=None,
+                rows=None):
     """``be.adjoint_block`` on random (ψ, λ) of ``dtype`` against the dense reference: the
-    derivatives (to ``grad_atol``, default ``atol``) and both states; returns (ψ, λ)."""
-    psi, lam = random_state(rng, n, dtype), random_state(rng, n, dtype)
-    g_ref, psi_ref, lam_ref = reference_block(psi, lam, n, ops, want)
+    derivatives (to ``grad_atol``, default ``atol``) and both states; returns (ψ, λ).
+    ``rows``: λ is a stack of that many adjoints, each checked against its own reference."""
+    psi = random_state(rng, n, dtype)
+    lam = (random_state(rng, n, dtype) if rows is None
+           else np.stack([random_state(rng, n, dtype) for _ in range(rows)]))
+    refs = [reference_block(psi, row, n, ops, want) for row in np.atleast_2d(lam)]
     g = be.adjoint_block(psi, lam, n, wires, ops, want)
-    np.testing.assert_allclose(g, g_ref, atol=atol if grad_atol is None else grad_atol)
-    np.testing.assert_allclose(psi, psi_ref, atol=atol)
-    np.testing.assert_allclose(lam, lam_ref, atol=atol)
+    assert np.shape(g) == ((len(ops),) if rows is None else (rows, len(ops)))
+    for g_row, lam_row, (g_ref, psi_ref, lam_ref) in zip(np.atleast_2d(g), np.atleast_2d(lam),
+                                                         refs):
+        np.testing.assert_allclose(g_row, g_ref, atol=atol if grad_atol is None else grad_atol)
+        np.testing.assert_allclose(lam_row, lam_ref, atol=atol)
+        np.testing.assert_allclose(psi, psi_ref, atol=atol)
     return psi, lam
 
 
@@ -131,7 +138,8 @@ def test_numba_pauli_kernels_on_many_terms(parallel):
 
 # ----------------------------------------------------------------------------- gate blocks
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_adjoint_block_matches_the_dense_reference(backend):
+@pytest.mark.parametrize("rows", [None, 3])
+def test_adjoint_block_matches_the_dense_reference(backend, rows):
     be = get_backend(backend)
     rng = np.random.default_rng(11)
     n = 5
@@ -139,14 +147,17 @@ def test_adjoint_block_matches_the_dense_reference(backend):
         wires = sorted(int(w) for w in rng.choice(n, 4, replace=False))
         ops = random_ops(rng, wires, 25, PARAMETRIC + FIXED)
         want = [gate_spec(op.gate).num_params == 1 and rng.random() < 0.8 for op in ops]
-        check_block(be, rng, n, wires, ops, want)
+        check_block(be, rng, n, wires, ops, want, rows=rows)
 
 
 @pytest.mark.parametrize("parallel", [False, True])
 @pytest.mark.parametrize("wires", [(0, 1, 2, 3), (3, 5, 6, 8), (6, 7, 8, 9), (0, 4, 9),
                                    (1, 2, 3, 4, 5, 6)])
-def test_numba_block_kernel_in_every_layout(parallel, wires):
-    # wires with 0 (a transposed gather), low wires (runs of groups), high ones (contiguous)
+@pytest.mark.parametrize("rows", [None, 1, 4])
+def test_numba_block_kernel_in_every_layout(parallel, wires, rows):
+    # wires with 0 (a transposed gather), low wires (runs of groups), high ones (contiguous);
+    # one λ, or a stack of them undone against the one ψ (every step kind reads each λ
+    # against the ψ it has not yet undone)
     be = numba_backend(parallel)
     rng = np.random.default_rng(sum(wires) + parallel)
     n = 10
@@ -155,7 +166,7 @@ def test_numba_block_kernel_in_every_layout(parallel, wires):
     ops += [GateOp("rz", (w,), (0.1 * w,)) for w in wires]  # a diagonal run
     want = [gate_spec(op.gate).num_params == 1 for op in ops]
     for _ in range(2):  # the second time the block's structure comes from the cache
-        check_block(be, rng, n, wires, ops, want)
+        check_block(be, rng, n, wires, ops, want, rows=rows)
         ops = [GateOp(op.gate, op.wires, tuple(rng.uniform(-3, 3, len(op.params))))
                for op in ops]
 
@@ -168,6 +179,7 @@ def test_numba_block_kernel_in_single_precision_and_without_lambda():
     want = [gate_spec(op.gate).num_params == 1 for op in ops]
     psi, lam = check_block(be, rng, n, wires, ops, want, np.complex64, atol=2e-6, grad_atol=2e-5)
     assert psi.dtype == lam.dtype == np.complex64
+    check_block(be, rng, n, wires, ops, want, np.complex64, atol=2e-6, grad_atol=2e-5, rows=2)
     alone = random_state(rng, n)
     _, expected, _ = reference_block(alone, alone, n, ops, [False] * len(ops))
     assert not be.adjoint_block(alone, None, n, wires, ops, want).any()  # nothing to read
@@ -183,6 +195,7 @@ def test_numba_block_kernel_falls_back_for_wide_and_family_gates():
            GateOp(gate_spec("pauli_rot", pauli="ZZ"), (2, 3), (0.4,)),
            GateOp("cry", (5, 0), (1.3,))]
     check_block(be, rng, n, wires, ops, [True, False, True, True])
+    check_block(be, rng, n, wires, ops, [True, False, True, True], rows=2)
 
 
 def test_block_encoding_merges_diagonal_runs_and_pairs_rotations():

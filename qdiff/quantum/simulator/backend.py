@@ -388,8 +388,14 @@ class StatevectorBackend(abc.ABC):
         return self._pauli_cross(state, state, x_masks, z_masks)
 
     # -- array handling ---------------------------------------------------------------------
-    def _available_bytes(self) -> int | None:
-        return None  # host memory, measured by check_statevector_memory
+    def available_bytes(self) -> int | None:
+        """Free memory where this back end keeps states; ``None``: host memory (see
+        ``memory.available_memory_bytes``).
+
+        >>> get_backend("numpy").available_bytes() is None
+        True
+        """
+        return None
 
     def _check_dtype(self, dtype: Any) -> np.dtype:
         dt = np.dtype(dtype)
@@ -412,7 +418,7 @@ class StatevectorBackend(abc.ABC):
         [0.0, 0.0, 1.0, 0.0]
         """
         dt = self._check_dtype(dtype)
-        check_statevector_memory(num_qubits, dt, available=self._available_bytes(),
+        check_statevector_memory(num_qubits, dt, available=self.available_bytes(),
                                  where="device memory" if self.is_gpu else "memory")
         if not 0 <= index < (1 << num_qubits):
             raise ValueError(f"basis index {index} out of range for {num_qubits} qubits")
@@ -889,6 +895,8 @@ class StatevectorBackend(abc.ABC):
         ``k``, a one-parameter gate ``U_k = exp(-iθ G_k)``. For ``k`` from last to first:
         ``g[k] = 2 Im<λ|G_k ψ>``, then ``ψ <- U_k^† ψ`` and ``λ <- U_k^† λ``, in place.
         Returns ``g`` (float64, 0 where not wanted). ``lam=None`` undoes ψ only.
+        ``lam`` may also be a stack of adjoints (one per row, shape ``(rows, 2^n)``), all
+        undone against the one ψ: then ``g`` has a row per adjoint.
         ``filled`` is a dict the back end may keep what it prepared for a block in, for a
         later sweep over the same blocks (a Jacobian's rows); this one prepares nothing.
 
@@ -902,22 +910,25 @@ class StatevectorBackend(abc.ABC):
         (True, True)
         """
         n = self._num_qubits_of(psi, num_qubits, "adjoint_block")
-        if lam is not None:
-            self._num_qubits_of(lam, n, "adjoint_block")
-        grads = np.zeros(len(ops))
+        stack = [] if lam is None else list(lam) if lam.ndim == 2 else [lam]
+        for row in stack:
+            self._num_qubits_of(row, n, "adjoint_block")
+        grads = np.zeros((len(stack), len(ops)))
         for k in range(len(ops) - 1, -1, -1):
             op = GateOp(*ops[k])
             spec = gate_spec(op.gate)
-            if want[k] and lam is not None:
+            if want[k] and stack:
                 if spec.generator is None:
                     raise ValueError(f"adjoint_block: gate {spec.name!r} has no generator")
-                grads[k] = 2 * self.inner_pauli_sum(lam, psi, n, spec.generator,
-                                                    op.wires).imag
+                for r, row in enumerate(stack):
+                    grads[r, k] = 2 * self.inner_pauli_sum(row, psi, n, spec.generator,
+                                                           op.wires).imag
             inverse, params = spec.inverse(*op.params)
-            self.apply_gate(psi, n, inverse, op.wires, params)
-            if lam is not None:
-                self.apply_gate(lam, n, inverse, op.wires, params)
-        return grads
+            for state in (psi, *stack):
+                self.apply_gate(state, n, inverse, op.wires, params)
+        if lam is None:
+            return np.zeros(len(ops))
+        return grads if lam.ndim == 2 else grads[0]
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -74,7 +74,7 @@ class CupyBackend(ArrayModuleBackend):
         self._kernels: dict[str, Any] = {}
 
     # -- device helpers ---------------------------------------------------------------------
-    def _available_bytes(self) -> int | None:
+    def available_bytes(self) -> int | None:
         free, _total = self.xp.cuda.runtime.memGetInfo()
         return int(free)
 

@@ -57,12 +57,17 @@ _jit_par = njit(cache=True, nogil=True, parallel=True, fastmath=False)
 # Derivative sums may reassociate, so that they vectorize: they are sums of many products,
 # whose rounding does not depend on one order more than on another.
 _jit_sum = njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+# The column loops of the fused steps: inlined into the step, so they take its flags, and a
+# literal flag argument leaves one loop per call site.
+_jit_row = njit(cache=True, nogil=True, inline="always")
 
 _parity = njit(inline="always", cache=True)(parity)
 
 _CHUNK = 1 << 12  # amplitudes per parallel work item of the one-pass kernels
 
-_ADJ_AMPS = 1 << 15  # amplitudes per gathered batch of each state in the block kernel
+_ADJ_AMPS = 1 << 15  # amplitudes per gathered batch of ψ and of one λ (a stack shares 2x this)
+
+_ROW_PAD = 72  # doubles
 
 _ACC_BITS = 10  # the low index bits whose signs the accumulate kernel tabulates per term
 
@@ -359,23 +364,90 @@ def _gdensek(pr, pi, lr, li, rowmap, B, tgt, m, cmask, gpool, go, toff, rows):
 
 
 # -- fused steps: a one-target gate with its derivative, a run of diagonal gates with theirs --
+# Every λ of the stack is read against the same ψ: per row pair, each λ_j gets one pass that
+# sums its derivative (reading ψ) and applies the inverse to λ_j, and the last of them also
+# applies it to ψ (`write_psi`: a literal at every call, so each inlined copy keeps one loop).
 # The loops over a row's B columns sit in the functions that slice the rows (a call per row
 # pair costs about as much as the arithmetic); one-target gates whose matrix is real and whose
 # generator has only Im g01 (ry, cry's base: the ansatz workhorses) have their own loops.
+@_jit_row
+def _y_rows(x0r, x0i, x1r, x1i, l0r, l0i, l1r, l1i, m00r, m01r, m10r, m11r, write_psi):
+    # Re(l0^* x1) - Re(l1^* x0), then the real 2x2 m on λ (and ψ)
+    s = 0.0
+    for k in range(x0r.shape[0]):
+        p0r = x0r[k]
+        p0i = x0i[k]
+        p1r = x1r[k]
+        p1i = x1i[k]
+        q0r = l0r[k]
+        q0i = l0i[k]
+        q1r = l1r[k]
+        q1i = l1i[k]
+        s += q0r * p1r + q0i * p1i - q1r * p0r - q1i * p0i
+        if write_psi:
+            x0r[k] = m00r * p0r + m01r * p1r
+            x0i[k] = m00r * p0i + m01r * p1i
+            x1r[k] = m10r * p0r + m11r * p1r
+            x1i[k] = m10r * p0i + m11r * p1i
+        l0r[k] = m00r * q0r + m01r * q1r
+        l0i[k] = m00r * q0i + m01r * q1i
+        l1r[k] = m10r * q0r + m11r * q1r
+        l1i[k] = m10r * q0i + m11r * q1i
+    return s
+
+
+@_jit_row
+def _pair_rows(x0r, x0i, x1r, x1i, l0r, l0i, l1r, l1i, m, g00, g11, gr, gi, write_psi):
+    # Im[l0^*(g00 x0 + g01 x1) + l1^*(g01^* x0 + g11 x1)] (g01 = gr + i gi), then the 2x2
+    # m = (m00r, m00i, m01r, m01i, m10r, m10i, m11r, m11i) on λ (and ψ)
+    m00r, m00i, m01r, m01i, m10r, m10i, m11r, m11i = m
+    s00 = 0.0
+    s11 = 0.0
+    a_im = 0.0
+    a_re = 0.0
+    b_im = 0.0
+    b_re = 0.0
+    for k in range(x0r.shape[0]):
+        p0r = x0r[k]
+        p0i = x0i[k]
+        p1r = x1r[k]
+        p1i = x1i[k]
+        q0r = l0r[k]
+        q0i = l0i[k]
+        q1r = l1r[k]
+        q1i = l1i[k]
+        s00 += q0r * p0i - q0i * p0r
+        s11 += q1r * p1i - q1i * p1r
+        a_im += q0r * p1i - q0i * p1r
+        a_re += q0r * p1r + q0i * p1i
+        b_im += q1r * p0i - q1i * p0r
+        b_re += q1r * p0r + q1i * p0i
+        if write_psi:
+            x0r[k] = m00r * p0r - m00i * p0i + m01r * p1r - m01i * p1i
+            x0i[k] = m00r * p0i + m00i * p0r + m01r * p1i + m01i * p1r
+            x1r[k] = m10r * p0r - m10i * p0i + m11r * p1r - m11i * p1i
+            x1i[k] = m10r * p0i + m10i * p0r + m11r * p1i + m11i * p1r
+        l0r[k] = m00r * q0r - m00i * q0i + m01r * q1r - m01i * q1i
+        l0i[k] = m00r * q0i + m00i * q0r + m01r * q1i + m01i * q1r
+        l1r[k] = m10r * q0r - m10i * q0i + m11r * q1r - m11i * q1i
+        l1i[k] = m10r * q0i + m10i * q0r + m11r * q1i + m11i * q1r
+    return g00 * s00 + g11 * s11 + gr * (a_im + b_im) + gi * (a_re - b_re)
+
+
 @_jit_sum
-def _rot1(pr, pi, lr, li, rowmap, B, tb, cmask, pool, mo, gpool, go):
-    # sum over the block of Im[l0^*(g00 x0 + g01 x1) + l1^*(g01^* x0 + g11 x1)]
-    # (g01 = gr + i gi), then the 2x2 m on both states, in one pass
+def _rot1(buf, rowmap, B, tb, cmask, pool, mo, gpool, go, acc, slot):
+    # acc[j, slot] += sum over the block of Im[l0^*(g00 x0 + g01 x1) + l1^*(g01^* x0 +
+    # g11 x1)] for every λ_j, then the 2x2 m on λ_j and ψ, in one pass per λ
     m00, m01, m10, m11 = pool[mo], pool[mo + 1], pool[mo + 2], pool[mo + 3]
-    m00r, m00i, m01r, m01i = m00.real, m00.imag, m01.real, m01.imag
-    m10r, m10i, m11r, m11i = m10.real, m10.imag, m11.real, m11.imag
-    real = m00i == 0 and m01i == 0 and m10i == 0 and m11i == 0
+    m = (m00.real, m00.imag, m01.real, m01.imag, m10.real, m10.imag, m11.real, m11.imag)
+    real = m00.imag == 0 and m01.imag == 0 and m10.imag == 0 and m11.imag == 0
     g00 = gpool[go].real
     g11 = gpool[go + 3].real
     gr = gpool[go + 1].real
     gi = gpool[go + 1].imag
     y_type = real and g00 == 0 and g11 == 0 and gr == 0
-    total = 0.0
+    last = buf.shape[0] // 2 - 2  # the last λ
+    pr, pi = buf[0], buf[1]
     for r0 in range(rowmap.shape[0]):
         if (r0 & tb) != 0 or (r0 & cmask) != cmask:
             continue
@@ -385,81 +457,112 @@ def _rot1(pr, pi, lr, li, rowmap, B, tb, cmask, pool, mo, gpool, go):
         x0i = pi[p0:p0 + B]
         x1r = pr[p1:p1 + B]
         x1i = pi[p1:p1 + B]
-        l0r = lr[p0:p0 + B]
-        l0i = li[p0:p0 + B]
-        l1r = lr[p1:p1 + B]
-        l1i = li[p1:p1 + B]
-        if y_type:  # Re(l0^* x1) - Re(l1^* x0)
-            s = 0.0
-            for k in range(B):
-                p0r = x0r[k]
-                p0i = x0i[k]
-                p1r = x1r[k]
-                p1i = x1i[k]
-                q0r = l0r[k]
-                q0i = l0i[k]
-                q1r = l1r[k]
-                q1i = l1i[k]
-                s += q0r * p1r + q0i * p1i - q1r * p0r - q1i * p0i
-                x0r[k] = m00r * p0r + m01r * p1r
-                x0i[k] = m00r * p0i + m01r * p1i
-                x1r[k] = m10r * p0r + m11r * p1r
-                x1i[k] = m10r * p0i + m11r * p1i
-                l0r[k] = m00r * q0r + m01r * q1r
-                l0i[k] = m00r * q0i + m01r * q1i
-                l1r[k] = m10r * q0r + m11r * q1r
-                l1i[k] = m10r * q0i + m11r * q1i
-            total += gi * s
-            continue
-        s00 = 0.0
-        s11 = 0.0
-        a_im = 0.0
-        a_re = 0.0
-        b_im = 0.0
-        b_re = 0.0
-        for k in range(B):
-            p0r = x0r[k]
-            p0i = x0i[k]
-            p1r = x1r[k]
-            p1i = x1i[k]
-            q0r = l0r[k]
-            q0i = l0i[k]
-            q1r = l1r[k]
-            q1i = l1i[k]
-            s00 += q0r * p0i - q0i * p0r
-            s11 += q1r * p1i - q1i * p1r
-            a_im += q0r * p1i - q0i * p1r
-            a_re += q0r * p1r + q0i * p1i
-            b_im += q1r * p0i - q1i * p0r
-            b_re += q1r * p0r + q1i * p0i
-            x0r[k] = m00r * p0r - m00i * p0i + m01r * p1r - m01i * p1i
-            x0i[k] = m00r * p0i + m00i * p0r + m01r * p1i + m01i * p1r
-            x1r[k] = m10r * p0r - m10i * p0i + m11r * p1r - m11i * p1i
-            x1i[k] = m10r * p0i + m10i * p0r + m11r * p1i + m11i * p1r
-            l0r[k] = m00r * q0r - m00i * q0i + m01r * q1r - m01i * q1i
-            l0i[k] = m00r * q0i + m00i * q0r + m01r * q1i + m01i * q1r
-            l1r[k] = m10r * q0r - m10i * q0i + m11r * q1r - m11i * q1i
-            l1i[k] = m10r * q0i + m10i * q0r + m11r * q1i + m11i * q1r
-        total += g00 * s00 + g11 * s11 + gr * (a_im + b_im) + gi * (a_re - b_re)
-    return total
+        for j in range(last + 1):
+            lr, li = buf[2 + 2 * j], buf[3 + 2 * j]
+            l0r = lr[p0:p0 + B]
+            l0i = li[p0:p0 + B]
+            l1r = lr[p1:p1 + B]
+            l1i = li[p1:p1 + B]
+            if y_type:
+                if j < last:
+                    s = _y_rows(x0r, x0i, x1r, x1i, l0r, l0i, l1r, l1i, m[0], m[2], m[4],
+                                m[6], False)
+                else:
+                    s = _y_rows(x0r, x0i, x1r, x1i, l0r, l0i, l1r, l1i, m[0], m[2], m[4],
+                                m[6], True)
+                acc[j, slot] += gi * s
+            elif j < last:
+                acc[j, slot] += _pair_rows(x0r, x0i, x1r, x1i, l0r, l0i, l1r, l1i, m, g00,
+                                           g11, gr, gi, False)
+            else:
+                acc[j, slot] += _pair_rows(x0r, x0i, x1r, x1i, l0r, l0i, l1r, l1i, m, g00,
+                                           g11, gr, gi, True)
+
+
+@_jit_row
+def _y2_rows(x0r, x0i, x1r, x1i, x2r, x2i, x3r, x3i, y0r, y0i, y1r, y1i, y2r, y2i, y3r, y3i,
+             a, b, write_psi):
+    # a (real, Y-type) on row pairs (0,1), (2,3), then b on (0,2), (1,3), with both
+    # derivatives: a's against (ψ, λ), b's against a^†(ψ, λ)
+    a00, a01, a10, a11 = a
+    b00, b01, b10, b11 = b
+    sa = 0.0
+    sb = 0.0
+    for k in range(x0r.shape[0]):
+        p0r = x0r[k]
+        p0i = x0i[k]
+        p1r = x1r[k]
+        p1i = x1i[k]
+        p2r = x2r[k]
+        p2i = x2i[k]
+        p3r = x3r[k]
+        p3i = x3i[k]
+        q0r = y0r[k]
+        q0i = y0i[k]
+        q1r = y1r[k]
+        q1i = y1i[k]
+        q2r = y2r[k]
+        q2i = y2i[k]
+        q3r = y3r[k]
+        q3i = y3i[k]
+        sa += (q0r * p1r + q0i * p1i - q1r * p0r - q1i * p0i
+               + q2r * p3r + q2i * p3i - q3r * p2r - q3i * p2i)
+        t0r = a00 * p0r + a01 * p1r
+        t0i = a00 * p0i + a01 * p1i
+        t1r = a10 * p0r + a11 * p1r
+        t1i = a10 * p0i + a11 * p1i
+        t2r = a00 * p2r + a01 * p3r
+        t2i = a00 * p2i + a01 * p3i
+        t3r = a10 * p2r + a11 * p3r
+        t3i = a10 * p2i + a11 * p3i
+        u0r = a00 * q0r + a01 * q1r
+        u0i = a00 * q0i + a01 * q1i
+        u1r = a10 * q0r + a11 * q1r
+        u1i = a10 * q0i + a11 * q1i
+        u2r = a00 * q2r + a01 * q3r
+        u2i = a00 * q2i + a01 * q3i
+        u3r = a10 * q2r + a11 * q3r
+        u3i = a10 * q2i + a11 * q3i
+        sb += (u0r * t2r + u0i * t2i - u2r * t0r - u2i * t0i
+               + u1r * t3r + u1i * t3i - u3r * t1r - u3i * t1i)
+        if write_psi:
+            x0r[k] = b00 * t0r + b01 * t2r
+            x0i[k] = b00 * t0i + b01 * t2i
+            x2r[k] = b10 * t0r + b11 * t2r
+            x2i[k] = b10 * t0i + b11 * t2i
+            x1r[k] = b00 * t1r + b01 * t3r
+            x1i[k] = b00 * t1i + b01 * t3i
+            x3r[k] = b10 * t1r + b11 * t3r
+            x3i[k] = b10 * t1i + b11 * t3i
+        y0r[k] = b00 * u0r + b01 * u2r
+        y0i[k] = b00 * u0i + b01 * u2i
+        y2r[k] = b10 * u0r + b11 * u2r
+        y2i[k] = b10 * u0i + b11 * u2i
+        y1r[k] = b00 * u1r + b01 * u3r
+        y1i[k] = b00 * u1i + b01 * u3i
+        y3r[k] = b10 * u1r + b11 * u3r
+        y3i[k] = b10 * u1i + b11 * u3i
+    return sa, sb
 
 
 @_jit_sum
-def _rot2(pr, pi, lr, li, rowmap, B, ta, tb, pool, mo, gpool, go):
+def _rot2(buf, rowmap, B, ta, tb, pool, mo, gpool, go, acc, slot):
     # two _rot1 steps (uncontrolled, different targets): a on row pairs (0,1), (2,3) of each
-    # quad of rows, then b on (0,2), (1,3), in one pass when both are real and Y-type
-    a00, a01, a10, a11 = pool[mo].real, pool[mo + 1].real, pool[mo + 2].real, pool[mo + 3].real
-    b00, b01, b10, b11 = (pool[mo + 4].real, pool[mo + 5].real, pool[mo + 6].real,
-                          pool[mo + 7].real)
+    # quad of rows, then b on (0,2), (1,3), in one pass per λ when both are real and Y-type
+    a = (pool[mo].real, pool[mo + 1].real, pool[mo + 2].real, pool[mo + 3].real)
+    b = (pool[mo + 4].real, pool[mo + 5].real, pool[mo + 6].real, pool[mo + 7].real)
     fused = _real_entries(pool, mo, mo + 8)
     for j in (0, 4):
         fused = fused and gpool[go + j] == 0 and gpool[go + j + 3] == 0 \
             and gpool[go + j + 1].real == 0
     if not fused:
-        first = _rot1(pr, pi, lr, li, rowmap, B, ta, 0, pool, mo, gpool, go)
-        return first, _rot1(pr, pi, lr, li, rowmap, B, tb, 0, pool, mo + 4, gpool, go + 4)
-    sa = 0.0
-    sb = 0.0
+        _rot1(buf, rowmap, B, ta, 0, pool, mo, gpool, go, acc, slot)
+        _rot1(buf, rowmap, B, tb, 0, pool, mo + 4, gpool, go + 4, acc, slot + 1)
+        return
+    ga = gpool[go + 1].imag
+    gb = gpool[go + 5].imag
+    last = buf.shape[0] // 2 - 2
+    pr, pi = buf[0], buf[1]
     for r0 in range(rowmap.shape[0]):
         if (r0 & (ta | tb)) != 0:
             continue
@@ -472,73 +575,25 @@ def _rot2(pr, pi, lr, li, rowmap, B, ta, tb, pool, mo, gpool, go):
         x2i = pi[p2:p2 + B]
         x3r = pr[p3:p3 + B]
         x3i = pi[p3:p3 + B]
-        y0r = lr[p0:p0 + B]
-        y0i = li[p0:p0 + B]
-        y1r = lr[p1:p1 + B]
-        y1i = li[p1:p1 + B]
-        y2r = lr[p2:p2 + B]
-        y2i = li[p2:p2 + B]
-        y3r = lr[p3:p3 + B]
-        y3i = li[p3:p3 + B]
-        for k in range(B):
-            p0r = x0r[k]
-            p0i = x0i[k]
-            p1r = x1r[k]
-            p1i = x1i[k]
-            p2r = x2r[k]
-            p2i = x2i[k]
-            p3r = x3r[k]
-            p3i = x3i[k]
-            q0r = y0r[k]
-            q0i = y0i[k]
-            q1r = y1r[k]
-            q1i = y1i[k]
-            q2r = y2r[k]
-            q2i = y2i[k]
-            q3r = y3r[k]
-            q3i = y3i[k]
-            sa += (q0r * p1r + q0i * p1i - q1r * p0r - q1i * p0i
-                   + q2r * p3r + q2i * p3i - q3r * p2r - q3i * p2i)
-            t0r = a00 * p0r + a01 * p1r
-            t0i = a00 * p0i + a01 * p1i
-            t1r = a10 * p0r + a11 * p1r
-            t1i = a10 * p0i + a11 * p1i
-            t2r = a00 * p2r + a01 * p3r
-            t2i = a00 * p2i + a01 * p3i
-            t3r = a10 * p2r + a11 * p3r
-            t3i = a10 * p2i + a11 * p3i
-            u0r = a00 * q0r + a01 * q1r
-            u0i = a00 * q0i + a01 * q1i
-            u1r = a10 * q0r + a11 * q1r
-            u1i = a10 * q0i + a11 * q1i
-            u2r = a00 * q2r + a01 * q3r
-            u2i = a00 * q2i + a01 * q3i
-            u3r = a10 * q2r + a11 * q3r
-            u3i = a10 * q2i + a11 * q3i
-            sb += (u0r * t2r + u0i * t2i - u2r * t0r - u2i * t0i
-                   + u1r * t3r + u1i * t3i - u3r * t1r - u3i * t1i)
-            x0r[k] = b00 * t0r + b01 * t2r
-            x0i[k] = b00 * t0i + b01 * t2i
-            x2r[k] = b10 * t0r + b11 * t2r
-            x2i[k] = b10 * t0i + b11 * t2i
-            x1r[k] = b00 * t1r + b01 * t3r
-            x1i[k] = b00 * t1i + b01 * t3i
-            x3r[k] = b10 * t1r + b11 * t3r
-            x3i[k] = b10 * t1i + b11 * t3i
-            y0r[k] = b00 * u0r + b01 * u2r
-            y0i[k] = b00 * u0i + b01 * u2i
-            y2r[k] = b10 * u0r + b11 * u2r
-            y2i[k] = b10 * u0i + b11 * u2i
-            y1r[k] = b00 * u1r + b01 * u3r
-            y1i[k] = b00 * u1i + b01 * u3i
-            y3r[k] = b10 * u1r + b11 * u3r
-            y3i[k] = b10 * u1i + b11 * u3i
-    return gpool[go + 1].imag * sa, gpool[go + 5].imag * sb
+        for j in range(last + 1):
+            lr, li = buf[2 + 2 * j], buf[3 + 2 * j]
+            if j < last:
+                sa, sb = _y2_rows(x0r, x0i, x1r, x1i, x2r, x2i, x3r, x3i,
+                                  lr[p0:p0 + B], li[p0:p0 + B], lr[p1:p1 + B], li[p1:p1 + B],
+                                  lr[p2:p2 + B], li[p2:p2 + B], lr[p3:p3 + B], li[p3:p3 + B],
+                                  a, b, False)
+            else:
+                sa, sb = _y2_rows(x0r, x0i, x1r, x1i, x2r, x2i, x3r, x3i,
+                                  lr[p0:p0 + B], li[p0:p0 + B], lr[p1:p1 + B], li[p1:p1 + B],
+                                  lr[p2:p2 + B], li[p2:p2 + B], lr[p3:p3 + B], li[p3:p3 + B],
+                                  a, b, True)
+            acc[j, slot] += ga * sa
+            acc[j, slot + 1] += gb * sb
 
 
-@_jit_sum
-def _scale_im_rows(ar, ai, br, bi, dr, di):
-    # Im sum conj(b) a, then both rows times d (|d| = 1 leaves the sum as it is)
+@_jit_row
+def _scale_im_rows(ar, ai, br, bi, dr, di, write_a):
+    # Im sum conj(b) a, then b (and a) times d (|d| = 1 leaves the sum as it is)
     s = 0.0
     for k in range(ar.shape[0]):
         xr = ar[k]
@@ -546,36 +601,46 @@ def _scale_im_rows(ar, ai, br, bi, dr, di):
         yr = br[k]
         yi = bi[k]
         s += yr * xi - yi * xr
-        ar[k] = dr * xr - di * xi
-        ai[k] = dr * xi + di * xr
+        if write_a:
+            ar[k] = dr * xr - di * xi
+            ai[k] = dr * xi + di * xr
         br[k] = dr * yr - di * yi
         bi[k] = dr * yi + di * yr
     return s
 
 
-@_jit
-def _diagrun(pr, pi, lr, li, rowmap, B, pool, mo, dpool, do, count, slots, so, acc, sums):
+@_jit_sum
+def _diagrun(buf, rowmap, B, pool, mo, dpool, do, count, slots, so, acc, sums):
     # Every derivative of the run is sum_r G_j[r] Im<λ_r|ψ_r> over the block's rows r, read
-    # while the run's product diagonal D is applied to both states.
+    # while the run's product diagonal D is applied to the states.
     R = rowmap.shape[0]
+    last = buf.shape[0] // 2 - 2
+    pr, pi = buf[0], buf[1]
     for r in range(R):
         d = pool[mo + r]
         p = rowmap[r] * B
         if count == 0:
             if d != 1:
-                _blk_scale(pr[p:p + B], pi[p:p + B], d.real, d.imag)
-                _blk_scale(lr[p:p + B], li[p:p + B], d.real, d.imag)
-        elif d != 1:
-            sums[r] = _scale_im_rows(pr[p:p + B], pi[p:p + B], lr[p:p + B], li[p:p + B],
-                                     d.real, d.imag)
-        else:
-            sums[r] = _im_rows(lr[p:p + B], li[p:p + B], pr[p:p + B], pi[p:p + B])
+                for s in range(0, buf.shape[0], 2):
+                    _blk_scale(buf[s][p:p + B], buf[s + 1][p:p + B], d.real, d.imag)
+            continue
+        for j in range(last + 1):
+            lr, li = buf[2 + 2 * j], buf[3 + 2 * j]
+            if d == 1:
+                sums[j, r] = _im_rows(lr[p:p + B], li[p:p + B], pr[p:p + B], pi[p:p + B])
+            elif j < last:
+                sums[j, r] = _scale_im_rows(pr[p:p + B], pi[p:p + B], lr[p:p + B],
+                                            li[p:p + B], d.real, d.imag, False)
+            else:
+                sums[j, r] = _scale_im_rows(pr[p:p + B], pi[p:p + B], lr[p:p + B],
+                                            li[p:p + B], d.real, d.imag, True)
     for j in range(count):
-        total = 0.0
         base = do + j * R
-        for r in range(R):
-            total += dpool[base + r] * sums[r]
-        acc[slots[so + j]] += total
+        for lam in range(last + 1):
+            total = 0.0
+            for r in range(R):
+                total += dpool[base + r] * sums[lam, r]
+            acc[lam, slots[so + j]] += total
 
 
 # -- one batch, a range of batches, serial and parallel drivers -------------------------------
@@ -583,46 +648,49 @@ def _diagrun(pr, pi, lr, li, rowmap, B, pool, mo, dpool, do, count, slots, so, a
 def _batch(psi, lam, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool, perm,
            poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs, slots, acc,
            buf, rowmap, bases, toff, rows, xr, xi, sums):
-    pr, pi, lr, li = buf[0], buf[1], buf[2], buf[3]
+    # buf rows: ψ's re, im, then each λ's re, im
     layout = _blk_start(g0, B, pos, bases, rowmap)
-    _blk_gather(psi, pr, pi, B, offs, low, layout, bases, pos)
-    _blk_gather(lam, lr, li, B, offs, low, layout, bases, pos)
+    _blk_gather(psi, buf[0], buf[1], B, offs, low, layout, bases, pos)
+    for j in range(lam.shape[0]):
+        _blk_gather(lam[j], buf[2 + 2 * j], buf[3 + 2 * j], B, offs, low, layout, bases, pos)
+    pr, pi = buf[0], buf[1]
     for q in range(kinds.shape[0]):
         kind = kinds[q]
         cm = cmasks[q]
         mo = moffs[q]
+        slot = slots[soffs[q]] if scount[q] else 0
         if kind == A_DIAGRUN:
-            _diagrun(pr, pi, lr, li, rowmap, B, pool, mo, dpool, goffs[q], scount[q], slots,
-                     soffs[q], acc, sums)
+            _diagrun(buf, rowmap, B, pool, mo, dpool, goffs[q], scount[q], slots, soffs[q],
+                     acc, sums)
             continue
         if kind == A_ROT1:
-            acc[slots[soffs[q]]] += _rot1(pr, pi, lr, li, rowmap, B, tgts[q, 0], cm, pool, mo,
-                                          gpool, goffs[q])
+            _rot1(buf, rowmap, B, tgts[q, 0], cm, pool, mo, gpool, goffs[q], acc, slot)
             continue
         if kind == A_ROT2:
-            a, b = _rot2(pr, pi, lr, li, rowmap, B, tgts[q, 0], tgts[q, 1], pool, mo, gpool,
-                         goffs[q])
-            acc[slots[soffs[q]]] += a
-            acc[slots[soffs[q] + 1]] += b
+            _rot2(buf, rowmap, B, tgts[q, 0], tgts[q, 1], pool, mo, gpool, goffs[q], acc, slot)
             continue
         gk = gkinds[q]
-        if gk == G_DIAG:
-            acc[slots[soffs[q]]] += _gdiag(pr, pi, lr, li, rowmap, B, gtgts[q], gntg[q],
-                                           gcmasks[q], gpool, goffs[q])
-        elif gk == G_DENSE1:
-            acc[slots[soffs[q]]] += _gdense1(pr, pi, lr, li, rowmap, B, gtgts[q, 0],
-                                             gcmasks[q], gpool, goffs[q])
-        elif gk == G_DENSEK:
-            acc[slots[soffs[q]]] += _gdensek(pr, pi, lr, li, rowmap, B, gtgts[q], gntg[q],
-                                             gcmasks[q], gpool, goffs[q], toff, rows)
+        for j in range(lam.shape[0]):
+            lr, li = buf[2 + 2 * j], buf[3 + 2 * j]
+            if gk == G_DIAG:
+                acc[j, slot] += _gdiag(pr, pi, lr, li, rowmap, B, gtgts[q], gntg[q],
+                                       gcmasks[q], gpool, goffs[q])
+            elif gk == G_DENSE1:
+                acc[j, slot] += _gdense1(pr, pi, lr, li, rowmap, B, gtgts[q, 0], gcmasks[q],
+                                         gpool, goffs[q])
+            elif gk == G_DENSEK:
+                acc[j, slot] += _gdensek(pr, pi, lr, li, rowmap, B, gtgts[q], gntg[q],
+                                         gcmasks[q], gpool, goffs[q], toff, rows)
         if kind == A_DENSE1:
             _blk_dense1(buf, rowmap, B, tgts[q, 0], cm, pool, mo, _real_entries(pool, mo, mo + 4))
         elif kind == A_PERM:
             _blk_perm(buf, rowmap, B, tgts[q], ntg[q], cm, pool, mo, perm, poffs[q], toff, rows)
         else:
             _blk_densek(buf, rowmap, B, tgts[q], ntg[q], cm, pool, mo, toff, rows, xr, xi)
-    _blk_scatter(psi, pr, pi, rowmap, B, offs, low, layout, bases, pos)
-    _blk_scatter(lam, lr, li, rowmap, B, offs, low, layout, bases, pos)
+    _blk_scatter(psi, buf[0], buf[1], rowmap, B, offs, low, layout, bases, pos)
+    for j in range(lam.shape[0]):
+        _blk_scatter(lam[j], buf[2 + 2 * j], buf[3 + 2 * j], rowmap, B, offs, low, layout,
+                     bases, pos)
 
 
 @_jit
@@ -630,10 +698,12 @@ def _range(psi, lam, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool
            gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs, slots, acc):
     R = offs.shape[0]
     low = _blk_low(offs)
-    buf = (np.empty(R * B), np.empty(R * B), np.empty(R * B), np.empty(R * B))  # ψ, λ
+    # rows a little longer than the R * B they hold: rows a power of two apart would share
+    # cache sets (every column loop streams several of them at once)
+    buf = np.empty((2 + 2 * lam.shape[0], R * B + _ROW_PAD))
     rowmap, bases, toff, rows, xr, xi = _blk_workspace(
         R, B, 1 << max(tgts.shape[1], gtgts.shape[1]))
-    sums = np.empty(R)
+    sums = np.empty((lam.shape[0], R))
     for batch in range(lo, hi):
         _batch(psi, lam, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
                perm, poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs,
@@ -643,7 +713,7 @@ def _range(psi, lam, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool
 @_jit
 def _block_ser(psi, lam, nb, B, nslots, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm,
                poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs, slots):
-    acc = np.zeros(nslots)
+    acc = np.zeros((lam.shape[0], nslots))
     _range(psi, lam, 0, nb, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs,
            gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs, slots, acc)
     return acc
@@ -654,7 +724,7 @@ def _block_par(psi, lam, nb, nch, B, nslots, pos, offs, kinds, cmasks, ntg, tgts
                perm, poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs,
                slots):
     # nch work items of about nb / nch batches each
-    part = np.zeros((nch, nslots))
+    part = np.zeros((nch, lam.shape[0], nslots))
     for c in prange(nch):
         _range(psi, lam, c * nb // nch, (c + 1) * nb // nch, B, pos, offs, kinds, cmasks, ntg,
                tgts, moffs, pool, perm, poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool,
@@ -981,7 +1051,8 @@ def adjoint_block(psi: np.ndarray, lam: np.ndarray, num_qubits: int, wires: Sequ
                   parallel: bool = False, filled: dict | None = None) -> np.ndarray | None:
     """The block kernel on (ψ, λ) (the contract of ``StatevectorBackend.adjoint_block``),
     or ``None`` when it does not apply: fewer than ``min_batch`` groups of the other wires,
-    or a gate too wide (:func:`encode_adjoint_block`).
+    or a gate too wide (:func:`encode_adjoint_block`). ``lam`` may be a stack of adjoints
+    (rows), all undone against the one ψ: then the derivatives have a row per adjoint.
 
     >>> psi = np.zeros(64, complex); psi[0] = 1; lam = psi.copy()
     >>> g = adjoint_block(psi, lam, 6, [0], [GateOp("rx", (0,), (0.0,))], [True], 32)
@@ -997,12 +1068,17 @@ def adjoint_block(psi: np.ndarray, lam: np.ndarray, num_qubits: int, wires: Sequ
     if encoded is None:
         return None
     nslots, *arrays = encoded
+    stack = lam if lam.ndim == 2 else lam[None]
     layout = index_layout(num_qubits, ws)
-    batch = min(groups, max(min_batch, _ADJ_AMPS >> k))
+    # a batch of every state fits the cache together: 2 _ADJ_AMPS amplitudes in all
+    per_state = 2 * _ADJ_AMPS // (1 + stack.shape[0])
+    batch = min(groups, max(min_batch, (1 << (per_state.bit_length() - 1)) >> k))
     nb = groups // batch
     if parallel and nb > 1:
-        acc = _block_par(psi, lam, nb, min(nb, 8 * numba.get_num_threads()), batch, nslots,
+        acc = _block_par(psi, stack, nb, min(nb, 8 * numba.get_num_threads()), batch, nslots,
                          layout.positions, layout.offsets, *arrays)
     else:
-        acc = _block_ser(psi, lam, nb, batch, nslots, layout.positions, layout.offsets, *arrays)
-    return 2.0 * acc[::-1]
+        acc = _block_ser(psi, stack, nb, batch, nslots, layout.positions, layout.offsets,
+                         *arrays)
+    grads = 2.0 * acc[:, ::-1]
+    return grads if lam.ndim == 2 else grads[0]

@@ -490,7 +490,7 @@ class NumbaBackend(StatevectorBackend):
                 inverse.append(GateOp(gate, tuple(op.wires), params))
             self.apply_fused(psi, n, ws, inverse)
             return np.zeros(len(ops))
-        self._num_qubits_of(lam, n, "adjoint_block")
+        self._num_qubits_of(lam if lam.ndim == 1 else lam[0], n, "adjoint_block")
         grads = numba_adjoint.adjoint_block(psi, lam, n, ws, ops, want, MIN_BATCH,
                                             self._parallel(psi.shape[0]), filled)
         if grads is None:
