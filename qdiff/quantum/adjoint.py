@@ -56,6 +56,7 @@ from ..ir.core import Eqn, Program
 from ..ir.errors import QdiffError
 from ..ir.passes.unpack_scalars import unpack_scalars
 from ..ir.types import QState
+from .fusion import fused_gate_parts, gate_runs
 from .gates import GateSpec, gate_spec
 from .primitives import pauli_sum_of
 from .runner import HANDLERS, BranchRunner, Item, _with_params, merge_groups
@@ -128,7 +129,7 @@ class AdjointRunner(BranchRunner):
     # -- hooks of the runner -----------------------------------------------------------------
     def apply(self, eqn: Eqn, handler: Any, weight: float, inputs: list[Any]) -> list[Item]:
         name = eqn.primitive.name
-        if name == "gate":
+        if name in GATE_KINDS:
             return self._record(eqn, weight, inputs, [(weight, [self._defer(eqn, inputs)])])
         if self._pending and any(isinstance(a.type, QState) for a in eqn.inputs):
             self.flush()
@@ -153,7 +154,7 @@ class AdjointRunner(BranchRunner):
         is_state = [isinstance(v.type, QState) for v in eqn.outputs]
         # gates are swept in runs (`_gates`); every other kind has its rule in RULES
         name = eqn.primitive.name
-        kind = name if name in _RECORD_KINDS else "classical"
+        kind = "gate" if name in GATE_KINDS else name if name in _RECORD_KINDS else "classical"
         result = []
         for w, outs in outcomes:
             tracked, out_nodes = [], []
@@ -170,17 +171,19 @@ class AdjointRunner(BranchRunner):
         return result
 
     def _defer(self, eqn: Eqn, inputs: list[Any]) -> Any:
-        # The gate's output is its input buffer (gates run in place), updated later.
+        # The gates' output is their input buffer (gates run in place), updated later.
         state, *angles = inputs
         owner = _owner(state)
-        op = GateOp(_op_gate(_eqn_spec(eqn)), tuple(eqn.params["wires"]),
-                    tuple(float(a) for a in angles))
+        values = [float(a) for a in angles]
+        parts = gate_parts(eqn)
+        ops = [GateOp(_op_gate(spec), wires, tuple(values[lo:hi]))
+               for spec, wires, lo, hi in parts]
         entry = self._pending.get(id(owner))
         if entry is None:
-            self._pending[id(owner)] = (owner, [op])
+            self._pending[id(owner)] = (owner, ops)
         else:
-            entry[1].append(op)
-        self.gate_passes += 1
+            entry[1].extend(ops)
+        self.gate_passes += len(parts)
         return state
 
     def flush(self) -> None:
@@ -258,20 +261,30 @@ def _owner(array: np.ndarray) -> np.ndarray:
     return array
 
 
-_SPECS: dict[int, tuple[Eqn, GateSpec]] = {}
+GATE_KINDS = ("gate", "fused_gate")
+"""The equations that apply gates: one gate, or a run of them (`fusion.gate_runs`)."""
+
+Parts = tuple[tuple[GateSpec, tuple[int, ...], int, int], ...]
+
+_PARTS: dict[int, tuple[Eqn, Parts]] = {}
 
 
-def _eqn_spec(eqn: Eqn) -> GateSpec:
-    """The GateSpec of a ``gate`` equation (cached per equation)."""
-    hit = _SPECS.get(id(eqn))
+def gate_parts(eqn: Eqn) -> Parts:
+    """The gates a ``gate`` or ``fused_gate`` equation applies, in order: (gate, wires, the
+    slice ``lo:hi`` of the equation's angles it takes). Cached per equation."""
+    hit = _PARTS.get(id(eqn))
     if hit is not None and hit[0] is eqn:
         return hit[1]
-    # the gate's type rule already built this spec: num_controls, pauli, matrix are in static
-    spec = gate_spec(eqn.params["name"], **(eqn.params.get("static") or {}))
-    if len(_SPECS) > 8192:
-        _SPECS.clear()
-    _SPECS[id(eqn)] = (eqn, spec)
-    return spec
+    p = eqn.params
+    if eqn.primitive.name == "fused_gate":
+        parts = fused_gate_parts(p["wires"], p["parts"])
+    else:  # the type rule already built this spec: num_controls, pauli, matrix are in static
+        spec = gate_spec(p["name"], **(p.get("static") or {}))
+        parts = ((spec, tuple(p["wires"]), 0, len(eqn.inputs) - 1),)
+    if len(_PARTS) > 8192:
+        _PARTS.clear()
+    _PARTS[id(eqn)] = (eqn, parts)
+    return parts
 
 
 def _op_gate(spec: GateSpec) -> Any:
@@ -500,46 +513,49 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
     # The gate rule on a run of gates (last first), in blocks: θ̄ = 2 Im<λ|Gψ>, ψ <- U^†ψ,
     # λ <- U^†λ (every λ of the stack against the one ψ), gate by gate from the last; gates
     # on disjoint wires commute (and commute with each other's generators), so a block may
-    # reorder them. A u gate goes through its
-    # rotations; its global phase e^{iα} commutes with everything: α's part of θ̄ is
-    # -2 α' Im<λ|ψ>, the same anywhere in the run, and ψ, λ take e^{-iα} once.
+    # reorder them. A u gate goes through its rotations; its global phase e^{iα} commutes
+    # with everything: α's part of θ̄ is -2 α' Im<λ|ψ>, the same anywhere in the run, and
+    # ψ, λ take e^{-iα} once.
     be = sweep.be
     psi, lam = sweep.state_pair(gates[0].out_nodes[0])
     n = _num_qubits(psi)
     ops: list[GateOp] = []
     want: list[bool] = []
-    slots: list[tuple[int, int]] = []  # (gate, angle) of each op's derivative
-    phases: list[tuple[int, int, float]] = []  # (gate, angle, dα/dangle)
+    slots: list[tuple[int, int]] = []  # (record, angle) of each op's derivative
+    phases: list[tuple[int, int, float]] = []  # (record, angle, dα/dangle)
     alpha = 0.0
-    grads: list[list[Any]] = []  # per gate and angle: θ̄ per row
     for index, record in enumerate(reversed(gates)):
-        spec = _eqn_spec(record.eqn)
-        wires = tuple(record.eqn.params["wires"])
-        angles = tuple(float(a) for a in record.in_values[1:])
-        grads.append([0.0] * len(angles))
-        wanted = lam is not None and any(k is not None for k in record.in_nodes[1:])
-        if wanted and spec.generator is None and spec.num_params:
-            # u(θ, φ, λ) = e^{iα} rz(φ) ry(θ) rz(λ): its rotations, in application order
-            for o in spec.occurrences:
-                ops.append(GateOp(gate_spec(o.gate), tuple(wires[w] for w in o.wires),
-                                  (angles[o.param_index],)))
-                want.append(True)
-                slots.append((index, o.param_index))
-            phase = spec.global_phase
-            assert phase is not None
-            alpha += phase(*angles)
-            for j in range(spec.num_params):  # α is affine in the angles: central difference
-                step = np.eye(spec.num_params)[j]
-                slope = (phase(*np.add(angles, step)) - phase(*np.subtract(angles, step))) / 2
-                phases.append((index, j, slope))
-            continue
-        ops.append(GateOp(spec, wires, angles))
-        want.append(wanted and spec.num_params == 1)
-        slots.append((index, 0))
-    if phases and lam is not None:
-        overlap = sweep.overlaps(lam, psi)
-        for index, j, slope in phases:
-            grads[index][j] -= 2 * slope * overlap.imag
+        values = [float(a) for a in record.in_values[1:]]
+        nodes = record.in_nodes[1:]
+        for spec, wires, lo, hi in gate_parts(record.eqn):  # type: ignore[arg-type]
+            angles = tuple(values[lo:hi])
+            wanted = lam is not None and any(k is not None for k in nodes[lo:hi])
+            if wanted and spec.generator is None and spec.num_params:
+                # u(θ, φ, λ) = e^{iα} rz(φ) ry(θ) rz(λ): its rotations, in application order
+                for o in spec.occurrences:
+                    ops.append(GateOp(gate_spec(o.gate), tuple(wires[w] for w in o.wires),
+                                      (angles[o.param_index],)))
+                    want.append(True)
+                    slots.append((index, lo + o.param_index))
+                phase = spec.global_phase
+                assert phase is not None
+                alpha += phase(*angles)
+                for j in range(spec.num_params):  # α is affine in the angles: a central
+                    step = np.eye(spec.num_params)[j]  # difference is exact
+                    slope = (phase(*np.add(angles, step))
+                             - phase(*np.subtract(angles, step))) / 2
+                    phases.append((index, lo + j, slope))
+                continue
+            ops.append(GateOp(spec, wires, angles))
+            want.append(wanted and spec.num_params == 1)
+            slots.append((index, lo))
+    if lam is not None:
+        # θ̄ per record, angle and row
+        grads = [np.zeros((len(r.in_values) - 1, sweep.rows)) for r in reversed(gates)]
+        if phases:
+            overlap = sweep.overlaps(lam, psi)
+            for index, j, slope in phases:
+                grads[index][j] -= 2 * slope * overlap.imag
     width = max(be.adjoint_width(n), 1)
     for wires, block in reversed(_adjoint_blocks(ops, width)):
         g = be.adjoint_block(psi, lam, n, wires, [ops[k] for k in block],
@@ -558,7 +574,8 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
     if lam is not None:
         for record, values in zip(reversed(gates), grads):
             for node, g in zip(record.in_nodes[1:], values):
-                sweep.add(node, np.asarray(g) + sweep.zeros())
+                if node is not None:
+                    sweep.add(node, g)
     first = gates[-1].in_nodes[0]
     sweep.psi[first] = psi
     sweep.add_lam(first, lam)
@@ -766,8 +783,10 @@ class RecordedRun:
         self.runner = runner = AdjointRunner(mode, backend, tol, seed, max_loop_iterations)
         self.inputs = runner.track_inputs(args)
         self.input_nodes = [runner.node(v) for v in self.inputs]
-        # one record for all the angles read from a parameter array, not two per angle
-        self.items = runner.run_program(unpack_scalars(program), [(1.0, self.inputs)])
+        # one record for all the angles read from a parameter array, not two per angle,
+        # and one for each run of gates, not one per gate
+        runs, self.origins = gate_runs(unpack_scalars(program))
+        self.items = runner.run_program(runs, [(1.0, self.inputs)])
         runner.flush()
         self.weights = [(runner.weight_node(w), w) for w, _ in self.items]
         self.mass = sum(w for w, _ in self.items)
@@ -784,12 +803,29 @@ class RecordedRun:
         self._by_eqn: dict[int, list[Record]] | None = None
 
     def records_of(self, eqn: Eqn) -> list[Record]:
-        """The records of ``eqn``'s executions, in order (the run's records, grouped once)."""
+        """The records of ``eqn``'s executions, in order (the run's records, grouped once).
+        A gate of the program has a record of its own here, cut out of its run's record."""
         if self._by_eqn is None:
             self._by_eqn = {}
             for record in self.runner.records:
-                self._by_eqn.setdefault(id(record.eqn), []).append(record)
+                for view in self._gate_records(record):
+                    self._by_eqn.setdefault(id(view.eqn), []).append(view)
         return [r for r in self._by_eqn.get(id(eqn), []) if r.eqn is eqn]
+
+    def _gate_records(self, record: Record) -> list[Record]:
+        """A run's record as one record per gate of the program (other records as they are):
+        the gate's own angles, the run's state and weights."""
+        found = self.origins.get(id(record.eqn))
+        if found is None or found[0] is not record.eqn:
+            return [record]
+        views = []
+        assert record.eqn is not None
+        for (_, _, lo, hi), gate in zip(gate_parts(record.eqn), found[1]):
+            views.append(Record("gate", gate, [record.in_nodes[0], *record.in_nodes[1 + lo:1 + hi]],
+                                [record.in_values[0], *record.in_values[1 + lo:1 + hi]],
+                                record.out_nodes, record.out_values, record.w_in, record.w_out,
+                                record.weight_in, record.weight_out))
+        return views
 
     def vjp_rows(self, rows: Sequence[Sequence[Any]], conditioned: bool = True
                  ) -> list[list[np.ndarray]]:

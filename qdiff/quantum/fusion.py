@@ -53,8 +53,7 @@ from .primitives import _register, _state, _wires, check_angles, checked_gate_sp
 from .simulator import GateOp, get_backend
 
 __all__ = ["FusionStats", "fuse_gates", "fused_program", "plan_blocks", "apply_fused_gate_eqn",
-           "fused_gate_ops",
-           "fused_gate_p"]
+           "fused_gate_ops", "fused_gate_parts", "gate_runs", "fused_gate_p"]
 
 
 # ------------------------------------------------------------------------------ the primitive
@@ -130,6 +129,18 @@ def apply_fused_gate_eqn(backend: Any, state: Any, angles: Sequence[Any], *,
     return backend.apply_fused(state, num_qubits, wires, fused_gate_ops(wires, parts, angles))
 
 
+def fused_gate_parts(wires: tuple[int, ...], parts: tuple
+                     ) -> tuple[tuple[GateSpec, tuple[int, ...], int, int], ...]:
+    """Per part of a ``fused_gate`` equation: its gate, its wires in the register, and the
+    slice ``lo:hi`` of the equation's angles it takes (computed once per ``parts``).
+
+    >>> [(spec.name, ws, lo, hi) for spec, ws, lo, hi in fused_gate_parts(
+    ...     (3, 5), (("ry", (1,), None, 1), ("cx", (1, 0), None, 0)))]
+    [('ry', (5,), 0, 1), ('cx', (5, 3), 1, 1)]
+    """
+    return _plan(tuple(wires), parts).specs
+
+
 def fused_gate_ops(wires: tuple[int, ...], parts: tuple, angles: Sequence[Any]) -> list[GateOp]:
     """The parts of a ``fused_gate`` equation as gate operations on the register's wires.
 
@@ -139,7 +150,7 @@ def fused_gate_ops(wires: tuple[int, ...], parts: tuple, angles: Sequence[Any]) 
     """
     values = [float(a) for a in angles]
     return [GateOp(spec, ws, tuple(values[lo:hi]))
-            for spec, ws, lo, hi in _plan(tuple(wires), parts).specs]
+            for spec, ws, lo, hi in fused_gate_parts(wires, parts)]
 
 
 @fused_gate_p.def_impl("numpy")
@@ -167,15 +178,15 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int) -> list[li
     """
     # the runners plan the same gate sequences run after run: remember the plans
     key = (tuple(tuple(ws) for ws in gate_wires), max_qubits)
-    plan = _PLANS.get(key)
+    plan = _BLOCK_PLANS.get(key)
     if plan is None:
-        if len(_PLANS) > 1024:
-            _PLANS.clear()
-        plan = _PLANS[key] = _plan_blocks(key[0], max_qubits)
+        if len(_BLOCK_PLANS) > 1024:
+            _BLOCK_PLANS.clear()
+        plan = _BLOCK_PLANS[key] = _plan_blocks(key[0], max_qubits)
     return [list(block) for block in plan]
 
 
-_PLANS: dict[tuple, list[list[int]]] = {}
+_BLOCK_PLANS: dict[tuple, list[list[int]]] = {}
 
 
 def _plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int) -> list[list[int]]:
@@ -270,7 +281,13 @@ def fuse_gates(program: Program, max_qubits: Width = 2, report: bool = False) ->
     return (fused, stats) if report else fused
 
 
-def _fuse(program: Program, max_qubits: Width, stats: FusionStats) -> Program:
+Origins = dict[int, tuple[Eqn, tuple[Eqn, ...]]]
+"""Where the gate equations of a fused program came from: ``id(new) -> (new, the gate
+equations it applies, in its parts' order)``."""
+
+
+def _fuse(program: Program, max_qubits: Width, stats: FusionStats,
+          origins: Origins | None = None) -> Program:
     uses: dict[Var, int] = {}
     for eqn in program.eqns:
         for atom in eqn.inputs:
@@ -285,7 +302,7 @@ def _fuse(program: Program, max_qubits: Width, stats: FusionStats) -> Program:
 
     def flush() -> None:
         if run:
-            out.extend(_fuse_run(run, max_qubits, stats))
+            out.extend(_fuse_run(run, max_qubits, stats, origins))
             run.clear()
 
     for eqn in program.eqns:
@@ -306,8 +323,9 @@ def _fuse(program: Program, max_qubits: Width, stats: FusionStats) -> Program:
             params = dict(eqn.params)
             for name in eqn.primitive.subprogram_params:
                 value = params[name]
-                params[name] = (_fuse(value, max_qubits, stats) if isinstance(value, Program)
-                                else tuple(_fuse(p, max_qubits, stats) for p in value))
+                params[name] = (_fuse(value, max_qubits, stats, origins)
+                                if isinstance(value, Program)
+                                else tuple(_fuse(p, max_qubits, stats, origins) for p in value))
             eqn = Eqn(eqn.primitive, eqn.inputs, eqn.outputs, params)
         elif eqn.primitive is fused_gate_p:
             stats.gates += len(eqn.params["parts"])
@@ -322,7 +340,8 @@ def _width(max_qubits: Width, num_qubits: int) -> int:
     return int(max_qubits(num_qubits) if callable(max_qubits) else max_qubits)
 
 
-def _fuse_run(run: list[Eqn], max_qubits: Width, stats: FusionStats) -> list[Eqn]:
+def _fuse_run(run: list[Eqn], max_qubits: Width, stats: FusionStats,
+              origins: Origins | None = None) -> list[Eqn]:
     state_type = run[0].inputs[0].type
     stats.gates += len(run)
     blocks = plan_blocks([e.params["wires"] for e in run],
@@ -340,6 +359,8 @@ def _fuse_run(run: list[Eqn], max_qubits: Width, stats: FusionStats) -> list[Eqn
             out.append(_fused_eqn(eqns, state, result))
             stats.fused += 1
             stats.widest = max(stats.widest, len(out[-1].params["wires"]))
+        if origins is not None:
+            origins[id(out[-1])] = (out[-1], tuple(eqns))
         state = result
     return out
 
@@ -395,3 +416,38 @@ def fused_program(program: Program, backend: Any = "auto",
 
     done(fused)
     return fused, stats
+
+
+_RUNS: dict[int, tuple[Program, Program, Origins]] = {}
+
+
+def gate_runs(program: Program) -> tuple[Program, Origins]:
+    """The program with every run of gates as one equation (``fused_gate``, a part per gate;
+    a lone gate stays a ``gate``), and where each of its gate equations came from. Cached
+    per program.
+
+    The adjoint method's recorder runs this form: one record per run instead of one per gate,
+    and the reverse sweep still reads every part's generator.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def ansatz(t):
+    ...     q = qm.qubits(3)
+    ...     qm.ry(t, q[0]); qm.cx(q[0], q[1]); qm.rz(t, q[2]); qm.cx(q[1], q[2])
+    ...     return qm.expval("ZZZ", q)
+    >>> program = qdiff.trace(ansatz, 0.3)
+    >>> runs, origins = gate_runs(program)
+    >>> [e.primitive.name for e in runs.eqns]
+    ['qalloc', 'fused_gate', 'expval']
+    >>> [e.params["name"] for e in origins[id(runs.eqns[1])][1]]
+    ['ry', 'cx', 'rz', 'cx']
+    """
+    hit = _RUNS.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1], hit[2]
+    origins: Origins = {}
+    runs = _fuse(program, lambda num_qubits: num_qubits, FusionStats(), origins)
+    if len(_RUNS) > 1024:
+        _RUNS.clear()
+    _RUNS[id(program)] = (program, runs, origins)
+    return runs, origins

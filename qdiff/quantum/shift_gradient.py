@@ -207,9 +207,7 @@ def _occurrence_groups(run: RecordedRun, inst: Instrumented) -> dict[int, list[R
     producer = {n: r for r in run.runner.records for n in r.out_nodes if n is not None}
     groups: dict[int, list[Record]] = {}
     slot = inst.site.slot
-    for record in run.runner.records:
-        if record.eqn is not inst.gate:
-            continue
+    for record in run.records_of(inst.gate):
         node = record.in_nodes[1 + slot]
         moved = producer.get(node) if node is not None else None
         while moved is not None and moved.eqn is not inst.moved:  # through a convert

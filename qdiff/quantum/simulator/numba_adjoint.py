@@ -782,23 +782,34 @@ def _inverse_structure(spec: GateSpec, params: tuple[float, ...], wires: tuple[i
 _ROTATIONS: dict[int, tuple[GateSpec, np.ndarray | None, np.ndarray | None]] = {}
 
 
+def _rotation_word(spec: GateSpec) -> tuple[np.ndarray | None, np.ndarray | None] | None:
+    """For a Pauli rotation ``exp(-iθP/2)`` (also controlled; its inverse is itself at -θ):
+    ``(diagonal of P, None)`` when P is diagonal, else ``(None, P)``, on the targets;
+    ``None`` for other gates."""
+    base = spec.base if spec.structure == "controlled" else spec
+    if base is None or base.pauli_word is None or spec.inverse_name != spec.name:
+        return None
+    hit = _ROTATIONS.get(id(base))
+    if hit is None or hit[0] is not base:
+        word = PauliSum([(1.0, base.pauli_word)]).to_matrix()
+        diagonal = base.structure == "diagonal"
+        hit = (base, np.diagonal(word).real.copy() if diagonal else None,
+               None if diagonal else word)
+        _ROTATIONS[id(base)] = hit
+    return hit[1], hit[2]
+
+
 def _inverse_data(spec: GateSpec, params: tuple[float, ...],
                   wires: tuple[int, ...]) -> np.ndarray:
     """The data of ``U(params)^†`` that :func:`_inverse_structure` gives (matrix, diagonal or
     phases), for Pauli rotations (also controlled) straight from cos and sin."""
-    base = spec.base if spec.structure == "controlled" else spec
-    if base is not None and base.pauli_word is not None and spec.inverse_name == spec.name:
-        hit = _ROTATIONS.get(id(base))
-        if hit is None or hit[0] is not base:
-            word = PauliSum([(1.0, base.pauli_word)]).to_matrix()
-            diagonal = base.structure == "diagonal"
-            hit = (base, np.diagonal(word).real.copy() if diagonal else None,
-                   None if diagonal else word)
-            _ROTATIONS[id(base)] = hit
+    word = _rotation_word(spec)
+    if word is not None:
         theta = float(params[0])  # exp(-iθP/2)^† = cos(θ/2) + i sin(θ/2) P
-        if hit[1] is not None:
-            return np.exp(0.5j * theta * hit[1])
-        return math.cos(theta / 2) * np.eye(hit[2].shape[0]) + 1j * math.sin(theta / 2) * hit[2]
+        if word[0] is not None:
+            return np.exp(0.5j * theta * word[0])
+        assert word[1] is not None
+        return math.cos(theta / 2) * np.eye(word[1].shape[0]) + 1j * math.sin(theta / 2) * word[1]
     return _inverse_structure(spec, params, wires)[3]
 
 
@@ -820,7 +831,13 @@ def _spread(data: np.ndarray, index: tuple[np.ndarray, np.ndarray], fill: comple
 
 class _Skeleton:
     """What :func:`encode_adjoint_block` computes once per block structure: every array,
-    and where the data of the parametric gates goes (filled at every call)."""
+    and where the data of the parametric gates goes, filled at every call (`fill`).
+
+    The inverse of a Pauli rotation, ``cos(θ/2) + i sin(θ/2) P``, is filled for all the
+    block's rotations at once: ``pool[pos] = a cos(θ/2) + b sin(θ/2)``; a run of diagonal
+    rotations is ``exp(i/2 Σ_k θ_k e_k)`` over the rows (e_k: the eigenvalues of gate k's
+    word on each row, 0 where a control is off). Other parametric gates are filled one by
+    one."""
 
     def __init__(self, specs: list[GateSpec], arrays: tuple[Any, ...], pool_at: int,
                  matrices: list[tuple[int, int, int]],
@@ -828,8 +845,63 @@ class _Skeleton:
         self.specs = specs  # kept: the cache key holds their ids
         self.arrays = arrays
         self.pool_at = pool_at  # position of the matrix pool in arrays
-        self.matrices = matrices  # (op, pool offset, size)
-        self.runs = runs  # (pool offset, product of the fixed gates' diagonals, parametric)
+        self.dynamic = bool(matrices or runs)
+        rot_ops, positions, which, cos_part, sin_part = [], [], [], [], []
+        self.matrices = []  # (op, pool offset, size) of the other parametric gates
+        for k, offset, size in matrices:
+            word = _rotation_word(specs[k])
+            if word is None:
+                self.matrices.append((k, offset, size))
+                continue
+            unit, pauli = ((np.ones(size), word[0]) if word[0] is not None
+                           else (np.eye(word[1].shape[0]).ravel(), word[1].ravel()))
+            positions.append(np.arange(offset, offset + size))
+            which.append(np.full(size, len(rot_ops)))
+            cos_part.append(unit.astype(np.complex128))
+            sin_part.append(1j * pauli)
+            rot_ops.append(k)
+        self.rotations = None if not rot_ops else (
+            rot_ops, np.concatenate(positions), np.concatenate(which),
+            np.concatenate(cos_part), np.concatenate(sin_part))
+        # (pool offset, product of the fixed gates' diagonals, rotations, their exponents
+        #  e_k per row, other parametric gates with their spread index)
+        self.runs = []
+        for offset, fixed, parts in runs:
+            rotations, exponents, others = [], [], []
+            for k, index in parts:
+                word = _rotation_word(specs[k])
+                if word is not None and word[0] is not None:
+                    rotations.append(k)
+                    exponents.append(_spread(word[0], index, 0.0).real)
+                else:
+                    others.append((k, index))
+            self.runs.append((offset, fixed, rotations,
+                              np.array(exponents).reshape(len(rotations), fixed.size), others))
+
+    def fill(self, ops: Sequence[GateOp]) -> tuple[Any, ...]:
+        """The block's arrays with the angles of ``ops``."""
+        arrays = list(self.arrays)
+        pool = arrays[self.pool_at].copy()
+        if self.rotations is not None:
+            rot_ops, positions, which, cos_part, sin_part = self.rotations
+            half = 0.5 * np.array([ops[k].params[0] for k in rot_ops], np.float64)
+            pool[positions] = cos_part * np.cos(half)[which] + sin_part * np.sin(half)[which]
+        for k, offset, size in self.matrices:
+            op = ops[k]
+            pool[offset:offset + size] = np.ravel(
+                _inverse_data(self.specs[k], tuple(op.params), tuple(op.wires)))
+        for offset, fixed, rotations, exponents, others in self.runs:
+            diag = fixed.copy()
+            if rotations:
+                half = 0.5 * np.array([ops[k].params[0] for k in rotations], np.float64)
+                diag *= np.exp(1j * (half @ exponents))
+            for k, index in others:
+                op = ops[k]
+                diag *= _spread(_inverse_data(self.specs[k], tuple(op.params), tuple(op.wires)),
+                                index, 1.0)
+            pool[offset:offset + diag.size] = diag
+        arrays[self.pool_at] = pool
+        return tuple(arrays)
 
 
 _SKELETONS: dict[tuple[Any, ...], _Skeleton | None] = {}
@@ -861,10 +933,10 @@ def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequ
     [4, 3, 1]
     """
     ws = tuple(sorted(int(w) for w in wires))
-    ops = [GateOp(*op) for op in ops]
+    ops = [op if type(op) is GateOp else GateOp(*op) for op in ops]
     specs = [gate_spec(op.gate) for op in ops]
-    key = (ws, tuple((id(spec), tuple(int(w) for w in op.wires), bool(wk))
-                     for spec, op, wk in zip(specs, ops, want)))
+    key = (ws, tuple(map(id, specs)), tuple(tuple(op.wires) for op in ops),
+           tuple(bool(wk) for wk in want))
     if key in _SKELETONS:
         skel = _SKELETONS[key]
         if skel is not None and any(a is not b for a, b in zip(skel.specs, specs)):
@@ -876,30 +948,17 @@ def encode_adjoint_block(wires: Sequence[int], ops: Sequence[GateOp], want: Sequ
         _SKELETONS[key] = skel
     if skel is None:
         return None
-    if not (skel.matrices or skel.runs):
+    if not skel.dynamic:
         return skel.arrays
     filled_key = (id(skel), tuple(tuple(op.params) for op in ops))
     if filled is not None:
         found = filled.get(filled_key)
         if found is not None and found[0] is skel:
             return found[1]
-    arrays = list(skel.arrays)
-    pool = arrays[skel.pool_at].copy()
-    for k, offset, size in skel.matrices:
-        op = ops[k]
-        pool[offset:offset + size] = np.ravel(
-            _inverse_data(specs[k], tuple(op.params), tuple(op.wires)))
-    for offset, fixed, parts in skel.runs:
-        diag = fixed.copy()
-        for k, index in parts:
-            op = ops[k]
-            diag *= _spread(_inverse_data(specs[k], tuple(op.params), tuple(op.wires)),
-                            index, 1.0)
-        pool[offset:offset + diag.size] = diag
-    arrays[skel.pool_at] = pool
+    arrays = skel.fill(ops)
     if filled is not None:
-        filled[filled_key] = (skel, tuple(arrays))
-    return tuple(arrays)
+        filled[filled_key] = (skel, arrays)
+    return arrays
 
 
 def _build_skeleton(ws: tuple[int, ...], ops: list[GateOp], specs: list[GateSpec],
