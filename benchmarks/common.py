@@ -116,6 +116,21 @@ def best_of(run: Callable[[], Any], repeats: int,
     return best, result
 
 
+def best_of_pair(first: Callable[[], Any], second: Callable[[], Any], repeats: int
+                 ) -> tuple[float, float, Any, Any]:
+    """(best time of ``first``, best time of ``second``, their last results) over ``repeats``
+    rounds that call one after the other: a ratio of the two is not skewed by the machine
+    being faster while one of them runs."""
+    best = [float("inf"), float("inf")]
+    results: list[Any] = [None, None]
+    for _ in range(repeats):
+        for k, run in enumerate((first, second)):
+            t0 = time.perf_counter()
+            results[k] = run()
+            best[k] = min(best[k], time.perf_counter() - t0)
+    return best[0], best[1], results[0], results[1]
+
+
 def copy_bandwidth(num_bytes: int, threads: int, total_bytes: float = 4e8) -> float:
     """Bytes per second ``np.copyto`` moves (read + write) between two complex128 arrays of
     this size: the better of one thread and ``threads`` threads each copying a slice (NumPy

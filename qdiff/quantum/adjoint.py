@@ -758,10 +758,11 @@ CLASSICAL_RULES: dict[str, Callable[[Sweep, Record], None]] = {
 
 # ---------------------------------------------------------------------------------- drivers
 class RecordedRun:
-    """One recorded exact-mode run of a program; `vjp` runs a reverse sweep per cotangent.
+    """One recorded exact-mode run of a program; `vjp` runs a reverse sweep per cotangent,
+    `vjp_rows` one sweep per stack of cotangents.
 
-    Several sweeps share the forward run, so a Jacobian over many outputs costs one forward
-    sweep and one reverse sweep per row.
+    The sweeps share the forward run, so a Jacobian over many outputs costs one forward
+    sweep and a reverse sweep per batch of rows.
 
     >>> import qdiff
     >>> from qdiff import quantum as qm
@@ -930,11 +931,10 @@ def _stack_seeds(seeds: list[tuple[dict, dict]]) -> tuple[dict[int, np.ndarray],
     """One sweep's seeds from every row's (weight seeds, value seeds): a leading axis of
     rows, zeros where a row has no seed."""
     stacked: list[dict] = []
-    for k in range(2):
-        nodes = {n: None for _, row in [(0, s[k]) for s in seeds] for n in row}
+    for k in range(2):  # weights, values
         out = {}
-        for n in nodes:
-            values = [np.asarray(s[k].get(n, 0.0), np.float64) for s in seeds]
+        for n in dict.fromkeys(n for row in seeds for n in row[k]):
+            values = [np.asarray(row[k].get(n, 0.0), np.float64) for row in seeds]
             shape = np.broadcast_shapes(*(v.shape for v in values))
             out[n] = np.stack([np.broadcast_to(v, shape) for v in values])
         stacked.append(out)

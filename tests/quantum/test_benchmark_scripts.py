@@ -1,0 +1,31 @@
+"""The gradient and Jacobian benchmark scripts run end to end on a tiny register, and the
+methods they compare agree (their max|d| column)."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_script(name: str, *args: str) -> list[list[str]]:
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.split()[:2] == ["n", "L"])
+    return [line.split() for line in lines[start + 1:] if line.strip() and line[0] == " "
+            or line[:1].isdigit()]
+
+
+@pytest.mark.parametrize("script, args", [
+    ("gradients.py", ["--methods", "qdiff", "qdiff-shift", "--observables", "Z"]),
+    ("jacobian.py", ["--methods", "qdiff", "qdiff-rows"]),
+])
+def test_benchmark_script_runs_and_its_methods_agree(script, args):
+    rows = run_script(script, "--sizes", "5", "--layers", "1", "--repeats", "1", *args)
+    assert len(rows) == 2
+    for row in rows:
+        assert float(row[-1]) < 1e-8  # max|d| against qdiff's adjoint result
