@@ -56,7 +56,7 @@ from ..ir.core import Eqn, Program
 from ..ir.errors import QdiffError
 from ..ir.passes.unpack_scalars import unpack_scalars
 from ..ir.types import QState
-from .fusion import fused_gate_parts, gate_runs
+from .fusion import GATE_KINDS, gate_parts, gate_runs
 from .gates import GateSpec, gate_spec
 from .primitives import pauli_sum_of
 from .runner import HANDLERS, BranchRunner, Item, _with_params, merge_groups
@@ -259,32 +259,6 @@ def _owner(array: np.ndarray) -> np.ndarray:
     while isinstance(array.base, np.ndarray):
         array = array.base
     return array
-
-
-GATE_KINDS = ("gate", "fused_gate")
-"""The equations that apply gates: one gate, or a run of them (`fusion.gate_runs`)."""
-
-Parts = tuple[tuple[GateSpec, tuple[int, ...], int, int], ...]
-
-_PARTS: dict[int, tuple[Eqn, Parts]] = {}
-
-
-def gate_parts(eqn: Eqn) -> Parts:
-    """The gates a ``gate`` or ``fused_gate`` equation applies, in order: (gate, wires, the
-    slice ``lo:hi`` of the equation's angles it takes). Cached per equation."""
-    hit = _PARTS.get(id(eqn))
-    if hit is not None and hit[0] is eqn:
-        return hit[1]
-    p = eqn.params
-    if eqn.primitive.name == "fused_gate":
-        parts = fused_gate_parts(p["wires"], p["parts"])
-    else:  # the type rule already built this spec: num_controls, pauli, matrix are in static
-        spec = gate_spec(p["name"], **(p.get("static") or {}))
-        parts = ((spec, tuple(p["wires"]), 0, len(eqn.inputs) - 1),)
-    if len(_PARTS) > 8192:
-        _PARTS.clear()
-    _PARTS[id(eqn)] = (eqn, parts)
-    return parts
 
 
 def _op_gate(spec: GateSpec) -> Any:

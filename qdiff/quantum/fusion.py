@@ -48,12 +48,13 @@ import numpy as np
 from ..ir.core import Eqn, Program, Var
 from ..ir.errors import TypeCheckError
 from ..ir.types import Type
-from .gates import GateSpec
+from .gates import GateSpec, gate_spec
 from .primitives import _register, _state, _wires, check_angles, checked_gate_spec, gate_p
 from .simulator import GateOp, get_backend
 
 __all__ = ["FusionStats", "fuse_gates", "fused_program", "plan_blocks", "apply_fused_gate_eqn",
-           "fused_gate_ops", "fused_gate_parts", "gate_runs", "fused_gate_p"]
+           "fused_gate_ops", "fused_gate_parts", "gate_parts", "gate_runs", "fused_gate_p",
+           "GATE_KINDS"]
 
 
 # ------------------------------------------------------------------------------ the primitive
@@ -139,6 +140,40 @@ def fused_gate_parts(wires: tuple[int, ...], parts: tuple
     [('ry', (5,), 0, 1), ('cx', (5, 3), 1, 1)]
     """
     return _plan(tuple(wires), parts).specs
+
+
+GATE_KINDS = ("gate", "fused_gate")
+"""The equations that apply gates: one gate, or a run of them (`fusion.gate_runs`)."""
+
+Parts = tuple[tuple[GateSpec, tuple[int, ...], int, int], ...]
+
+_PARTS: dict[int, tuple[Eqn, Parts]] = {}
+
+
+def gate_parts(eqn: Eqn) -> Parts:
+    """The gates a ``gate`` or ``fused_gate`` equation applies, in order: (gate, wires, the
+    slice ``lo:hi`` of the equation's angles it takes). Cached per equation.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def two(t):
+    ...     q = qm.qubits(2); qm.crx(t, q[0], q[1]); return qm.probs(q)
+    >>> [(s.name, ws, lo, hi) for s, ws, lo, hi in gate_parts(qdiff.trace(two, 0.1).eqns[1])]
+    [('crx', (0, 1), 0, 1)]
+    """
+    hit = _PARTS.get(id(eqn))
+    if hit is not None and hit[0] is eqn:
+        return hit[1]
+    p = eqn.params
+    if eqn.primitive.name == "fused_gate":
+        parts = fused_gate_parts(p["wires"], p["parts"])
+    else:  # the type rule already built this spec: num_controls, pauli, matrix are in static
+        spec = gate_spec(p["name"], **(p.get("static") or {}))
+        parts = ((spec, tuple(p["wires"]), 0, len(eqn.inputs) - 1),)
+    if len(_PARTS) > 8192:
+        _PARTS.clear()
+    _PARTS[id(eqn)] = (eqn, parts)
+    return parts
 
 
 def fused_gate_ops(wires: tuple[int, ...], parts: tuple, angles: Sequence[Any]) -> list[GateOp]:

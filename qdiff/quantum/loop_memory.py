@@ -18,7 +18,8 @@ predicate: which classical values and which wires the exit decision reads. Going
 
 and at the start of the round nothing may be read but the loop's constants and wires whose
 state the previous test fixed (a wire the test measured, when going on implies one value of
-the bit: ``while M[q] = 0`` leaves ``q`` in ``|0⟩``).
+the bit: ``while M[q] = 0`` leaves ``q`` in ``|0⟩``; or the body's last measurement of a
+do-while, followed at most by the same one-qubit gates every round).
 
 >>> import qdiff
 >>> from qdiff import quantum as qm
@@ -41,6 +42,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,7 +50,7 @@ import numpy as np
 
 from ..ir.core import Eqn, Literal, Program, Var
 from ..ir.types import QState
-from .gates import gate_spec
+from .fusion import GATE_KINDS, gate_parts
 
 
 @dataclass
@@ -92,7 +94,7 @@ def memory_of(loop: Eqn) -> str | None:
     if at_body_end.vars & carries:
         index = min(body.inputs.index(v) - nb for v in at_body_end.vars & carries)
         return f"the exit decision reads carry {index} of the previous round"
-    fixed = _fixed_wires(test, body, nc)
+    fixed = _fixed_wires(test, body, nc, nb)
     for wire in sorted(at_body_end.wires):
         if wire not in fixed:
             return f"the exit decision reads wire {wire} of the state the previous round left"
@@ -108,8 +110,9 @@ def _backward(program: Program, reads: _Reads) -> None:
 def _step(eqn: Eqn, reads: _Reads) -> None:
     name = eqn.primitive.name
     outputs_read = any(v in reads.vars for v in eqn.outputs)
-    if name == "gate":
-        _gate(eqn, reads)
+    if name in GATE_KINDS:  # a run of gates: each gate, last first
+        for spec, wires, lo, hi in reversed(gate_parts(eqn)):
+            _gate(spec, wires, eqn.inputs[1 + lo:1 + hi], reads)
     elif name == "measure":
         wire = eqn.params["wire"]
         if eqn.params["reset"] and not outputs_read:
@@ -142,12 +145,10 @@ def _width(eqn: Eqn) -> int:
     return next(a.type.num_qubits for a in eqn.inputs if isinstance(a.type, QState))
 
 
-def _gate(eqn: Eqn, reads: _Reads) -> None:
-    wires = eqn.params["wires"]
+def _gate(spec: Any, wires: tuple[int, ...], angles: Sequence[Any], reads: _Reads) -> None:
     touched = [w for w in wires if w in reads.wires]
     if not touched:
         return
-    spec = gate_spec(eqn.params["name"], **(eqn.params.get("static") or {}))
     z_only = all(reads.wires[w] for w in touched)
     if z_only and _diagonal(spec):
         return
@@ -160,7 +161,7 @@ def _gate(eqn: Eqn, reads: _Reads) -> None:
         return
     for wire in wires:
         reads.read_wire(wire, False)
-    reads.vars.update(a for a in eqn.inputs[1:] if isinstance(a, Var))
+    reads.vars.update(a for a in angles if isinstance(a, Var))
 
 
 def _diagonal(spec: Any) -> bool:
@@ -201,10 +202,13 @@ def _control(eqn: Eqn, reads: _Reads, outputs_read: bool) -> None:
     raise _NotMemoryless("could not settle what a loop inside the round reads")
 
 
-def _fixed_wires(test: Program, body: Program, num_consts: int) -> set[int]:
-    """Wires whose state going on fixes: measured by the test, or measured last in the body
-    with the bit carried to the test (a do-while), when going on implies one value of the
-    bit (``bit == c``) and nothing touches the wire after its measurement."""
+def _fixed_wires(test: Program, body: Program, num_consts: int, num_body_consts: int
+                 ) -> set[int]:
+    """Wires whose state going on fixes: measured by the test, or measured in the body with
+    the bit carried to the test (a do-while), when going on implies one value of the bit
+    (``bit == c``). After the measurement the wire is |c⟩, apart from the rest; the same
+    one-qubit gates every round (angles from the loop's constants) keep it a known state,
+    anything else on it after the measurement is refused."""
     fixed = set()
     producers = {v: e for e in test.eqns for v in e.outputs}
     for eqn in test.eqns:
@@ -218,10 +222,38 @@ def _fixed_wires(test: Program, body: Program, num_consts: int) -> set[int]:
         while eqn is not None and eqn.primitive.name in ("bit_to_int", "convert"):
             eqn = body_producers.get(eqn.inputs[0])
         if (eqn is not None and eqn.primitive.name == "measure"
-                and _untouched_after(body, eqn) and _untouched_after(test, None, eqn)
+                and _alone_after(body, eqn, num_body_consts)
+                and _untouched_after(test, None, eqn)
                 and _decides(test, producers, test_input)):
             fixed.add(eqn.params["wire"])
     return fixed
+
+
+def _alone_after(body: Program, measure: Eqn, num_consts: int) -> bool:
+    """Whether everything after ``measure`` that acts on its wire is a one-qubit gate whose
+    angles are the same every round (computed from the loop's constants only)."""
+    wire = measure.params["wire"]
+    producers = {v: e for e in body.eqns for v in e.outputs}
+    constants = set(body.inputs[:num_consts])
+
+    def steady(atom: Any) -> bool:
+        if isinstance(atom, Literal) or atom in constants:
+            return True
+        eqn = producers.get(atom)
+        return (eqn is not None and eqn.primitive.name not in ("measure", "while", "loop",
+                                                                "cond")
+                and not any(isinstance(a.type, QState) for a in eqn.inputs)
+                and all(steady(a) for a in eqn.inputs))
+
+    for eqn in body.eqns[body.eqns.index(measure) + 1:]:
+        if eqn.primitive.name in GATE_KINDS:
+            for _, wires, lo, hi in gate_parts(eqn):
+                if wire in wires and (len(wires) > 1 or not all(
+                        steady(a) for a in eqn.inputs[1 + lo:1 + hi])):
+                    return False
+        elif wire in eqn.params.get("wires", ()) or eqn.params.get("wire") == wire:
+            return False
+    return True
 
 
 def _untouched_after(program: Program, measure: Eqn | None, of: Eqn | None = None) -> bool:

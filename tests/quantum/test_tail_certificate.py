@@ -17,6 +17,7 @@ import qdiff
 import qdiff.numpy as qnp
 from qdiff import quantum as qm
 from qdiff.ir.errors import QdiffError
+from qdiff.quantum.fusion import fuse_gates
 from qdiff.quantum.loop_memory import memory_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "case_studies"))
@@ -273,12 +274,14 @@ def test_loop_memory_light_cone():
         def program(theta):
             q = qm.qubits(1)
             last = qdiff.Cell(0)
+            rounds = qdiff.Cell(0)
 
             def body():
                 qm.ry(theta, q[0])
                 last.set(qnp.asarray(qm.measure(q[0])))
+                rounds.set(rounds.value + 1)
                 if after_measure is not None:
-                    after_measure(q[0])
+                    after_measure(q[0], rounds.value)
 
             qdiff.while_loop(lambda: last.value == 0, body)
             return qm.expval("Z", q)
@@ -292,9 +295,28 @@ def test_loop_memory_light_cone():
     exact = qm.gradient(remembers_a_bit, THETA, tol=1e-15)
     assert g.remainder_reason is None
     assert abs(float(g.grad) - float(exact.grad)) <= g.remainder_bound < 1e-3
-    # conservative: only a wire left as measured counts as fixed
-    touched_after = do_while(qm.h)
-    assert "wire 0" in memory_of(_loop_of(touched_after, THETA))
+    # the same one-qubit gate after the measurement every round leaves a known state ...
+    turned_after = do_while(lambda wire, rounds: qm.rx(0.8, wire))
+    assert memory_of(_loop_of(turned_after, THETA)) is None
+    g = qm.gradient(turned_after, THETA, tol=1e-9)
+    exact = qm.gradient(turned_after, THETA, tol=1e-15)
+    assert g.remainder_reason is None
+    assert abs(float(g.grad) - float(exact.grad)) <= g.remainder_bound < 1e-3
+    # ... a gate whose angle changes with the rounds, or that entangles, does not
+    by_round = do_while(lambda wire, rounds: qm.ry(0.1 * rounds, wire))
+    assert "wire 0" in memory_of(_loop_of(by_round, THETA))
+
+    def entangled(theta):
+        q = qm.qubits(2)
+        qdiff.while_loop(lambda: qm.measure(q[0]) == 0,
+                         lambda: (qm.ry(theta, q[1]), qm.cx(q[1], q[0])))
+        return qm.expval("ZI", q)
+
+    # a body whose gates are fused is read gate by gate: the cx still carries wire 1
+    fused = fuse_gates(qdiff.trace(entangled, THETA), max_qubits=2)
+    loop = next(e for e in fused.eqns if e.primitive.name == "while")
+    assert [e.primitive.name for e in loop.params["body"].eqns] == ["fused_gate"]
+    assert "wire 1" in memory_of(loop)
 
 
 def _random_memoryless_loop(rng):
