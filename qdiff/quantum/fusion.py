@@ -53,8 +53,8 @@ from .primitives import _register, _state, _wires, check_angles, checked_gate_sp
 from .simulator import GateOp, get_backend
 
 __all__ = ["FusionStats", "fuse_gates", "fused_program", "plan_blocks", "apply_fused_gate_eqn",
-           "fused_gate_ops", "fused_gate_parts", "gate_parts", "gate_runs", "fused_gate_p",
-           "GATE_KINDS"]
+           "fused_gate_ops", "fused_gate_parts", "gate_parts", "gate_runs", "unfuse_gates",
+           "fused_gate_p", "GATE_KINDS"]
 
 
 # ------------------------------------------------------------------------------ the primitive
@@ -486,3 +486,50 @@ def gate_runs(program: Program) -> tuple[Program, Origins]:
         _RUNS.clear()
     _RUNS[id(program)] = (program, runs, origins)
     return runs, origins
+
+
+_UNFUSED: dict[int, tuple[Program, Program]] = {}
+
+
+def unfuse_gates(program: Program) -> Program:
+    """``program`` with every ``fused_gate`` equation written out as its gates, one ``gate``
+    equation per part (cached per program). Differentiation reads gates one by one (shift
+    rules, sensitivities, light cones); fusion is applied again when the program runs.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def bell():
+    ...     q = qm.qubits(2); qm.h(q[0]); qm.cx(q[0], q[1]); return qm.probs(q)
+    >>> fused = fuse_gates(qdiff.trace(bell), max_qubits=2)
+    >>> [e.primitive.name for e in unfuse_gates(fused).eqns]
+    ['qalloc', 'gate', 'gate', 'probs']
+    """
+    hit = _UNFUSED.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    eqns: list[Eqn] = []
+    for eqn in program.eqns:
+        if eqn.primitive is fused_gate_p:
+            state = eqn.inputs[0]
+            parts = eqn.params["parts"]
+            for k, ((name, _, static, _), (_, wires, lo, hi)) in enumerate(
+                    zip(parts, fused_gate_parts(eqn.params["wires"], parts))):
+                result = eqn.outputs[0] if k == len(parts) - 1 else Var(state.type)
+                params = {"name": name, "wires": wires, **({"static": static} if static else {})}
+                eqns.append(Eqn(gate_p, (state, *eqn.inputs[1 + lo:1 + hi]), (result,), params))
+                state = result
+            continue
+        if eqn.primitive.subprogram_params:
+            params = dict(eqn.params)
+            for key in eqn.primitive.subprogram_params:
+                value = params[key]
+                params[key] = (unfuse_gates(value) if isinstance(value, Program)
+                               else tuple(unfuse_gates(p) for p in value))
+            eqn = Eqn(eqn.primitive, eqn.inputs, eqn.outputs, params)
+        eqns.append(eqn)
+    unfused = Program(program.inputs, tuple(eqns), program.outputs, name=program.name,
+                      in_tree=program.in_tree, out_tree=program.out_tree)
+    if len(_UNFUSED) > 1024:
+        _UNFUSED.clear()
+    _UNFUSED[id(program)] = (program, unfused)
+    return unfused

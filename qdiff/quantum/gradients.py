@@ -85,10 +85,12 @@ class QuantumGradient:
 
 
 def as_quantum_program(f: Any, args: Sequence[Any]) -> Program:
-    """The Program of ``f`` (a Program, a `qdiff.program` or a Python function) for ``args``."""
+    """The Program of ``f`` (a Program, a `qdiff.program` or a Python function) for
+    ``args``, with fused gates written out (differentiation reads every gate)."""
     from ..transforms import as_program
+    from .fusion import unfuse_gates
 
-    return as_program(f, tuple(args))
+    return unfuse_gates(as_program(f, tuple(args)))
 
 
 def _check_method(method: str) -> str:

@@ -319,9 +319,15 @@ def test_gate_runs_are_one_record_each_and_fused_programs_differentiate():
     np.testing.assert_allclose(gradient(program, w, cotangent=cotangent,
                                         method="parameter-shift").grad,
                                gradient(program, w, cotangent=cotangent).grad, atol=1e-9)
-    # a program whose gates are already fused (fused_gate equations) differentiates alike
+    # a program whose gates are already fused (fused_gate equations) differentiates alike,
+    # by every method (they read its gates one by one), with the same certificate
     fused = fuse_gates(program, max_qubits=2)
     assert any(e.primitive.name == "fused_gate" for e in fused.eqns)
-    np.testing.assert_allclose(gradient(fused, w, cotangent=cotangent).grad,
-                               gradient(program, w, cotangent=cotangent,
-                                        method="finite-diff").grad, atol=1e-7)
+    fd = gradient(program, w, cotangent=cotangent, method="finite-diff").grad
+    for method in ("adjoint", "parameter-shift"):
+        np.testing.assert_allclose(gradient(fused, w, cotangent=cotangent, method=method).grad,
+                                   fd, atol=1e-7)
+    loop = qdiff.trace(until_one, 0.7)
+    plain, fused_loop = (gradient(p, 0.7, tol=1e-6) for p in (loop, fuse_gates(loop, 2)))
+    assert fused_loop.remainder_bound == pytest.approx(plain.remainder_bound)
+    assert abs(float(fused_loop.grad) + 23.2994) <= fused_loop.remainder_bound
