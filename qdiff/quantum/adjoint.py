@@ -809,6 +809,8 @@ class RecordedRun:
         share what the back end prepares for each gate block (the same gates at the same
         angles)."""
         seeds = [self.output_seeds(row) for row in rows]
+        if not seeds:
+            return []
         size = self.rows_per_sweep()
         self.runner.prepared_blocks = {} if len(seeds) > size else None
         try:
@@ -844,12 +846,12 @@ class RecordedRun:
                      ) -> list[list[np.ndarray]]:
         grads = self._sweep(*_stack_seeds(seeds), len(seeds))
         if not (self.postselected and conditioned):
-            return [[g[r] for g in grads] for r in range(len(seeds))]
+            return [[g[r, ...] for g in grads] for r in range(len(seeds))]
         # a conditioned value F/P: the quotient rule (∂F·P - F·∂P)/P^2, P = Σ_b w_b
         out = []
         for r, (weight_seeds, _) in enumerate(seeds):
             weighted = sum(weight_seeds.values())
-            out.append([(g[r] * self.mass - weighted * dm) / self.mass ** 2
+            out.append([(g[r, ...] * self.mass - weighted * dm) / self.mass ** 2
                         for g, dm in zip(grads, self.mass_vjp())])
         return out
 
@@ -857,7 +859,7 @@ class RecordedRun:
         """``∂P/∂inputs`` for the kept probability mass ``P = Σ_b w_b``."""
         if self._mass_grads is None:
             grads = self._sweep({n: np.ones(1) for n, _ in self.weights}, {}, 1)
-            self._mass_grads = [g[0] for g in grads]
+            self._mass_grads = [g[0, ...] for g in grads]
         return self._mass_grads
 
     def _sweep(self, weight_seeds: dict[int, np.ndarray], value_seeds: dict[int, Any],

@@ -383,8 +383,10 @@ def jacobian(f: Any, *args: Any, argnums: Any = 0, method: str = "auto", tol: fl
                             backend=backend, **options)
     outputs = []
     for k, out_type in enumerate(program.out_types):
-        blocks = [np.stack([rows[k][index][p] for index in np.ndindex(out_type.shape)])
-                  .reshape(out_type.shape + np.shape(leaves[p])) for p in positions]
+        elements = list(np.ndindex(out_type.shape))
+        blocks = [np.stack([rows[k][index][p] for index in elements])
+                  .reshape(out_type.shape + np.shape(leaves[p])) if elements
+                  else np.zeros(out_type.shape + np.shape(leaves[p])) for p in positions]
         outputs.append(pytree.unflatten(tree, blocks))
     return _structure(program, outputs)
 

@@ -331,3 +331,23 @@ def test_gate_runs_are_one_record_each_and_fused_programs_differentiate():
     plain, fused_loop = (gradient(p, 0.7, tol=1e-6) for p in (loop, fuse_gates(loop, 2)))
     assert fused_loop.remainder_bound == pytest.approx(plain.remainder_bound)
     assert abs(float(fused_loop.grad) + 23.2994) <= fused_loop.remainder_bound
+
+
+def test_jacobian_of_an_empty_output_and_no_rows():
+    from qdiff.quantum.adjoint import RecordedRun
+
+    def f(w):
+        q = qm.qubits(2)
+        qm.ry(w[0], q[0])
+        qm.rx(w[1], q[1])
+        return qm.expval("ZY", q), qnp.zeros((0,)) + w[1]
+
+    w = np.array([0.3, 0.2])
+    readout, empty = jacobian(f, w)
+    np.testing.assert_allclose(readout, [-np.sin(0.3) * -np.sin(0.2), np.cos(0.3) * -np.cos(0.2)],
+                               atol=1e-12)
+    assert empty.shape == (0, 2)
+    run = RecordedRun(qdiff.trace(f, w), [w])
+    assert run.vjp_rows([]) == []
+    (row,) = run.vjp_rows([[1.0, np.zeros(0)]])
+    assert isinstance(row[0], np.ndarray) and row[0].shape == (2,)
