@@ -830,17 +830,20 @@ class RecordedRun:
         return self._conditioned([self.output_seeds(cotangents)], conditioned)[0]
 
     def rows_per_sweep(self) -> int:
-        """How many rows one batched sweep takes: at most ``MAX_ROWS_PER_SWEEP``, and a stack
-        of λ that takes at most a quarter of the memory available."""
+        """How many rows one batched sweep takes: at most ``MAX_ROWS_PER_SWEEP``, a stack of
+        λ of at most ``STACK_BYTES`` (a larger stack leaves the cache: at n = 16, 2 rows a
+        sweep took 148 ms for 16 rows, 16 rows a sweep 178 ms; at n = 20 one row a sweep is
+        fastest), and at most a quarter of the memory available."""
         from .simulator.memory import available_memory_bytes
 
         largest = max((int(np.size(obj)) * np.dtype(obj.dtype).itemsize
                        for obj in self.runner.states.values()), default=0)
+        if not largest:
+            return MAX_ROWS_PER_SWEEP
         free = self.runner.backend.available_bytes()
         free = available_memory_bytes() if free is None else free
-        if not largest or not free:
-            return MAX_ROWS_PER_SWEEP
-        return int(max(1, min(MAX_ROWS_PER_SWEEP, free // (4 * largest))))
+        fits = min(STACK_BYTES, free // 4) if free else STACK_BYTES
+        return int(max(1, min(MAX_ROWS_PER_SWEEP, fits // largest)))
 
     def _conditioned(self, seeds: list[tuple[dict, dict]], conditioned: bool
                      ) -> list[list[np.ndarray]]:
@@ -899,8 +902,13 @@ class RecordedRun:
 
 
 MAX_ROWS_PER_SWEEP = 16
-"""Rows of a Jacobian that one batched reverse sweep takes (more rows, smaller batches of
-each state in the block kernel's cache)."""
+"""Rows of a Jacobian that one batched reverse sweep takes at most (more rows, smaller
+batches of each state in the block kernel's cache)."""
+
+STACK_BYTES = 2 << 20
+"""The most a sweep's stack of adjoints may take (about two cores' L2): 16 rows at n = 12,
+2 at n = 16, 1 from n = 17 on (then the rows still share the forward run and the prepared
+gate blocks)."""
 
 
 def _stack_seeds(seeds: list[tuple[dict, dict]]) -> tuple[dict[int, np.ndarray], dict]:
