@@ -10,7 +10,8 @@
   buffers (rows = the block's 2^k amplitudes, one row map for both), then for every gate,
   last first, the derivative ``2 Im<λ|G ψ>`` is summed over the buffer while ``U^†`` is
   applied to both buffers, and the batch is scattered back. Each state crosses memory once
-  per block, instead of once per gate plus (both states) once per derivative.
+  per block, instead of once per gate plus (both states) once per derivative. λ may be a
+  stack (the rows of a Jacobian): every λ is read against the one ψ, undone once.
 
 Fusions inside a block: a run of diagonal gates (rz, phase, cz, crz, rzz, ...) is one
 diagonal over the block's rows, and since diagonal gates commute with each other and with
