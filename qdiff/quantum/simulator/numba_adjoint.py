@@ -1110,8 +1110,9 @@ def adjoint_block(psi: np.ndarray, lam: np.ndarray, num_qubits: int, wires: Sequ
                   ops: Sequence[GateOp], want: Sequence[bool], min_batch: int,
                   parallel: bool = False, filled: dict | None = None) -> np.ndarray | None:
     """The block kernel on (ψ, λ) (the contract of ``StatevectorBackend.adjoint_block``),
-    or ``None`` when it does not apply: fewer than ``min_batch`` groups of the other wires,
-    or a gate too wide (:func:`encode_adjoint_block`). ``lam`` may be a stack of adjoints
+    or ``None`` when it does not apply: fewer than ``min_batch`` groups of the other wires
+    (unless the block is the whole register, one group), or a gate too wide
+    (:func:`encode_adjoint_block`). ``lam`` may be a stack of adjoints
     (rows), all undone against the one ψ: then the derivatives have a row per adjoint.
 
     >>> psi = np.zeros(64, complex); psi[0] = 1; lam = psi.copy()
@@ -1122,7 +1123,7 @@ def adjoint_block(psi: np.ndarray, lam: np.ndarray, num_qubits: int, wires: Sequ
     ws = tuple(sorted(int(w) for w in wires))
     k = len(ws)
     groups = 1 << (num_qubits - k)
-    if groups < min_batch:
+    if groups < min_batch and groups > 1:
         return None
     encoded = encode_adjoint_block(ws, ops, want, filled)
     if encoded is None:

@@ -469,7 +469,9 @@ class NumbaBackend(StatevectorBackend):
                       filled: dict | None = None) -> np.ndarray:
         """The reverse sweep of a gate block on (ψ, λ) in one pass over each state (the base
         class has the contract; the kernel is ``numba_adjoint.adjoint_block``), when at least
-        ``MIN_BATCH`` groups of the other wires exist; gate by gate otherwise.
+        ``MIN_BATCH`` groups of the other wires exist, or on the whole register below
+        ``FUSION_MIN_QUBITS`` qubits (one group: a call for the block instead of Python
+        work per gate); gate by gate otherwise.
 
         >>> be = NumbaBackend(); psi = be.apply_gate(be.zero_state(6), 6, "ry", [0], [0.4])
         >>> lam = be.apply_pauli_string(psi.copy(), 6, "Z", [0])
@@ -491,11 +493,22 @@ class NumbaBackend(StatevectorBackend):
             self.apply_fused(psi, n, ws, inverse)
             return np.zeros(len(ops))
         self._num_qubits_of(lam if lam.ndim == 1 else lam[0], n, "adjoint_block")
+        if n < FUSION_MIN_QUBITS:
+            ws = tuple(range(n))
         grads = numba_adjoint.adjoint_block(psi, lam, n, ws, ops, want, MIN_BATCH,
                                             self._parallel(psi.shape[0]), filled)
         if grads is None:
             return super().adjoint_block(psi, lam, n, ws, ops, want)
         return grads
+
+    def adjoint_width(self, num_qubits: int) -> int:
+        """The fusion width, and below ``FUSION_MIN_QUBITS`` qubits the whole register: the
+        adjoint block kernel takes a small register as one block (`adjoint_block`).
+
+        >>> NumbaBackend().adjoint_width(6), NumbaBackend().adjoint_width(20)
+        (6, 8)
+        """
+        return num_qubits if num_qubits < FUSION_MIN_QUBITS else self.fusion_width(num_qubits)
 
     def fusion_width(self, num_qubits: int) -> int:
         """Blocks up to ``MAX_BLOCK_WIRES`` wide while a batch of ``MIN_BATCH`` groups is left
