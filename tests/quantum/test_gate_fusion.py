@@ -165,9 +165,10 @@ def test_loop_bodies_fuse_inside_never_across():
     assert (stats.gates, stats.passes) == (6, 3)
     reference = _state(program, 0.4)
     assert np.abs(_state(fused, 0.4) - reference).max() < 1e-12
-    result = qm.run(program, 0.4, fuse=2)  # 3 qubits: fused only when asked to
+    result = qm.run(program, 0.4, fuse=2)
     assert (result.gate_passes, result.passes_saved) == (2 + 4, 1 + 4 * 2)
-    assert qm.run(program, 0.4, fuse=True).passes_saved == 0
+    # by default the Numba back end takes a 3-qubit register as one block: the same passes
+    assert qm.run(program, 0.4, fuse=True).passes_saved == 1 + 4 * 2
     assert qm.run(program, 0.4, fuse=False).gate_passes == 3 + 4 * 3
 
 
@@ -422,13 +423,17 @@ def test_runner_fuse_option_and_cache():
 
 def test_fusion_width_follows_the_register():
     be = NumbaBackend()
-    assert be.fusion_width(4) == 0 and get_backend("numpy").fusion_width(8) == 0
+    assert be.fusion_width(4) == 4 and get_backend("numpy").fusion_width(8) == 0
     assert be.fusion_width(numba_module.FUSION_MIN_QUBITS) == 4
     assert be.fusion_width(30) == numba_module.MAX_BLOCK_WIRES
-    # small registers run unfused by default: no pass to save there
+    # a small register is one block on the Numba back end: a run of gates is one pass
     program, wires = _ladder(4, 2)
     result = qm.run(program, 0.3)
-    assert result.gate_passes == len(wires) and result.passes_saved == 0
+    assert result.gate_passes == 1 and result.passes_saved == len(wires) - 1
+    unfused = qm.run(program, 0.3, fuse=False)
+    assert unfused.gate_passes == len(wires) and unfused.passes_saved == 0
+    assert float(result.values) == pytest.approx(float(unfused.values), abs=1e-12)
+    assert qm.run(program, 0.3, backend="numpy").passes_saved == 0  # NumPy: not below 11
     assert fuse_gates(program, 0) == program
     ops = [GateOp("ry", (w,), (0.1 * w,)) for w in range(10)] + [
         GateOp("cx", (w, w + 1)) for w in range(9)]

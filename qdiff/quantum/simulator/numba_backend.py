@@ -47,7 +47,8 @@ MIN_BATCH = 32
 """Fewest groups of the other wires the block kernel needs (its rows' length)."""
 
 FUSION_MIN_QUBITS = 9
-"""Smallest register the fusion pass fuses for (below, gates are cheaper one by one)."""
+"""Registers below this size have fewer than ``MIN_BATCH`` groups for any block: the block
+kernel takes the whole register as one block (one group), a call per run of gates."""
 
 _BLOCK_AMPS = 1 << 15  # amplitudes per gathered batch (512 KiB as split re/im): in L2
 
@@ -501,33 +502,26 @@ class NumbaBackend(StatevectorBackend):
             return super().adjoint_block(psi, lam, n, ws, ops, want)
         return grads
 
-    def adjoint_width(self, num_qubits: int) -> int:
-        """The fusion width, and below ``FUSION_MIN_QUBITS`` qubits the whole register: the
-        adjoint block kernel takes a small register as one block (`adjoint_block`).
-
-        >>> NumbaBackend().adjoint_width(6), NumbaBackend().adjoint_width(20)
-        (6, 8)
-        """
-        return num_qubits if num_qubits < FUSION_MIN_QUBITS else self.fusion_width(num_qubits)
-
     def fusion_width(self, num_qubits: int) -> int:
         """Blocks up to ``MAX_BLOCK_WIRES`` wide while a batch of ``MIN_BATCH`` groups is left
-        for the block kernel's rows; no fusion below ``FUSION_MIN_QUBITS`` qubits, where a
-        gate costs less than preparing a fused one (measured, ``benchmarks/statevector.py``).
+        for the block kernel's rows; below ``FUSION_MIN_QUBITS`` qubits the whole register,
+        one kernel call per run of gates (n = 4, 55 gates: 0.34 ms against 0.54 ms gate by
+        gate, the Python cost per gate being most of a small register's time).
 
         >>> NumbaBackend().fusion_width(20), NumbaBackend().fusion_width(10)
         (8, 5)
-        >>> NumbaBackend().fusion_width(4)  # not worth it
-        0
+        >>> NumbaBackend().fusion_width(4)  # the register
+        4
         """
         if num_qubits < FUSION_MIN_QUBITS:
-            return 0
+            return num_qubits
         return max(2, min(MAX_BLOCK_WIRES, num_qubits - MIN_BATCH.bit_length() + 1))
 
     def apply_fused(self, state: Any, num_qubits: int, wires: Sequence[int],
                     ops: Sequence[GateOp]) -> Any:
         """One pass over the state for the whole gate sequence: the block kernel (see
-        :func:`encode_block`), when at least ``MIN_BATCH`` groups of the other wires exist.
+        :func:`encode_block`), when at least ``MIN_BATCH`` groups of the other wires exist,
+        or on the whole register below ``FUSION_MIN_QUBITS`` qubits (one group).
 
         >>> be = NumbaBackend(); psi = be.zero_state(6)
         >>> ops = [GateOp("h", (0,)), GateOp("cx", (0, 1))]
@@ -536,10 +530,12 @@ class NumbaBackend(StatevectorBackend):
         """
         n = self._num_qubits_of(state, num_qubits, "apply_fused")
         ws = tuple(sorted(check_wires(wires, n, "fused gate")))
+        if n < FUSION_MIN_QUBITS:
+            ws = tuple(range(n))
         k = len(ws)
         groups = 1 << (n - k)
         batch = min(groups, max(MIN_BATCH, _BLOCK_AMPS >> k))
-        if groups < MIN_BATCH:
+        if 1 < groups < MIN_BATCH:
             return super().apply_fused(state, n, wires, ops)
         layout = index_layout(n, ws)
         arrays = encode_block(ws, ops)  # checks that the ops stay on the block's wires
