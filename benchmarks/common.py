@@ -116,6 +116,29 @@ def best_of(run: Callable[[], Any], repeats: int,
     return best, result
 
 
+def ansatz_arguments(ap: Any) -> None:
+    """The options of a benchmark over the hardware-efficient ansatz: --sizes, --layers,
+    --threads, --repeats, --quick (defaults filled by :func:`ansatz_defaults`)."""
+    ap.add_argument("--sizes", type=int, nargs="+", default=None,
+                    help="register sizes (default 12 16 20)")
+    ap.add_argument("--layers", type=int, nargs="+", default=None,
+                    help="numbers of layers (default 5 10)")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="n = 12, 16, L = 5, 2 repeats")
+
+
+def ansatz_defaults(args: Any) -> Any:
+    """``args`` with the sizes and layers of a full run, or of a --quick one."""
+    if args.sizes is None:
+        args.sizes = [12, 16] if args.quick else [12, 16, 20]
+    if args.layers is None:
+        args.layers = [5] if args.quick else [5, 10]
+    if args.quick:
+        args.repeats = min(args.repeats, 2)
+    return args
+
+
 def best_of_pair(first: Callable[[], Any], second: Callable[[], Any], repeats: int
                  ) -> tuple[float, float, Any, Any]:
     """(best time of ``first``, best time of ``second``, their last results) over ``repeats``

@@ -52,30 +52,17 @@ import common  # noqa: E402
 
 def _parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=None,
-                    help="register sizes (default 12 16 20)")
-    ap.add_argument("--layers", type=int, nargs="+", default=None,
-                    help="numbers of layers (default 5 10)")
+    common.ansatz_arguments(ap)
     ap.add_argument("--observables", nargs="+", choices=["Z", "heis"], default=["Z", "heis"])
     ap.add_argument("--methods", nargs="+", default=None,
                     help="subset of: qdiff lightning qiskit-rev qiskit-shift jax")
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--budget", type=float, default=60.0,
                     help="seconds one call may take before it is not repeated")
     ap.add_argument("--qiskit-max-n", type=int, default=16,
                     help="largest n for qiskit-rev (its statevector evolution is slow)")
     ap.add_argument("--shift-max-n", type=int, default=12)
     ap.add_argument("--shift-max-layers", type=int, default=5)
-    ap.add_argument("--quick", action="store_true", help="n = 12, 16, L = 5, 2 repeats")
-    args = ap.parse_args()
-    if args.sizes is None:
-        args.sizes = [12, 16] if args.quick else [12, 16, 20]
-    if args.layers is None:
-        args.layers = [5] if args.quick else [5, 10]
-    if args.quick:
-        args.repeats = min(args.repeats, 2)
-    return args
+    return common.ansatz_defaults(ap.parse_args())
 
 
 ARGS = _parse() if __name__ == "__main__" else None

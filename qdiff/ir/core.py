@@ -9,7 +9,7 @@ loops through every transformation.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +89,17 @@ class Eqn:
             else:  # a tuple of programs, e.g. the branches of `cond`
                 for index, program in enumerate(value):
                     yield f"{name}[{index}]", program
+
+    def map_subprograms(self, f: Callable[[Program], Program]) -> Eqn:
+        """This equation with every sub-program ``p`` replaced by ``f(p)`` (itself when it
+        has none): how a pass reaches into loop bodies and branches."""
+        if not self.primitive.subprogram_params:
+            return self
+        params = dict(self.params)
+        for name in self.primitive.subprogram_params:
+            value = params[name]
+            params[name] = f(value) if isinstance(value, Program) else tuple(map(f, value))
+        return Eqn(self.primitive, self.inputs, self.outputs, params)
 
 
 @dataclass(eq=False)

@@ -57,7 +57,7 @@ from ..ir.errors import QdiffError
 from ..ir.passes.unpack_scalars import unpack_scalars
 from ..ir.types import QState
 from .fusion import GATE_KINDS, gate_parts, gate_runs
-from .gates import GateSpec, gate_spec
+from .gates import gate_spec
 from .primitives import pauli_sum_of
 from .runner import HANDLERS, BranchRunner, Item, _with_params, merge_groups
 from .simulator import GateOp
@@ -176,8 +176,8 @@ class AdjointRunner(BranchRunner):
         owner = _owner(state)
         values = [float(a) for a in angles]
         parts = gate_parts(eqn)
-        ops = [GateOp(_op_gate(spec), wires, tuple(values[lo:hi]))
-               for spec, wires, lo, hi in parts]
+        # the specs are `gate_parts`'s, one object per equation (a user matrix's too)
+        ops = [GateOp(spec, wires, tuple(values[lo:hi])) for spec, wires, lo, hi in parts]
         entry = self._pending.get(id(owner))
         if entry is None:
             self._pending[id(owner)] = (owner, ops)
@@ -259,12 +259,6 @@ def _owner(array: np.ndarray) -> np.ndarray:
     while isinstance(array.base, np.ndarray):
         array = array.base
     return array
-
-
-def _op_gate(spec: GateSpec) -> Any:
-    """What a GateOp carries for ``spec``: a user matrix as the matrix itself (its spec is a
-    fresh object per call), a table gate as its spec."""
-    return spec.static["matrix"] if spec.name == "unitary" else spec
 
 
 def apply_gates(be: Any, state: Any, ops: list[GateOp]) -> Any:

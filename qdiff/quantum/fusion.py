@@ -355,13 +355,7 @@ def _fuse(program: Program, max_qubits: Width, stats: FusionStats,
         if run and any(a is run[-1].outputs[0] for a in eqn.inputs):
             flush()
         if eqn.primitive.subprogram_params:
-            params = dict(eqn.params)
-            for name in eqn.primitive.subprogram_params:
-                value = params[name]
-                params[name] = (_fuse(value, max_qubits, stats, origins)
-                                if isinstance(value, Program)
-                                else tuple(_fuse(p, max_qubits, stats, origins) for p in value))
-            eqn = Eqn(eqn.primitive, eqn.inputs, eqn.outputs, params)
+            eqn = eqn.map_subprograms(lambda body: _fuse(body, max_qubits, stats, origins))
         elif eqn.primitive is fused_gate_p:
             stats.gates += len(eqn.params["parts"])
             stats.passes += 1
@@ -519,14 +513,7 @@ def unfuse_gates(program: Program) -> Program:
                 eqns.append(Eqn(gate_p, (state, *eqn.inputs[1 + lo:1 + hi]), (result,), params))
                 state = result
             continue
-        if eqn.primitive.subprogram_params:
-            params = dict(eqn.params)
-            for key in eqn.primitive.subprogram_params:
-                value = params[key]
-                params[key] = (unfuse_gates(value) if isinstance(value, Program)
-                               else tuple(unfuse_gates(p) for p in value))
-            eqn = Eqn(eqn.primitive, eqn.inputs, eqn.outputs, params)
-        eqns.append(eqn)
+        eqns.append(eqn.map_subprograms(unfuse_gates))
     unfused = Program(program.inputs, tuple(eqns), program.outputs, name=program.name,
                       in_tree=program.in_tree, out_tree=program.out_tree)
     if len(_UNFUSED) > 1024:

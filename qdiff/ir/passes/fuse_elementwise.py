@@ -126,16 +126,7 @@ def _rebuild(program: Program, eqns: Sequence[Eqn]) -> Program:
 
 
 def _fuse_subprograms(eqn: Eqn) -> Eqn:
-    if not eqn.primitive.subprogram_params:
-        return eqn
-    params = dict(eqn.params)
-    for name in eqn.primitive.subprogram_params:
-        value = params[name]
-        if isinstance(value, Program):
-            params[name] = _fuse(value, nested=True)
-        else:
-            params[name] = tuple(_fuse(p, nested=True) for p in value)
-    return Eqn(eqn.primitive, eqn.inputs, eqn.outputs, params)
+    return eqn.map_subprograms(lambda body: _fuse(body, nested=True))
 
 
 def _candidate(eqn: Eqn, elementwise: set[Primitive]) -> bool:

@@ -50,6 +50,12 @@ FUSION_MIN_QUBITS = 9
 """Registers below this size have fewer than ``MIN_BATCH`` groups for any block: the block
 kernel takes the whole register as one block (one group), a call per run of gates."""
 
+
+def _block_wires(num_qubits: int, wires: tuple[int, ...]) -> tuple[int, ...]:
+    """The wires the block kernel runs a block on: ``wires``, or below ``FUSION_MIN_QUBITS``
+    qubits the whole register (one group, the only batch layout such a register has)."""
+    return tuple(range(num_qubits)) if num_qubits < FUSION_MIN_QUBITS else wires
+
 _BLOCK_AMPS = 1 << 15  # amplitudes per gathered batch (512 KiB as split re/im): in L2
 
 _jit = njit(cache=True, nogil=True, fastmath=False)
@@ -494,10 +500,8 @@ class NumbaBackend(StatevectorBackend):
             self.apply_fused(psi, n, ws, inverse)
             return np.zeros(len(ops))
         self._num_qubits_of(lam if lam.ndim == 1 else lam[0], n, "adjoint_block")
-        if n < FUSION_MIN_QUBITS:
-            ws = tuple(range(n))
-        grads = numba_adjoint.adjoint_block(psi, lam, n, ws, ops, want, MIN_BATCH,
-                                            self._parallel(psi.shape[0]), filled)
+        grads = numba_adjoint.adjoint_block(psi, lam, n, _block_wires(n, ws), ops, want,
+                                            MIN_BATCH, self._parallel(psi.shape[0]), filled)
         if grads is None:
             return super().adjoint_block(psi, lam, n, ws, ops, want)
         return grads
@@ -529,9 +533,7 @@ class NumbaBackend(StatevectorBackend):
         [0.7071, 0.7071]
         """
         n = self._num_qubits_of(state, num_qubits, "apply_fused")
-        ws = tuple(sorted(check_wires(wires, n, "fused gate")))
-        if n < FUSION_MIN_QUBITS:
-            ws = tuple(range(n))
+        ws = _block_wires(n, tuple(sorted(check_wires(wires, n, "fused gate"))))
         k = len(ws)
         groups = 1 << (n - k)
         batch = min(groups, max(MIN_BATCH, _BLOCK_AMPS >> k))
