@@ -32,6 +32,7 @@ from ..ir.control_flow import fori_loop, loop_p, while_loop
 from ..ir.core import Program
 from ..ir.interpreter import inline
 from ..ir.tracer import bind, value_type
+from ..numpy.indexing import IndexUpdateHelper, getitem
 from .increments import increment_only_carries
 from .memory import checkpoint_buffer
 
@@ -125,12 +126,16 @@ class _Plan:
         return [None if skip else checkpoint_buffer(c, self.slots)
                 for c, skip in zip(carry, self.skipped)]
 
+    # Buffers are indexed through qdiff.numpy, never by NumPy's own indexing: a sweep run on
+    # concrete values (a quantum program's classical records) holds concrete level-0 buffers
+    # that the traced loop bodies index with a traced slot.
     def store(self, buffers: list, slot: Any, carry: list) -> list:
-        return [None if b is None else b.at[slot].set(c) for b, c in zip(buffers, carry)]
+        return [None if b is None else IndexUpdateHelper(b)[slot].set(c)
+                for b, c in zip(buffers, carry)]
 
     def restore(self, buffers: list, slot: Any, carry: list) -> list:
         # increment-only carries are not stored: the reverse sweep does not read them
-        return [c if b is None else b[slot] for b, c in zip(buffers, carry)]
+        return [c if b is None else getitem(b, slot) for b, c in zip(buffers, carry)]
 
     def sweep(self, level: int, base: Any, length: Any, carry: list, ct: list,
               ct_consts: list) -> tuple[list, list]:
