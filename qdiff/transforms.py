@@ -169,7 +169,7 @@ class _QuantumAware(ProgramFunction):
 
 
 def _is_quantum(program: Program) -> bool:
-    from .quantum.runner import needs_runner
+    from .quantum.execution.runner import needs_runner
 
     return needs_runner(program)
 
@@ -184,7 +184,7 @@ def _classical_options(method: str, options: dict) -> None:
 
 def _quantum_gradient(argnums: ArgNums, method: str, options: dict) -> Callable:
     def run(program: Program, args: tuple) -> Any:
-        from .quantum.gradients import gradient
+        from .quantum.gradients.gradient import gradient
 
         return gradient(program, *args, argnums=argnums, method=method, **options)
 
@@ -328,8 +328,8 @@ def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "aut
 
 def _quantum_vjp(program: Program, primals: tuple, flags: list[bool], method: str,
                  options: dict) -> tuple[Any, Callable[[Any], tuple]]:
-    from .quantum.adjoint import RecordedRun
-    from .quantum.gradients import gradient
+    from .quantum.gradients.adjoint import RecordedRun
+    from .quantum.gradients.gradient import gradient
 
     flat_primals, in_tree = pytree.flatten(tuple(primals))
     argnums = tuple(range(len(primals)))
@@ -353,7 +353,7 @@ def _quantum_vjp(program: Program, primals: tuple, flags: list[bool], method: st
                                                 for g, flag in zip(flat, flags)]))
 
     if value is None:
-        from .quantum.runner import run as run_quantum
+        from .quantum.execution.runner import run as run_quantum
 
         value = run_quantum(program, *primals).values
     return value, quantum_vjp
@@ -362,7 +362,7 @@ def _quantum_vjp(program: Program, primals: tuple, flags: list[bool], method: st
 def _quantum_jvp(program: Program, flat_primals: list[Any], flat_tangents: list[Any],
                  flags: list[bool], method: str, options: dict) -> tuple[Any, Any]:
     # J·t, one row of the Jacobian per output element (the reverse sweep per row)
-    from .quantum.gradients import jacobian_rows
+    from .quantum.gradients.gradient import jacobian_rows
 
     value, rows = jacobian_rows(program, flat_primals, method=method, **options)
     tangents = [np.asarray(t, np.float64) if flag else None
@@ -535,7 +535,7 @@ def jacobian(f: Function, argnums: ArgNums = 0, mode: str = "reverse",
     [[3.0, 2.0], [0.0, 1.0]]
     """
     def quantum(program: Program, args: tuple) -> Any:
-        from .quantum.gradients import jacobian as quantum_jacobian
+        from .quantum.gradients.gradient import jacobian as quantum_jacobian
 
         return quantum_jacobian(program, *args, argnums=argnums, method=method, **options)
 

@@ -12,8 +12,10 @@ True
 """
 
 from ..ir.interpreter import register_runner
-from . import primitives
-from .frontend import (
+from .execution.runner import NonTerminatingLoopError, QuantumResult, needs_runner, run
+from .gradients.gradient import QuantumGradient, gradient, jacobian
+from .lang import primitives
+from .lang.frontend import (
     GATES,
     Register,
     Wire,
@@ -31,12 +33,10 @@ from .frontend import (
     state,
     unitary,
 )
-from .gates import gate_spec, known_gates
-from .gradients import QuantumGradient, gradient, jacobian
-from .observables import PauliSum
-from .qiskit_export import to_qiskit
-from .qiskit_import import from_qiskit
-from .runner import NonTerminatingLoopError, QuantumResult, needs_runner, run
+from .lang.gates import gate_spec, known_gates
+from .lang.observables import PauliSum
+from .qiskit.exporter import to_qiskit
+from .qiskit.importer import from_qiskit
 
 globals().update(GATES)
 register_runner(needs_runner, lambda program, values, backend: run(program, *values).values)

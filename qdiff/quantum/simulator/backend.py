@@ -34,9 +34,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from qdiff.quantum.gates import GateSpec, gate_spec
-from qdiff.quantum.observables import PauliSum, parity, pauli_masks
 from qdiff.quantum.simulator.memory import check_statevector_memory
+
+from ..lang.gates import GateSpec, gate_spec
+from ..lang.observables import PauliSum, parity, pauli_masks
 
 __all__ = [
     "StatevectorBackend",
@@ -268,7 +269,7 @@ def random_circuit(num_qubits: int, num_gates: int, rng: np.random.Generator | i
     >>> ops = random_circuit(3, 5, rng=0); len(ops), all(len(op.wires) <= 3 for op in ops)
     (5, True)
     """
-    from qdiff.quantum.gates import ALIASES, GATE_TABLE, GateFamily
+    from ..lang.gates import ALIASES, GATE_TABLE, GateFamily
 
     gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
     names = sorted(GATE_TABLE) if gates is None else list(gates)

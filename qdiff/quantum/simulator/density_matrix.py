@@ -24,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from qdiff.quantum.gates import GateSpec, gate_spec
-from qdiff.quantum.observables import PauliSum
 from qdiff.quantum.simulator.backend import check_wires, marginal_probabilities
 from qdiff.quantum.simulator.memory import check_statevector_memory
+
+from ..lang.gates import GateSpec, gate_spec
+from ..lang.observables import PauliSum
 
 __all__ = [
     "MAX_DENSITY_QUBITS",

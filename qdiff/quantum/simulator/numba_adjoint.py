@@ -31,8 +31,6 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from qdiff.quantum.gates import GateSpec, gate_spec
-from qdiff.quantum.observables import PauliSum, parity
 from qdiff.quantum.simulator.backend import GateOp, index_layout
 from qdiff.quantum.simulator.numba_backend import (
     _blk_dense1,
@@ -49,6 +47,9 @@ from qdiff.quantum.simulator.numba_backend import (
     _op_table,
     _row_pattern,
 )
+
+from ..lang.gates import GateSpec, gate_spec
+from ..lang.observables import PauliSum, parity
 
 __all__ = ["pauli_cross", "pauli_accumulate", "adjoint_block", "encode_adjoint_block",
            "MAX_ADJOINT_TARGETS"]

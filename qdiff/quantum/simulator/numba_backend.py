@@ -22,8 +22,6 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from qdiff.quantum.gates import GateSpec, gate_spec
-from qdiff.quantum.observables import parity
 from qdiff.quantum.simulator.backend import (
     GateOp,
     IndexLayout,
@@ -32,6 +30,9 @@ from qdiff.quantum.simulator.backend import (
     index_layout,
     insert_zero_bits,
 )
+
+from ..lang.gates import GateSpec, gate_spec
+from ..lang.observables import parity
 
 __all__ = ["NumbaBackend", "DEFAULT_PARALLEL_THRESHOLD", "encode_block"]
 

@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from qdiff.quantum.observables import parity
 from qdiff.quantum.simulator.backend import IndexLayout, StatevectorBackend
+
+from ..lang.observables import parity
 
 __all__ = ["ArrayModuleBackend", "NumpyBackend"]
 

@@ -1,0 +1,624 @@
+"""Running quantum programs: branch enumeration (``exact``) and trajectories (``sample``).
+
+A program with measurements denotes an expectation over outcomes. The runner carries a list
+of branches, each a probability weight and the values of the program's vars (states kept
+normalized). Measurement splits a branch in two (``exact``) or draws one outcome
+(``sample``); reset is the sum of its two branches; postselection keeps one branch and
+the value is conditioned on it. ``while M[q]=1 do S od`` means Σ_k E0 ∘ (S ∘ E1)^k: the
+runner iterates until the live mass is below the tolerance ``tol``; branches below ``tol²``
+are pruned. Mass removed by pruning, by loops cut off, and by bounded loops that abort
+(``max_iter``) is reported, never renormalized away; `tail_certificate` turns it into a
+certified bound on what the values and derivatives miss.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...ir import pytree
+from ...ir.core import Eqn, Literal, Program
+from ...ir.errors import QdiffError
+from ...ir.passes.unpack_scalars import unpack_scalars
+from ...ir.types import QState
+from ..lang.fusion import apply_fused_gate_eqn, fused_program
+from ..lang.primitives import QUANTUM_PRIMITIVES, apply_gate_eqn, draw_bits, pauli_sum_of
+from ..simulator import get_backend
+
+Item = tuple[float, list[Any]]  # (weight, values)
+
+
+class NonTerminatingLoopError(QdiffError):
+    """A loop whose exit probability stays zero: it cannot terminate."""
+
+
+@dataclass
+class QuantumResult:
+    """Values of a quantum program with what the semantics had to drop, and how.
+
+    ``values`` has the structure of the program's outputs. In ``exact`` and ``density`` mode
+    they are expectations over branches (an array drawn by ``qm.sample`` is a mixture of the
+    branches' draws instead; in ``sample`` mode its ``stderr`` is None); ``dropped_mass``: what
+    pruning below ``tol`` removed, ``unterminated_mass`` what loops still held when cut off,
+    ``aborted_mass`` what bounded loops aborted. With postselection, values are conditioned
+    on it and ``postselection_probability`` says how likely it was. In ``sample`` mode ``stderr``
+    holds the standard errors and ``shots`` the trajectories that count.
+    ``gate_passes`` counts the gate applications (passes over a state) the run made, and
+    ``passes_saved`` those that gate fusion saved (both summed over branches and shots).
+    In ``exact`` mode ``remainder_bound`` (the structure of ``values``) bounds, certified,
+    how far each value is from the exact one (`tail_certificate`); it is infinite, with
+    ``remainder_reason``, when the program is outside what the certificate covers.
+    """
+
+    values: Any
+    mode: str
+    num_branches: int = 1
+    dropped_mass: float = 0.0
+    unterminated_mass: float = 0.0
+    aborted_mass: float = 0.0
+    postselection_probability: float = 1.0
+    stderr: Any = None
+    shots: int | None = None
+    trajectories: list[Any] | None = field(default=None, repr=False)
+    gate_passes: int = 0
+    passes_saved: int = 0
+    remainder_bound: Any = None
+    remainder_reason: str | None = None
+
+    @property
+    def missing_mass(self) -> float:
+        """Probability the returned values do not account for."""
+        return self.dropped_mass + self.unterminated_mass + self.aborted_mass
+
+
+def needs_runner(program: Program) -> bool:
+    """Whether ``program`` contains quantum operations (directly or in sub-programs)."""
+    cached = _QUANTUM_CACHE.get(id(program))
+    if cached is not None and cached[0] is program:
+        return cached[1]
+    found = any(_eqn_is_quantum(eqn) for eqn in program.eqns)
+    _QUANTUM_CACHE[id(program)] = (program, found)
+    return found
+
+
+_QUANTUM_CACHE: dict[int, tuple[Program, bool]] = {}
+
+
+def _eqn_is_quantum(eqn: Eqn) -> bool:
+    return eqn.primitive.name in QUANTUM_PRIMITIVES or any(
+        needs_runner(sub) for _, sub in eqn.subprograms())
+
+
+class RunAccounting:
+    """What every runner of the semantics shares: the pruning tolerance, the loop limits, the
+    random generator, and the probability mass the run pruned, cut off or aborted."""
+
+    def __init__(self, tol: float, seed: Any, max_loop_iterations: int, zero_exit_limit: int,
+                 prune: float | None = None):
+        self.tol = tol
+        self.prune = tol if prune is None else prune
+        self.rng = np.random.default_rng(seed)
+        self.max_loop_iterations = max_loop_iterations
+        self.zero_exit_limit = zero_exit_limit
+        self.dropped = 0.0
+        self.unterminated = 0.0
+        self.aborted = 0.0
+        self.postselected_away = 0.0
+        self.samples: dict[int, np.ndarray] = {}  # arrays drawn by `sample`, by id
+        # per run of a loop on a measurement: the masses of its rounds (`loop_run`), kept
+        # where a certificate reads them (exact mode)
+        self.loop_masses: list[tuple[list[float], list[float]]] = []
+        self.keeps_loop_masses = False
+
+    def keep_mass(self, weight: float) -> bool:
+        """Whether a branch of probability ``weight`` survives pruning (else it is reported)."""
+        if weight < self.prune:
+            self.dropped += weight
+            return False
+        return True
+
+    def loop_run(self, eqn: Eqn) -> tuple[list[float], list[float]]:
+        """Fresh per-round lists for one run of the while equation ``eqn``: the mass its
+        test sees and the mass going on, round by round (kept for loops on a measurement
+        with no bound, which `tail_certificate` reads)."""
+        tested: list[float] = []
+        going_on: list[float] = []
+        if self.keeps_loop_masses and eqn.params["max_iter"] is None:
+            self.loop_masses.append((tested, going_on))
+        return tested, going_on
+
+    def stop_loop(self, iterations: int, max_iter: int | None, live_mass: float,
+                  exited_any: bool) -> bool:
+        """Whether a while loop stops before iteration ``iterations + 1``, booking the mass
+        still live; a loop that never exited for ``zero_exit_limit`` iterations is an error."""
+        if max_iter is not None and iterations >= max_iter:
+            self.aborted += live_mass  # while^(T): abort, mass dropped
+            return True
+        if iterations >= self.max_loop_iterations or (max_iter is None
+                                                      and live_mass < self.tol):
+            self.unterminated += live_mass
+            return True
+        if not exited_any and iterations >= self.zero_exit_limit:
+            raise NonTerminatingLoopError(
+                f"the while loop's exit probability stayed zero for {iterations} iterations: "
+                "it cannot terminate (check the loop test and what the body prepares)")
+        return False
+
+
+class BranchRunner(RunAccounting):
+    """One run of a program in ``exact`` or ``sample`` mode (see the module docstring)."""
+
+    def __init__(self, mode: str = "exact", backend: str = "auto", tol: float = 1e-12,
+                 seed: Any = None, max_loop_iterations: int = 100_000,
+                 zero_exit_limit: int = 1_000, fuse: bool | int | None = None):
+        if mode not in ("exact", "sample"):
+            raise QdiffError(f"mode must be 'exact', 'sample' or 'density', got {mode!r}")
+        # the loop cut-off (tol) is what the tail bound is built on; single branches are only
+        # pruned far below it, where their derivative (at most ∝ sqrt(mass)) is negligible
+        super().__init__(tol, seed, max_loop_iterations, zero_exit_limit, prune=tol * tol)
+        self.mode = mode
+        self.keeps_loop_masses = mode == "exact"
+        self.backend = get_backend(backend)
+        self.rejected_shots = 0
+        # gate fusion (`fusion.py`): on by default, with the back end's block width for the
+        # register (none where fusing does not pay); an int forces that width
+        self.fuse = True if fuse is None else fuse
+        self.fusion_width = None if isinstance(fuse, bool) or fuse is None else int(fuse)
+        self.gate_passes = 0
+        self.passes_saved = 0
+
+    # -- programs ---------------------------------------------------------------------------
+    def run_program(self, program: Program, items: list[Item]) -> list[Item]:
+        """Run ``program`` on each (weight, inputs) item; returns (weight, outputs) items."""
+        if self.fuse:
+            program = fused_program(program, self.backend, self.fusion_width)[0]
+        branches = [(w, dict(zip(program.inputs, values))) for w, values in items]
+        for eqn in program.eqns:
+            branches = self._step(eqn, branches)
+        return [(w, [_read(env, a) for a in program.outputs]) for w, env in branches]
+
+    def _step(self, eqn: Eqn, branches: list[tuple[float, dict]]) -> list[tuple[float, dict]]:
+        handler = HANDLERS.get(eqn.primitive.name) if _eqn_is_quantum(eqn) else None
+        result = []
+        for weight, env in branches:
+            inputs = [_read(env, a) for a in eqn.inputs]
+            outcomes = self.apply(eqn, handler, weight, inputs)
+            for k, (w, outs) in enumerate(outcomes):
+                target = env if k == len(outcomes) - 1 else dict(env)
+                target.update(zip(eqn.outputs, outs))
+                result.append((w, target))
+        return result
+
+    def apply(self, eqn: Eqn, handler: Handler | None, weight: float,
+              inputs: list[Any]) -> list[Item]:
+        """The outcomes of one equation on one branch (a hook for the adjoint recorder)."""
+        if handler is None:
+            outs = eqn.primitive.impl("numpy")(*inputs, **eqn.params)
+            return [(weight, outs if eqn.primitive.multiple_results else [outs])]
+        return handler(self, eqn, weight, inputs)
+
+    def merge(self, items: list[Item]) -> list[Item]:
+        """Merge identical branches (`merge_branches`); the adjoint recorder records it."""
+        return merge_branches(items)
+
+    # -- measurement ------------------------------------------------------------------------
+    def split(self, state: np.ndarray, wire: int) -> list[tuple[int, float, np.ndarray]]:
+        """The outcomes of measuring ``wire``: (outcome, probability, normalized state)."""
+        n = _num_qubits(state)
+        outcomes = []
+        for outcome in (0, 1):
+            branch = self.backend.project(self.backend.copy(state), n, wire, outcome)
+            p = float(self.backend.norm_squared(branch))
+            if p > 0:
+                outcomes.append((outcome, p, branch / np.sqrt(p)))
+        return outcomes
+
+    def choose(self, outcomes: list[tuple[int, float, np.ndarray]]) -> tuple[int, float, Any]:
+        """Sample mode: draw one outcome with its probability."""
+        probs = np.array([p for _, p, _ in outcomes])
+        k = self.rng.choice(len(outcomes), p=probs / probs.sum())
+        return outcomes[k]
+
+
+def _read(env: dict, atom: Any) -> Any:
+    return atom.value if isinstance(atom, Literal) else env[atom]
+
+
+def _num_qubits(state: np.ndarray) -> int:
+    return int(state.shape[0]).bit_length() - 1
+
+
+# ---------------------------------------------------------------------- handlers, one per op
+Handler = Callable[[BranchRunner, Eqn, float, list[Any]], list[Item]]
+
+
+def _qalloc(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    return [(w, [r.backend.zero_state(eqn.params["num_qubits"], eqn.params["dtype"])])]
+
+
+def _gate(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    state, *angles = inputs
+    r.gate_passes += 1
+    return [(w, [apply_gate_eqn(r.backend, state, angles, **eqn.params)])]
+
+
+def _fused_gate(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    state, *angles = inputs
+    r.gate_passes += 1
+    r.passes_saved += len(eqn.params["parts"]) - 1
+    return [(w, [apply_fused_gate_eqn(r.backend, state, angles, **eqn.params)])]
+
+
+def _measure(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    (state,) = inputs
+    wire, reset = eqn.params["wire"], eqn.params["reset"]
+    outcomes = r.split(state, wire)
+    if r.mode == "sample":
+        outcomes = [r.choose(outcomes)]
+        outcomes = [(m, 1.0, s) for m, _, s in outcomes]
+    items = []
+    for outcome, p, branch in outcomes:
+        if reset and outcome == 1:
+            branch = r.backend.apply_gate(branch, _num_qubits(branch), "x", [wire])
+        if r.keep_mass(w * p):
+            items.append((w * p, [branch, np.asarray(outcome, np.int64)]))
+    return items
+
+
+def _reset(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    items = _measure(r, _with_params(eqn, reset=True), w, inputs)
+    return [(weight, [state]) for weight, (state, _bit) in items]
+
+
+def _postselect(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    (state,) = inputs
+    wire, value = eqn.params["wire"], eqn.params["value"]
+    outcomes = r.split(state, wire)
+    if r.mode == "sample":
+        drawn = r.choose(outcomes)
+        if drawn[0] != value:
+            r.rejected_shots += 1
+            return []
+        return [(w, [drawn[2]])]
+    items = []
+    for outcome, p, branch in outcomes:
+        if outcome == value:
+            if r.keep_mass(w * p):
+                items.append((w * p, [branch]))
+        else:
+            r.postselected_away += w * p
+    return items
+
+
+def _readout(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    (state,) = inputs
+    n = _num_qubits(state)
+    name = eqn.primitive.name
+    if name == "expval":
+        value = r.backend.expval_pauli_sum(state, n, pauli_sum_of(eqn.params["terms"]),
+                                           list(eqn.params["wires"]))
+    elif name == "probs":
+        value = r.backend.to_numpy(r.backend.probs(state, n, list(eqn.params["wires"])))
+    else:
+        value = np.asarray(r.backend.to_numpy(state), eqn.params.get("dtype", "complex128"))
+    return [(w, [state, np.asarray(value)])]
+
+
+def _draw(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    """``sample``: draws from this branch's (normalized) state with the run's generator."""
+    (state,) = inputs
+    p = r.backend.to_numpy(r.backend.probs(state, _num_qubits(state), list(eqn.params["wires"])))
+    return [(w, [state, remember_sample(r, draw_bits(p, eqn.params["shots"], r.rng))])]
+
+
+def remember_sample(runner: Any, bits: np.ndarray) -> np.ndarray:
+    """Mark ``bits`` as drawn by ``sample`` so that combining outputs mixes, not averages."""
+    runner.samples[id(bits)] = bits
+    return bits
+
+
+def is_sample(runner: Any, value: Any) -> bool:
+    """Whether ``value`` is an array that ``sample`` drew in this run (and nothing computed)."""
+    return runner.samples.get(id(value)) is value
+
+
+def mix_samples(arrays: list[np.ndarray], weights: Any, rng: np.random.Generator) -> np.ndarray:
+    """Row i is row i of ``arrays[b]`` with b drawn with probability ∝ ``weights[b]``: shots
+    drawn independently from the mixture of the branches' distributions.
+
+    >>> a, b = np.zeros((4, 1), np.int64), np.ones((4, 1), np.int64)
+    >>> mix_samples([a, b], [0.0, 1.0], np.random.default_rng(0)).ravel().tolist()
+    [1, 1, 1, 1]
+    """
+    if len(arrays) == 1:
+        return arrays[0]
+    w = np.asarray(weights, np.float64)
+    pick = rng.choice(len(arrays), size=arrays[0].shape[0], p=w / w.sum())
+    return np.stack(arrays)[pick, np.arange(arrays[0].shape[0])]
+
+
+def _qextend(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    return [(w, [eqn.primitive.impl("numpy")(r.backend.to_numpy(inputs[0]), **eqn.params)])]
+
+
+def _cond(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    index, *operands = inputs
+    branches = eqn.params["branches"]
+    chosen = branches[int(np.clip(int(index), 0, len(branches) - 1))]
+    return r.run_program(chosen, [(w, operands)])
+
+
+def _loop(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    start, stop, *rest = inputs
+    k = eqn.params["num_consts"]
+    consts, carry = rest[:k], rest[k:]
+    items: list[Item] = [(w, carry)]
+    dtype = np.asarray(start).dtype
+    for i in range(int(start), int(stop)):
+        index = np.asarray(i, dtype)
+        items = r.run_program(eqn.params["body"], [(wi, [index, *consts, *c]) for wi, c in items])
+    return items
+
+
+def _while(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
+    p = eqn.params
+    nc, nb = p["num_cond_consts"], p["num_body_consts"]
+    cond_consts, body_consts, carry = inputs[:nc], inputs[nc:nc + nb], inputs[nc + nb:]
+    live: list[Item] = [(w, carry)]
+    finished: list[Item] = []
+    iterations = 0
+    exited_any = False
+    tested_masses, going_masses = r.loop_run(eqn)
+    while live:
+        tested = r.run_program(p["cond"], [(wi, [*cond_consts, *c]) for wi, c in live])
+        continuing = []
+        for wi, (pred, *c) in tested:
+            if bool(pred):
+                continuing.append((wi, c))
+            else:
+                finished.append((wi, c))
+                exited_any = True
+        going_on = sum(wi for wi, _ in continuing)
+        tested_masses.append(sum(wi for wi, _ in tested))
+        going_masses.append(going_on)
+        if not continuing or r.stop_loop(iterations, p["max_iter"], going_on, exited_any):
+            break
+        live = r.merge(
+            r.run_program(p["body"], [(wi, [*body_consts, *c]) for wi, c in continuing]))
+        iterations += 1
+    return r.merge(finished)
+
+
+def merge_branches(items: list[Item]) -> list[Item]:
+    """Merge branches whose classical values agree and whose states are equal up to phase.
+
+    A mixture of identical pure states is that state with the summed weight, so merging
+    keeps loops such as the von Neumann extractor at a bounded number of live branches
+    instead of doubling them every iteration.
+    """
+    return [(sum(items[i][0] for i in group), items[group[0]][1])
+            for group in merge_groups(items)]
+
+
+def merge_groups(items: list[Item]) -> list[list[int]]:
+    """Indices of the branches that merge, one group per merged branch, in first-seen order.
+
+    >>> merge_groups([(0.5, [np.array(1)]), (0.25, [np.array(2)]), (0.25, [np.array(1)])])
+    [[0, 2], [1]]
+    """
+    buckets: dict[tuple, list[list[int]]] = {}
+    groups: list[list[int]] = []
+    for index, (_, values) in enumerate(items):
+        key = tuple(_classical_key(v) for v in values)
+        for group in buckets.setdefault(key, []):
+            if all(_same_state(a, b) for a, b in zip(items[group[0]][1], values)):
+                group.append(index)
+                break
+        else:
+            group = [index]
+            buckets[key].append(group)
+            groups.append(group)
+    return groups
+
+
+def _classical_key(value: Any) -> Any:
+    array = np.asarray(value)
+    if array.dtype.kind == "c" and array.ndim == 1:
+        return ("state", array.shape)  # compared by _same_state
+    return (array.dtype.str, array.shape, array.tobytes())
+
+
+def _same_state(a: Any, b: Any) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype.kind != "c" or a.ndim != 1:
+        return True  # classical values were equal by key
+    return bool(abs(np.vdot(a, b)) > 1.0 - 1e-12)
+
+
+def _with_params(eqn: Eqn, **changes: Any) -> Eqn:
+    return Eqn(eqn.primitive, eqn.inputs, eqn.outputs, {**eqn.params, **changes})
+
+
+HANDLERS: dict[str, Handler] = {
+    "qalloc": _qalloc, "qextend": _qextend, "gate": _gate, "measure": _measure,
+    "reset": _reset, "postselect": _postselect, "expval": _readout, "probs": _readout,
+    "statevector": _readout, "cond": _cond, "loop": _loop, "while": _while,
+    "sample": _draw, "fused_gate": _fused_gate,
+}
+
+
+# --------------------------------------------------------------------------------- the API
+def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: Any = None,
+        backend: str = "auto", tol: float = 1e-12, max_loop_iterations: int = 100_000,
+        fuse: bool | int | None = None, sampler: Any = None,
+        estimator: Any = None, exit_probability: float | None = None,
+        remainder_tol: float | None = None) -> QuantumResult:
+    """Run a quantum program and return its values with what the semantics dropped.
+
+    ``mode="exact"`` enumerates measurement branches (loops cut off below ``tol``); ``"sample"``
+    draws ``shots`` trajectories with ``seed`` and reports standard errors; ``"density"``
+    runs the program on density matrices (at most 10 qubits, see `density_runner`), an
+    independent check of ``"exact"``; ``"qiskit"`` exports the program (`to_qiskit`) and
+    estimates its values from ``shots`` shots per circuit on a Qiskit ``sampler`` (Aer's or
+    the reference one by default; loops on measurements that the sampler cannot run are
+    run on the host, see `qiskit_execution`) or, for circuits without measurements, an
+    ``estimator`` (precision 1/sqrt(shots)). ``seed`` also seeds the draws of ``qm.sample``.
+    ``fuse`` (default on) runs the program after gate fusion (`fusion.py`): fewer passes
+    over the state, the same values, in blocks as wide as the back end finds best for the
+    register; ``fuse=k`` forces blocks of up to k wires, ``fuse=False`` runs the gates one
+    by one. ``exit_probability`` promises a lower bound on every round's exit probability of
+    a loop on a measurement that is not memoryless, so that its tail can be certified
+    (``remainder_bound``; the promise is checked on every round the run saw).
+    ``remainder_tol`` sums further (a smaller ``tol``) until every value's certified
+    remainder is at most ``remainder_tol``.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> @qdiff.program
+    ... def coin(theta):
+    ...     q = qm.qubits(1)
+    ...     qm.ry(theta, q[0])
+    ...     return qm.measure(q[0])
+    >>> round(float(qm.run(coin, 1.0).values), 6) == round(float(np.sin(0.5) ** 2), 6)
+    True
+    """
+    from ...api import ProgramFunction
+    from ...ir.interpreter import argument_leaves
+    from ...ir.tracer import trace
+
+    if isinstance(program, ProgramFunction):
+        program = program.trace(*args)
+    elif not isinstance(program, Program):
+        program = trace(program, *args)
+    values = [np.asarray(v) for v in argument_leaves(program, args)]
+    for index, atom in enumerate(program.outputs):
+        if isinstance(atom.type, QState):
+            raise QdiffError(
+                f"output {index} is a quantum state; return qm.state(register) instead")
+    if mode != "exact" and (exit_probability is not None or remainder_tol is not None):
+        raise QdiffError("exit_probability= and remainder_tol= certify exact-mode values "
+                         "(mode='exact')")
+    if mode == "qiskit":
+        from ..qiskit.execution import run_on_sampler
+
+        sampled = run_on_sampler(program, values, sampler=estimator or sampler, shots=shots,
+                                 seed=seed, tol=tol,
+                                 max_iterations=min(max_loop_iterations, 256))
+        return QuantumResult(_structure(program, sampled.values), "qiskit",
+                             unterminated_mass=sampled.unterminated_mass,
+                             stderr=_structure(program, sampled.stderr), shots=sampled.shots)
+    if sampler is not None or estimator is not None:
+        raise QdiffError("sampler= and estimator= run programs on Qiskit: mode='qiskit'")
+    if mode == "density":
+        from .density_runner import run_density
+
+        return run_density(program, values, tol=tol, seed=seed,
+                           max_loop_iterations=max_loop_iterations)
+    program = unpack_scalars(program)  # one equation for all the elements read from an array
+    if mode == "exact":
+        from ..certificate.tail import certify_values, tighten
+
+        def attempt(cut: float) -> tuple[Any, float, str | None]:
+            runner = BranchRunner(mode, backend, cut, seed, max_loop_iterations, fuse=fuse)
+            result = _exact(runner, program, values)
+            bounds, result.remainder_reason = certify_values(program, values, runner,
+                                                             exit_probability)
+            result.remainder_bound = _structure(program, [np.float64(b) for b in bounds])
+            return (result, runner), max(bounds, default=0.0), result.remainder_reason
+
+        result, runner = tighten(attempt, tol, remainder_tol)
+    else:
+        runner = BranchRunner(mode, backend, tol, seed, max_loop_iterations, fuse=fuse)
+        result = _sample(runner, program, values, shots)
+    result.gate_passes, result.passes_saved = runner.gate_passes, runner.passes_saved
+    return result
+
+
+def _combine(items: list[Item], runner: Any, scale: float = 1.0) -> list[Any]:
+    """The weighted sum over branches of each output divided by ``scale`` (bits and counts
+    become expectations); arrays drawn by ``sample`` are mixed instead (`mix_samples`)."""
+    if not items:
+        return []
+    outputs = []
+    for k in range(len(items[0][1])):
+        column = [outs[k] for _, outs in items]
+        if all(is_sample(runner, v) for v in column):
+            outputs.append(mix_samples(column, [w for w, _ in items], runner.rng))
+        else:  # one new array, accumulated in place (a statevector output is big)
+            total = items[0][0] * _as_number(column[0])
+            for (w, _), v in zip(items[1:], column[1:]):
+                total += w * _as_number(v)
+            if scale != 1.0:
+                total /= scale
+            outputs.append(total)
+    return outputs
+
+
+def _as_number(value: Any) -> np.ndarray:
+    array = np.asarray(value)
+    return array if array.dtype.kind == "c" else array.astype(np.float64)
+
+
+def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> QuantumResult:
+    return enumerated_result(runner, program, runner.run_program(program, [(1.0, values)]),
+                             "exact")
+
+
+def enumerated_outputs(runner: Any, program: Program,
+                       items: list[Item]) -> tuple[list[Any], float]:
+    """The flat outputs of enumerated branches (expectations, conditioned on postselection)
+    and the postselection probability."""
+    success = 1.0 - runner.postselected_away
+    if runner.postselected_away > 0 and success <= runner.tol:
+        raise QdiffError("postselection succeeds with probability 0: the value is undefined")
+    if not items:
+        return [np.zeros(a.type.shape) for a in program.outputs], success
+    return _combine(items, runner, success), success
+
+
+def enumerated_result(runner: Any, program: Program, items: list[Item],
+                      mode: str) -> QuantumResult:
+    """The result of enumerated (weight, outputs) branches: expectations, conditioned on
+    postselection, with the mass the runner dropped, cut off or aborted."""
+    outputs, success = enumerated_outputs(runner, program, items)
+    return QuantumResult(
+        values=_structure(program, outputs), mode=mode, num_branches=len(items),
+        dropped_mass=runner.dropped, unterminated_mass=runner.unterminated,
+        aborted_mass=runner.aborted, postselection_probability=success)
+
+
+def _sample(runner: BranchRunner, program: Program, values: list[Any], shots: int) -> QuantumResult:
+    if shots < 1:
+        raise QdiffError(f"shots must be positive, got {shots}")
+    trajectories = []
+    for _ in range(shots):
+        for weight, outs in runner.run_program(program, [(1.0, values)]):
+            if weight > 0:
+                trajectories.append([o if is_sample(runner, o) else _as_number(o) for o in outs])
+    accepted = len(trajectories)
+    if accepted == 0:
+        raise QdiffError("no trajectory was accepted (postselection rejected every shot)")
+    columns = [[t[k] for t in trajectories] for k in range(len(trajectories[0]))]
+    drawn = [all(is_sample(runner, v) for v in c) for c in columns]
+    stacked = [np.stack(c) for c in columns]
+    means = [mix_samples(c, np.ones(accepted), runner.rng) if d else s.mean(axis=0)
+             for c, d, s in zip(columns, drawn, stacked)]
+    errors = [None if d else s.std(axis=0, ddof=1) / np.sqrt(accepted) if accepted > 1
+              else np.full_like(m, np.inf) for d, s, m in zip(drawn, stacked, means)]
+    return QuantumResult(
+        values=_structure(program, means), mode="sample", stderr=_structure(program, errors),
+        shots=accepted, unterminated_mass=runner.unterminated / shots,
+        aborted_mass=runner.aborted / shots, postselection_probability=accepted / shots,
+        trajectories=[_structure(program, t) for t in trajectories])
+
+
+def _structure(program: Program, outputs: list[Any]) -> Any:
+    outputs = [o[()] if isinstance(o, np.ndarray) and o.ndim == 0 else o for o in outputs]
+    if program.out_tree is None:
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+    return pytree.unflatten(program.out_tree, outputs)
+
+

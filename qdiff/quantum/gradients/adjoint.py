@@ -1,0 +1,925 @@
+"""The adjoint method over measurement branches: exact derivatives of quantum programs.
+
+A program with measurements denotes ``E = Σ_b w_b · g_b``: branch ``b`` has probability
+weight ``w_b``, a normalized state and classical values, and ``g_b`` are its outputs. The
+forward sweep is the branching runner itself; `AdjointRunner` records every equation it
+executes in every branch. Branches share their prefix and a merge has several parents, so
+the records form a DAG, and the reverse sweep walks it backwards once (reverse-mode AD over
+the branch DAG): cotangents from the two outcomes of a measurement add up at the state
+before it, so a loop with K enumerated iterations costs O(K), not O(K^2).
+
+Conventions: for a classical value ``v`` the cotangent is ``∂J/∂v``; for a state ``ψ`` it is
+the adjoint vector ``λ`` with ``dJ = 2 Re<λ|dψ>`` (for ``J = <ψ|O|ψ>``, ``λ = Oψ``). A sweep
+takes several objectives ``J_r`` at once (the rows of a Jacobian): every cotangent has a
+leading axis of rows, and each state one ψ with a stack of λ_r, so the gates undo ψ once for
+all rows. The reverse sweep carries the pair (ψ, λ) backwards: gates are unitary, so ``ψ``
+is uncomputed (``ψ_in = U^† ψ_out``), never stored; only measurements (and resets and
+postselection) keep the state they saw, which the forward sweep holds anyway because it
+branches there.
+Classical equations use their registered VJP rules, so angles computed by classical code
+(shared parameters, loop indices, classical loops and their reversal in ``qdiff.loops``)
+are chain-ruled by the classical reverse mode.
+
+Rules, one per record kind (``q`` = outcome probability, ``P`` = projector, ``A`` = the
+reset flip or identity, ``G`` = a gate's generator, ``U(θ) = exp(-iθG)``):
+
+- gate: ``θ̄ = 2 Im<λ_out|G ψ_out>``, ``ψ_in = U^†ψ_out``, ``λ_in = U^†λ_out``;
+  multi-parameter gates (``u``) go through their rotation occurrences and global phase.
+- measure/reset/postselect: ``ψ' = A P ψ / √q``, ``w' = w q``, ``q = |Pψ|²``:
+  ``q̄ = w̄' w'/q - Re<λ'|ψ'>/q``, ``w̄ += w̄' w'/w``, ``λ_in = P (A^†λ'/√q + q̄ ψ)``.
+- expval: ``λ_in = λ_out + ē O ψ``; probs: ``λ_in,i = λ_out,i + p̄_{j(i)} ψ_i``.
+- merge of parents (w_i, φ_i) into (W = Σ w_i, φ_0): ``w̄_i = W̄``,
+  ``v̄_i = (w_i/W) V̄``, ``λ_i = (w_i/W) <φ_0|φ_i> λ_V``.
+
+>>> import qdiff
+>>> from qdiff import quantum as qm
+>>> @qdiff.program
+... def coin(theta):
+...     q = qm.qubits(1)
+...     qm.ry(theta, q[0])
+...     return qm.expval("Z", q)
+>>> run = RecordedRun(coin.trace(0.3), [0.3])
+>>> bool(np.isclose(run.vjp([1.0])[0], -np.sin(0.3)))
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...autodiff.tangents import add_tangents, cast_like, is_differentiable
+from ...ir.core import Eqn, Program
+from ...ir.errors import QdiffError
+from ...ir.passes.unpack_scalars import unpack_scalars
+from ...ir.types import QState
+from ..execution.runner import HANDLERS, BranchRunner, Item, _with_params, merge_groups
+from ..lang.fusion import GATE_KINDS, gate_parts, gate_runs
+from ..lang.gates import gate_spec
+from ..lang.primitives import pauli_sum_of
+from ..simulator import GateOp
+
+# Records whose second output is an expectation value read off the state.
+READOUT_KINDS = ("expval", "probs", "statevector")
+
+# Equations whose bodies the runner runs equation by equation: their records connect them.
+STRUCTURAL = ("cond", "loop", "while")
+
+
+@dataclass
+class Record:
+    """One equation executed on one branch (or one merge): nodes and values in and out."""
+
+    kind: str
+    eqn: Eqn | None
+    in_nodes: list[int | None]
+    in_values: list[Any]
+    out_nodes: list[int | None]
+    out_values: list[Any]
+    w_in: int
+    w_out: int
+    weight_in: float
+    weight_out: float
+    parents: list[tuple[int, float, list[int | None], list[Any]]] = field(default_factory=list)
+
+
+class AdjointRunner(BranchRunner):
+    """The branching runner, recording what it executes for the reverse sweep."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        # every gate is its own record: the reverse sweep needs each generator, so no fusion
+        super().__init__(*args, **{**kwargs, "fuse": False})
+        self.records: list[Record] = []
+        self._objects: dict[int, tuple[Any, int]] = {}
+        self._count = 0
+        self.states: dict[int, Any] = {}  # state node -> forward object
+        # gates not yet applied, per state buffer: they run in blocks when the state is read
+        self._pending: dict[int, tuple[Any, list[GateOp]]] = {}
+        # what the back end prepared for the reverse sweep's blocks, kept when several sweeps
+        # will follow (`RecordedRun.vjp_rows`); None: not kept
+        self.prepared_blocks: dict | None = None
+
+    # -- nodes: a value's node is its object's identity (each output is a fresh object) ------
+    def node(self, obj: Any) -> int | None:
+        """The node of a recorded value, ``None`` for constants."""
+        entry = self._objects.get(id(obj))
+        return entry[1] if entry is not None and entry[0] is obj else None
+
+    def _new(self, obj: Any) -> int:
+        self._count += 1
+        self._objects[id(obj)] = (obj, self._count)  # keeps obj alive: ids stay unique
+        return self._count
+
+    def track(self, value: Any) -> tuple[Any, int]:
+        """A fresh object for ``value`` and its new node."""
+        fresh = value.view() if isinstance(value, np.ndarray) else np.asarray(value)
+        return fresh, self._new(fresh)
+
+    def weight_node(self, weight: float) -> int:
+        found = self.node(weight)
+        return found if found is not None else self._new(weight)
+
+    def track_inputs(self, values: Sequence[Any]) -> list[Any]:
+        """Fresh objects for the program inputs, whose nodes receive the gradient."""
+        return [self.track(np.asarray(v))[0] for v in values]
+
+    # -- hooks of the runner -----------------------------------------------------------------
+    def apply(self, eqn: Eqn, handler: Any, weight: float, inputs: list[Any]) -> list[Item]:
+        name = eqn.primitive.name
+        if name in GATE_KINDS:
+            return self._record(eqn, weight, inputs, [(weight, [self._defer(eqn, inputs)])])
+        if self._pending and any(isinstance(a.type, QState) for a in eqn.inputs):
+            self.flush()
+        if name == "expval":  # <ψ|O|ψ>, all terms in one pass (the back end's kernel)
+            state = inputs[0]
+            value = self.backend.inner_pauli_sum(state, state, _num_qubits(state),
+                                                 pauli_sum_of(eqn.params["terms"]),
+                                                 list(eqn.params["wires"])).real
+            return self._record(eqn, weight, inputs, [(weight, [state, np.asarray(value)])])
+        if handler is not None and name in STRUCTURAL:
+            return handler(self, eqn, weight, inputs)
+        if name == "reset":  # record the outcome, which a reset does not return
+            measured = HANDLERS["measure"](self, _with_params(eqn, reset=True), weight, inputs)
+            recorded = self._record(eqn, weight, inputs, measured)
+            return [(w, outs[:1]) for w, outs in recorded]
+        return self._record(eqn, weight, inputs, super().apply(eqn, handler, weight, inputs))
+
+    def _record(self, eqn: Eqn, weight: float, inputs: list[Any],
+                outcomes: list[Item]) -> list[Item]:
+        in_nodes = [self.node(v) for v in inputs]
+        w_in = self.weight_node(weight)
+        is_state = [isinstance(v.type, QState) for v in eqn.outputs]
+        # gates are swept in runs (`_gates`); every other kind has its rule in RULES
+        name = eqn.primitive.name
+        kind = "gate" if name in GATE_KINDS else name if name in _RECORD_KINDS else "classical"
+        result = []
+        for w, outs in outcomes:
+            tracked, out_nodes = [], []
+            for k, value in enumerate(outs):
+                obj, n = self.track(value)
+                tracked.append(obj)
+                out_nodes.append(n)
+                if k < len(is_state) and is_state[k]:
+                    self.states[n] = obj
+            w_out = w_in if w is weight else self._new(w)
+            self.records.append(Record(kind, eqn, in_nodes, inputs, out_nodes, tracked,
+                                       w_in, w_out, weight, w))
+            result.append((w, tracked))
+        return result
+
+    def _defer(self, eqn: Eqn, inputs: list[Any]) -> Any:
+        # The gates' output is their input buffer (gates run in place), updated later.
+        state, *angles = inputs
+        owner = _owner(state)
+        values = [float(a) for a in angles]
+        parts = gate_parts(eqn)
+        # the specs are `gate_parts`'s, one object per equation (a user matrix's too)
+        ops = [GateOp(spec, wires, tuple(values[lo:hi])) for spec, wires, lo, hi in parts]
+        entry = self._pending.get(id(owner))
+        if entry is None:
+            self._pending[id(owner)] = (owner, ops)
+        else:
+            entry[1].extend(ops)
+        self.gate_passes += len(parts)
+        return state
+
+    def flush(self) -> None:
+        """Apply the deferred gates: blocks of the back end's fusion width, one pass each."""
+        pending, self._pending = self._pending, {}
+        for owner, ops in pending.values():
+            apply_gates(self.backend, owner, ops)
+
+    def merge(self, items: list[Item]) -> list[Item]:
+        self.flush()
+        merged = []
+        for group in merge_groups(items):
+            if len(group) == 1:
+                merged.append(items[group[0]])
+                continue
+            total = sum(items[i][0] for i in group) * 1.0
+            values = items[group[0]][1]
+            tracked, out_nodes = [], []
+            for value in values:
+                obj, n = self.track(value)
+                tracked.append(obj)
+                out_nodes.append(n)
+                if _is_state(value):
+                    self.states[n] = obj
+            parents = []
+            for i in group:
+                w, vals = items[i]
+                nodes = [self.node(v) for v in vals]
+                parents.append((self.weight_node(w), w, nodes, vals))
+            self.records.append(Record("merge", None, [], [], out_nodes, tracked, 0,
+                                       self._new(total), 0.0, total, parents))
+            merged.append((total, tracked))
+        return merged
+
+    # -- the reverse sweep ------------------------------------------------------------------
+    def reverse(self, weight_seeds: dict[int, np.ndarray], value_seeds: dict[int, Any],
+                rows: int = 1,
+                rules: dict[str, Callable[[Sweep, Record], None]] | None = None) -> Sweep:
+        """Walk the records backwards from the seeds (each with a leading axis of ``rows``);
+        ``sweep.ct`` holds the cotangent of every node. ``rules=CLASSICAL_RULES`` chain-rules
+        the classical records only."""
+        self.flush()
+        sweep = Sweep(self, dict(weight_seeds), dict(value_seeds), rows)
+        records = self.records
+        quantum = rules is None
+        if quantum:
+            rules = RULES
+            consumed = {n for r in records for n in r.in_nodes}
+            consumed.update(n for r in records for p in r.parents for n in p[2])
+            for n, obj in self.states.items():
+                if n not in consumed:
+                    sweep.psi[n] = self.backend.copy(obj)
+        assert rules is not None
+        i = len(records) - 1
+        while i >= 0:
+            if quantum and records[i].kind == "gate":  # a run of gates on one state, at once
+                gates, deferred, i = _gate_run(records, i)
+                _gates(sweep, gates)
+                for record in deferred:
+                    _classical(sweep, record)
+                continue
+            rules[records[i].kind](sweep, records[i])
+            i -= 1
+        return sweep
+
+
+def _is_state(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind == "c"
+
+
+def _owner(array: np.ndarray) -> np.ndarray:
+    """The array that owns a view's memory (the state buffer gates update in place)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
+
+
+def apply_gates(be: Any, state: Any, ops: list[GateOp]) -> Any:
+    """Apply ``ops`` to ``state`` in place, in blocks of the back end's fusion width (the
+    fusion pass's planner), each block in one pass over the state.
+
+    >>> from qdiff.quantum.simulator import get_backend
+    >>> be = get_backend("numpy")
+    >>> psi = apply_gates(be, be.zero_state(2), [GateOp("h", (0,)), GateOp("cx", (0, 1))])
+    >>> be.probs(psi, 2).round(3).tolist()
+    [0.5, 0.0, 0.0, 0.5]
+    """
+    from ..lang.fusion import plan_blocks
+
+    n = _num_qubits(state)
+    width = be.fusion_width(n)
+    if len(ops) == 1 or width < 1:  # 0: fusion does not pay at this size
+        for op in ops:
+            be.apply_gate(state, n, op.gate, list(op.wires), op.params)
+        return state
+    for block in plan_blocks([op.wires for op in ops], width):
+        if len(block) == 1:
+            op = ops[block[0]]
+            be.apply_gate(state, n, op.gate, list(op.wires), op.params)
+            continue
+        wires = sorted({w for k in block for w in ops[k].wires})
+        be.apply_fused(state, n, wires, [ops[k] for k in block])
+    return state
+
+
+class Sweep:
+    """The state of one reverse sweep over ``rows`` objectives at once: classical cotangents
+    (a leading axis of rows), the stacks of adjoints λ (one row each) and the uncomputed ψ."""
+
+    def __init__(self, runner: AdjointRunner, weights: dict[int, np.ndarray], values: dict,
+                 rows: int = 1):
+        self.runner = runner
+        self.be = runner.backend
+        self.rows = rows
+        self.ct: dict[int, Any] = {**values}
+        for n, w in weights.items():
+            self.ct[n] = self.ct.get(n, 0.0) + w
+        self.lam: dict[int, Any] = {}
+        self.psi: dict[int, Any] = {}
+        self.readouts: dict[int, Any] = {}  # id(record) -> its value's cotangent (classical)
+        self._owned: dict[int, np.ndarray] = {}  # float64 sums this sweep made: updated in place
+
+    def _own(self, array: np.ndarray) -> np.ndarray:
+        self._owned[id(array)] = array  # keeps it alive: ids stay unique
+        return array
+
+    def add(self, node: int | None, value: Any) -> None:
+        if node is None or value is None:
+            return
+        have = self.ct.get(node)
+        if (isinstance(have, np.ndarray) and isinstance(value, np.ndarray)
+                and have.shape == value.shape and have.dtype == value.dtype == np.float64):
+            # what add_tangents computes, without tracing
+            if self._owned.get(id(have)) is have:
+                have += value
+            else:
+                self.ct[node] = self._own(have + value)
+        else:
+            self.ct[node] = add_tangents(have, value)
+
+    def add_at(self, node: int | None, shape: tuple[int, ...], index: Any,
+               value: np.ndarray) -> None:
+        """``ct[node][:, index] += value`` for a float64 cotangent of ``shape`` per row (the
+        transpose of selecting ``index``), without a zero array per call."""
+        if node is None:
+            return
+        shape = (self.rows, *shape)
+        index = (slice(None), *index)
+        have = self.ct.get(node)
+        if not (isinstance(have, np.ndarray) and self._owned.get(id(have)) is have):
+            if have is not None and not (isinstance(have, np.ndarray) and have.shape == shape
+                                         and have.dtype == np.float64):
+                spread = np.zeros(shape)
+                spread[index] = value
+                self.add(node, spread)
+                return
+            have = self._own(np.zeros(shape) if have is None else have.copy())
+            self.ct[node] = have
+        have[index] += value
+
+    def add_lam(self, node: int | None, value: Any) -> None:
+        if node is None or value is None:
+            return
+        have = self.lam.get(node)
+        if have is None:
+            self.lam[node] = value
+        else:
+            have += value
+
+    def state_pair(self, node: int) -> tuple[Any, Any]:
+        psi = self.psi.pop(node, None)
+        if psi is None:
+            raise QdiffError("internal: a state was neither uncomputed nor stored")
+        return psi, self.lam.pop(node, None)
+
+    def weight_cotangent(self, record: Record) -> np.ndarray:
+        """w̄' of a record (one per row) that may keep its input weight (then w̄' is read,
+        not taken)."""
+        if record.w_out == record.w_in:
+            return np.asarray(self.ct.get(record.w_in, self.zeros()), np.float64)
+        w_bar = np.asarray(self.ct.pop(record.w_out, self.zeros()), np.float64)
+        if record.weight_in:
+            self.ct[record.w_in] = (self.ct.get(record.w_in, 0.0)
+                                    + w_bar * (record.weight_out / record.weight_in))
+        return w_bar
+
+    def zeros(self) -> np.ndarray:
+        return np.zeros(self.rows)
+
+    def overlaps(self, lam: Any, psi: Any) -> np.ndarray:
+        """``<λ_r|ψ>`` for every row of the stack (complex128)."""
+        return np.array([self.be.inner(row, psi) for row in lam], np.complex128)
+
+    def outer(self, scales: np.ndarray, state: Any) -> Any:
+        """The stack of rows ``scales[r] * state``."""
+        xp = self.be.xp
+        return xp.outer(xp.asarray(scales, dtype=state.dtype), state)
+
+
+def _num_qubits(state: Any) -> int:
+    return int(state.shape[0]).bit_length() - 1
+
+
+# ------------------------------------------------------------------------------------ rules
+def _classical(sweep: Sweep, record: Record) -> None:
+    # v̄_in = vjp(v̄_out): the primitive's registered (tapeless) reverse rule, run eagerly,
+    # row by row.
+    cts_out = [sweep.ct.pop(n, None) if n is not None else None for n in record.out_nodes]
+    if record.w_out != record.w_in:
+        sweep.weight_cotangent(record)
+    if all(c is None for c in cts_out):
+        return
+    eqn = record.eqn
+    assert eqn is not None
+    wanted = [n is not None and is_differentiable(a.type)
+              for n, a in zip(record.in_nodes, eqn.inputs)]
+    if not any(wanted):
+        return
+    selection = _SELECTIONS.get(eqn.primitive.name)
+    x = record.in_values[0] if record.in_values else None
+    if selection is not None and isinstance(x, np.ndarray) and x.dtype == np.float64 \
+            and all(c is None or np.asarray(c).dtype == np.float64 for c in cts_out):
+        selection(sweep, record, cts_out)
+        return
+    rule = eqn.primitive.vjp
+    if rule is None:
+        raise QdiffError(f"primitive {eqn.primitive.name!r} has no reverse-mode (VJP) rule")
+    per_row: list[list[Any]] = []
+    for r in range(sweep.rows):
+        row = [None if c is None or not is_differentiable(v.type)
+               else cast_like(np.asarray(c)[r, ...], v.type)
+               for c, v in zip(cts_out, eqn.outputs)]
+        per_row.append(rule(row, record.in_values, record.out_values, wanted, **eqn.params))
+    for k, (n, a, flag) in enumerate(zip(record.in_nodes, eqn.inputs, wanted)):
+        found = [cts[k] for cts in per_row]
+        if flag and any(c is not None for c in found):
+            sweep.add(n, np.stack([np.zeros(a.type.shape, a.type.np_dtype) if c is None
+                                   else np.asarray(cast_like(c, a.type)) for c in found]))
+
+
+# The ops that select gate angles from a parameter array, transposed without tracing:
+# x̄ = ȳ moved back where y came from (their registered rules, on float64 arrays, all rows).
+def _reshape_transpose(sweep: Sweep, record: Record, cts_out: list[Any]) -> None:
+    x = record.in_values[0]
+    if cts_out[0] is not None:
+        sweep.add(record.in_nodes[0], np.asarray(cts_out[0]).reshape((sweep.rows, *x.shape)))
+
+
+def _slice_transpose(sweep: Sweep, record: Record, cts_out: list[Any]) -> None:
+    p = record.eqn.params  # type: ignore[union-attr]
+    if cts_out[0] is not None:
+        index = tuple(slice(a, b, c) for a, b, c in zip(p["start"], p["limit"], p["strides"]))
+        sweep.add_at(record.in_nodes[0], record.in_values[0].shape, index, cts_out[0])
+
+
+def _unpack_transpose(sweep: Sweep, record: Record, cts_out: list[Any]) -> None:
+    # y_k = x.flat[i_k]  ⇒  x̄.flat[i_k] += ȳ_k (an index may repeat)
+    x = record.in_values[0]
+    found = [(i, c) for i, c in zip(record.eqn.params["indices"], cts_out)  # type: ignore
+             if c is not None]
+    if not found:
+        return
+    flat = np.zeros((sweep.rows, x.size))
+    np.add.at(flat, (slice(None), np.array([i for i, _ in found])),
+              np.stack([np.asarray(c).reshape(sweep.rows) for _, c in found], axis=1))
+    sweep.add(record.in_nodes[0], flat.reshape((sweep.rows, *x.shape)))
+
+
+_SELECTIONS = {"reshape": _reshape_transpose, "slice": _slice_transpose,
+               "unpack": _unpack_transpose}
+
+
+def _gate_run(records: list[Record], i: int) -> tuple[list[Record], list[Record], int]:
+    """The run of gate records on one state that ends at ``records[i]`` (last first), the
+    classical records met inside it (they only chain-rule the angles, so they may run after
+    the gates), and the index where the walk stops."""
+    gates = [records[i]]
+    deferred: list[Record] = []
+    node = records[i].in_nodes[0]
+    j = i - 1
+    while j >= 0:
+        record = records[j]
+        if record.kind == "gate" and record.out_nodes[0] == node:
+            gates.append(record)
+            node = record.in_nodes[0]
+        elif record.kind == "classical" and record.w_out == record.w_in:
+            deferred.append(record)
+        else:
+            break
+        j -= 1
+    return gates, deferred, j
+
+
+def _gates(sweep: Sweep, gates: list[Record]) -> None:
+    # The gate rule on a run of gates (last first), in blocks: θ̄ = 2 Im<λ|Gψ>, ψ <- U^†ψ,
+    # λ <- U^†λ (every λ of the stack against the one ψ), gate by gate from the last; gates
+    # on disjoint wires commute (and commute with each other's generators), so a block may
+    # reorder them. A u gate goes through its rotations; its global phase e^{iα} commutes
+    # with everything: α's part of θ̄ is -2 α' Im<λ|ψ>, the same anywhere in the run, and
+    # ψ, λ take e^{-iα} once.
+    be = sweep.be
+    psi, lam = sweep.state_pair(gates[0].out_nodes[0])
+    n = _num_qubits(psi)
+    ops: list[GateOp] = []
+    want: list[bool] = []
+    slots: list[tuple[int, int]] = []  # (record, angle) of each op's derivative
+    phases: list[tuple[int, int, float]] = []  # (record, angle, dα/dangle)
+    alpha = 0.0
+    for index, record in enumerate(reversed(gates)):
+        values = [float(a) for a in record.in_values[1:]]
+        nodes = record.in_nodes[1:]
+        for spec, wires, lo, hi in gate_parts(record.eqn):  # type: ignore[arg-type]
+            angles = tuple(values[lo:hi])
+            wanted = lam is not None and any(k is not None for k in nodes[lo:hi])
+            if wanted and spec.generator is None and spec.num_params:
+                # u(θ, φ, λ) = e^{iα} rz(φ) ry(θ) rz(λ): its rotations, in application order
+                for o in spec.occurrences:
+                    ops.append(GateOp(gate_spec(o.gate), tuple(wires[w] for w in o.wires),
+                                      (angles[o.param_index],)))
+                    want.append(True)
+                    slots.append((index, lo + o.param_index))
+                phase = spec.global_phase
+                assert phase is not None
+                alpha += phase(*angles)
+                for j in range(spec.num_params):  # α is affine in the angles: a central
+                    step = np.eye(spec.num_params)[j]  # difference is exact
+                    slope = (phase(*np.add(angles, step))
+                             - phase(*np.subtract(angles, step))) / 2
+                    phases.append((index, lo + j, slope))
+                continue
+            ops.append(GateOp(spec, wires, angles))
+            want.append(wanted and spec.num_params == 1)
+            slots.append((index, lo))
+    if lam is not None:
+        # θ̄ per record, angle and row
+        grads = [np.zeros((len(r.in_values) - 1, sweep.rows)) for r in reversed(gates)]
+        if phases:
+            overlap = sweep.overlaps(lam, psi)
+            for index, j, slope in phases:
+                grads[index][j] -= 2 * slope * overlap.imag
+    width = max(be.adjoint_width(n), 1)
+    for wires, block in reversed(_adjoint_blocks(ops, width)):
+        g = be.adjoint_block(psi, lam, n, wires, [ops[k] for k in block],
+                             [want[k] for k in block], sweep.runner.prepared_blocks)
+        if lam is None:
+            continue
+        for k, value in zip(block, np.asarray(g).T):
+            if want[k]:
+                index, j = slots[k]
+                grads[index][j] += value
+    if alpha:
+        factor = np.exp(-1j * alpha)
+        psi *= factor
+        if lam is not None:
+            lam *= factor
+    if lam is not None:
+        for record, values in zip(reversed(gates), grads):
+            for node, g in zip(record.in_nodes[1:], values):
+                if node is not None:
+                    sweep.add(node, g)
+    first = gates[-1].in_nodes[0]
+    sweep.psi[first] = psi
+    sweep.add_lam(first, lam)
+
+
+def _adjoint_blocks(ops: list[GateOp], width: int) -> list[tuple[list[int], list[int]]]:
+    """(wires, op indices) of the blocks of a gate run in execution order: the fusion pass's
+    planner, with gates wider than three wires alone (a dense block matrix would be big)."""
+    from ..lang.fusion import plan_blocks
+
+    blocks: list[tuple[list[int], list[int]]] = []
+    start = 0
+    for end in [k for k, op in enumerate(ops) if len(op.wires) > 3] + [len(ops)]:
+        if end > start:
+            for block in plan_blocks([ops[k].wires for k in range(start, end)], width):
+                indices = [start + k for k in block]
+                blocks.append((sorted({w for k in indices for w in ops[k].wires}), indices))
+        if end < len(ops):
+            blocks.append((sorted(ops[end].wires), [end]))
+        start = end + 1
+    return blocks
+
+
+def _projective(sweep: Sweep, record: Record) -> None:
+    # ψ' = A P ψ/√q, w' = w q: q̄ = w̄'w'/q - Re<λ'|ψ'>/q, λ_in = P(A^†λ'/√q + q̄ ψ).
+    eqn = record.eqn
+    assert eqn is not None
+    be = sweep.be
+    wire = eqn.params["wire"]
+    if eqn.primitive.name == "postselect":
+        outcome, flip = eqn.params["value"], False
+    else:
+        outcome = int(record.out_values[1])
+        flip = outcome == 1 and (eqn.primitive.name == "reset" or eqn.params.get("reset"))
+    stored = record.in_values[0]
+    n = _num_qubits(stored)
+    psi_out, lam_out = sweep.state_pair(record.out_nodes[0])
+    w_bar = sweep.weight_cotangent(record)
+    projected = be.project(be.copy(stored), n, wire, outcome)
+    q = be.norm_squared(projected)
+    q_bar = w_bar * (record.weight_out / q)
+    lam_in = None
+    if lam_out is not None:
+        q_bar = q_bar - sweep.overlaps(lam_out, psi_out).real / q
+        for row in lam_out:
+            if flip:
+                be.apply_gate(row, n, "x", [wire])
+            be.project(row, n, wire, outcome)
+        lam_in = lam_out / np.sqrt(q)
+    if np.any(q_bar):
+        term = sweep.outer(q_bar, projected)
+        lam_in = term if lam_in is None else lam_in + term
+    node = record.in_nodes[0]
+    if node not in sweep.psi:
+        sweep.psi[node] = be.copy(stored)
+    sweep.add_lam(node, lam_in)
+
+
+def _readout(sweep: Sweep, record: Record) -> None:
+    # expval: λ_in = λ_out + ē Oψ; probs: λ_in,i = λ_out,i + p̄_{j(i)} ψ_i.
+    eqn = record.eqn
+    assert eqn is not None
+    be = sweep.be
+    psi, lam = sweep.state_pair(record.out_nodes[0])
+    value_bar = sweep.ct.pop(record.out_nodes[1], None)
+    n = _num_qubits(psi)
+    extra = None
+    if value_bar is not None:
+        name = eqn.primitive.name
+        wires = list(eqn.params.get("wires", ()))
+        value_bar = np.asarray(value_bar, np.float64)
+        if name == "expval":  # λ_r += ē_r Oψ, in place, in one pass each
+            if lam is None:
+                lam = be.xp.zeros((sweep.rows, *psi.shape), psi.dtype)
+            observable = pauli_sum_of(eqn.params["terms"])
+            for row, scale in zip(lam, value_bar.reshape(sweep.rows).tolist()):
+                if scale:
+                    be.add_pauli_sum(row, psi, n, observable, wires, scale=scale)
+        elif name == "probs":
+            xp = be.xp
+            extra = xp.ascontiguousarray(
+                psi[None, :] * xp.asarray(value_bar[:, _bucket(n, wires)], psi.real.dtype))
+        else:
+            raise QdiffError(f"{name}: its value cannot be differentiated; use expval or probs")
+    node = record.in_nodes[0]
+    sweep.psi[node] = psi
+    sweep.add_lam(node, lam)
+    sweep.add_lam(node, extra)
+
+
+def _bucket(n: int, wires: list[int]) -> np.ndarray:
+    """For each basis index, its outcome index on ``wires`` (``wires[0]`` least significant)."""
+    index = np.arange(2 ** n)
+    return sum(((index >> w) & 1) << k for k, w in enumerate(wires))
+
+
+def _qalloc(sweep: Sweep, record: Record) -> None:
+    # a fresh |0..0> depends on nothing
+    sweep.psi.pop(record.out_nodes[0], None)
+    sweep.lam.pop(record.out_nodes[0], None)
+
+
+def _qextend(sweep: Sweep, record: Record) -> None:
+    # ψ_out = |0>_new ⊗ ψ_in: ψ_in and λ_in are the leading block
+    psi, lam = sweep.state_pair(record.out_nodes[0])
+    size = record.in_values[0].shape[0]
+    sweep.psi[record.in_nodes[0]] = psi[:size].copy()
+    sweep.add_lam(record.in_nodes[0], None if lam is None else lam[:, :size].copy())
+
+
+def _merge(sweep: Sweep, record: Record) -> None:
+    # w̄_i = W̄; v̄_i = (w_i/W) V̄; λ_i = (w_i/W) <φ_0|φ_i> λ_V.
+    total = record.weight_out
+    w_bar = sweep.ct.pop(record.w_out, sweep.zeros())
+    outs = []
+    for n, value in zip(record.out_nodes, record.out_values):
+        if _is_state(value):
+            outs.append(sweep.state_pair(n))
+        else:
+            outs.append(sweep.ct.pop(n, None))
+    for index, (w_node, w, nodes, values) in enumerate(record.parents):
+        share = w / total
+        sweep.ct[w_node] = sweep.ct.get(w_node, 0.0) + w_bar
+        for n, value, out in zip(nodes, values, outs):
+            if not _is_state(value):
+                sweep.add(n, None if out is None else share * np.asarray(out))
+                continue
+            psi, lam = out
+            if index == 0:
+                sweep.psi[n] = psi if len(record.parents) == 1 else sweep.be.copy(psi)
+                phase = 1.0
+            else:
+                sweep.psi[n] = sweep.be.copy(value)
+                overlap = sweep.be.inner(psi, value)  # <φ_0|φ_i>, a phase
+                phase = overlap / abs(overlap)
+            if lam is not None:
+                sweep.add_lam(n, (share * phase) * lam)
+
+
+def _sample(sweep: Sweep, record: Record) -> None:
+    raise QdiffError("a program reading qm.sample cannot be differentiated: the draws are "
+                     "integers; differentiate probs or expval instead")
+
+
+def _readout_cotangent(sweep: Sweep, record: Record) -> None:
+    # classical-only sweep: the cotangent stops at the readout, whose derivative the caller
+    # obtains otherwise (parameter shift)
+    sweep.readouts[id(record)] = sweep.ct.pop(record.out_nodes[1], None)
+
+
+def _merge_classical(sweep: Sweep, record: Record) -> None:
+    # v̄_i = (w_i/W) V̄ for the classical values; weights and states are not followed
+    outs = [None if _is_state(v) else sweep.ct.pop(n, None)
+            for n, v in zip(record.out_nodes, record.out_values)]
+    for _, w, nodes, values in record.parents:
+        for n, value, out in zip(nodes, values, outs):
+            if out is not None and not _is_state(value):
+                sweep.add(n, (w / record.weight_out) * np.asarray(out))
+
+
+def _skip(sweep: Sweep, record: Record) -> None:
+    pass
+
+
+RULES: dict[str, Callable[[Sweep, Record], None]] = {
+    "classical": _classical, "measure": _projective, "reset": _projective,
+    "postselect": _projective, "expval": _readout, "probs": _readout,
+    "statevector": _readout, "qalloc": _qalloc, "qextend": _qextend, "merge": _merge,
+    "sample": _sample,
+}
+
+_RECORD_KINDS = frozenset((*RULES, "gate"))
+
+# The classical part of the chain rule alone: gates, weights and states are not followed.
+CLASSICAL_RULES: dict[str, Callable[[Sweep, Record], None]] = {
+    **{kind: _skip for kind in RULES}, "classical": _classical, "merge": _merge_classical,
+    "gate": _skip, **{kind: _readout_cotangent for kind in READOUT_KINDS},
+}
+
+
+# ---------------------------------------------------------------------------------- drivers
+class RecordedRun:
+    """One recorded exact-mode run of a program; `vjp` runs a reverse sweep per cotangent,
+    `vjp_rows` one sweep per stack of cotangents.
+
+    The sweeps share the forward run, so a Jacobian over many outputs costs one forward
+    sweep and a reverse sweep per batch of rows.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> @qdiff.program
+    ... def two(t):
+    ...     q = qm.qubits(1)
+    ...     qm.rx(t, q[0])
+    ...     return qm.expval("Z", q), qm.expval("Y", q)
+    >>> run = RecordedRun(two.trace(0.2), [0.2])
+    >>> [round(float(run.vjp([c, 1 - c])[0]), 8) for c in (1.0, 0.0)] == [
+    ...     round(-np.sin(0.2), 8), round(-np.cos(0.2), 8)]
+    True
+    """
+
+    def __init__(self, program: Program, args: Sequence[Any], *, backend: str = "auto",
+                 tol: float = 1e-12, max_loop_iterations: int = 100_000, mode: str = "exact",
+                 seed: Any = None):
+        self.program = program
+        self.runner = runner = AdjointRunner(mode, backend, tol, seed, max_loop_iterations)
+        self.inputs = runner.track_inputs(args)
+        self.input_nodes = [runner.node(v) for v in self.inputs]
+        # one record for all the angles read from a parameter array, not two per angle,
+        # and one for each run of gates, not one per gate
+        runs, self.origins = gate_runs(unpack_scalars(program))
+        self.items = runner.run_program(runs, [(1.0, self.inputs)])
+        runner.flush()
+        self.weights = [(runner.weight_node(w), w) for w, _ in self.items]
+        self.mass = sum(w for w, _ in self.items)
+        # in sample mode a rejected trajectory is a zero, not an error
+        self.postselected = mode == "exact" and runner.postselected_away > 0
+        if self.postselected and self.mass <= tol:
+            raise QdiffError("postselection succeeds with probability 0: the value is undefined")
+        self.raw_values = [sum((w * np.asarray(outs[k], np.float64) for w, outs in self.items),
+                               np.zeros(atom.type.shape))
+                           for k, atom in enumerate(program.outputs)]
+        norm = self.mass if self.postselected else 1.0
+        self.values = [v / norm for v in self.raw_values]
+        self._mass_grads: list[Any] | None = None
+        self._by_eqn: dict[int, list[Record]] | None = None
+
+    def records_of(self, eqn: Eqn) -> list[Record]:
+        """The records of ``eqn``'s executions, in order (the run's records, grouped once).
+        A gate of the program has a record of its own here, cut out of its run's record."""
+        if self._by_eqn is None:
+            self._by_eqn = {}
+            for record in self.runner.records:
+                for view in self._gate_records(record):
+                    self._by_eqn.setdefault(id(view.eqn), []).append(view)
+        return [r for r in self._by_eqn.get(id(eqn), []) if r.eqn is eqn]
+
+    def _gate_records(self, record: Record) -> list[Record]:
+        """A run's record as one record per gate of the program (other records as they are):
+        the gate's own angles, the run's state and weights."""
+        found = self.origins.get(id(record.eqn))
+        if found is None or found[0] is not record.eqn:
+            return [record]
+        views = []
+        assert record.eqn is not None
+        for (_, _, lo, hi), gate in zip(gate_parts(record.eqn), found[1]):
+            views.append(Record("gate", gate, [record.in_nodes[0], *record.in_nodes[1 + lo:1 + hi]],
+                                [record.in_values[0], *record.in_values[1 + lo:1 + hi]],
+                                record.out_nodes, record.out_values, record.w_in, record.w_out,
+                                record.weight_in, record.weight_out))
+        return views
+
+    def vjp_rows(self, rows: Sequence[Sequence[Any]], conditioned: bool = True
+                 ) -> list[list[np.ndarray]]:
+        """`vjp` for every row of cotangents (a Jacobian), in batched sweeps: each sweep
+        undoes the gates on ψ once for a stack of rows (`rows_per_sweep`), and the sweeps
+        share what the back end prepares for each gate block (the same gates at the same
+        angles)."""
+        seeds = [self.output_seeds(row) for row in rows]
+        if not seeds:
+            return []
+        size = self.rows_per_sweep()
+        self.runner.prepared_blocks = {} if len(seeds) > size else None
+        try:
+            out: list[list[np.ndarray]] = []
+            for start in range(0, len(seeds), size):
+                out.extend(self._conditioned(seeds[start:start + size], conditioned))
+            return out
+        finally:
+            self.runner.prepared_blocks = None
+
+    def vjp(self, cotangents: Sequence[Any], conditioned: bool = True) -> list[np.ndarray]:
+        """``Σ_j c_j · ∂E_j/∂inputs``, one array per program input.
+
+        With postselection, ``E = F/P`` is conditioned on it; ``conditioned=False`` gives
+        the derivative of the unnormalized ``F = Σ_b w_b g_b`` instead.
+        """
+        return self._conditioned([self.output_seeds(cotangents)], conditioned)[0]
+
+    def rows_per_sweep(self) -> int:
+        """How many rows one batched sweep takes: at most ``MAX_ROWS_PER_SWEEP``, a stack of
+        λ of at most ``STACK_BYTES`` (a larger stack leaves the cache: at n = 16, 2 rows a
+        sweep took 148 ms for 16 rows, 16 rows a sweep 178 ms; at n = 20 one row a sweep is
+        fastest), and at most a quarter of the memory available."""
+        from ..simulator.memory import available_memory_bytes
+
+        largest = max((int(np.size(obj)) * np.dtype(obj.dtype).itemsize
+                       for obj in self.runner.states.values()), default=0)
+        if not largest:
+            return MAX_ROWS_PER_SWEEP
+        free = self.runner.backend.available_bytes()
+        free = available_memory_bytes() if free is None else free
+        fits = min(STACK_BYTES, free // 4) if free else STACK_BYTES
+        return int(max(1, min(MAX_ROWS_PER_SWEEP, fits // largest)))
+
+    def _conditioned(self, seeds: list[tuple[dict, dict]], conditioned: bool
+                     ) -> list[list[np.ndarray]]:
+        grads = self._sweep(*_stack_seeds(seeds), len(seeds))
+        if not (self.postselected and conditioned):
+            return [[g[r, ...] for g in grads] for r in range(len(seeds))]
+        # a conditioned value F/P: the quotient rule (∂F·P - F·∂P)/P^2, P = Σ_b w_b
+        out = []
+        for r, (weight_seeds, _) in enumerate(seeds):
+            weighted = sum(weight_seeds.values())
+            out.append([(g[r, ...] * self.mass - weighted * dm) / self.mass ** 2
+                        for g, dm in zip(grads, self.mass_vjp())])
+        return out
+
+    def mass_vjp(self) -> list[np.ndarray]:
+        """``∂P/∂inputs`` for the kept probability mass ``P = Σ_b w_b``."""
+        if self._mass_grads is None:
+            grads = self._sweep({n: np.ones(1) for n, _ in self.weights}, {}, 1)
+            self._mass_grads = [g[0, ...] for g in grads]
+        return self._mass_grads
+
+    def _sweep(self, weight_seeds: dict[int, np.ndarray], value_seeds: dict[int, Any],
+               rows: int) -> list[np.ndarray]:
+        seen = self.runner.reverse(weight_seeds, value_seeds, rows).ct
+        return [_as_float(seen.get(n), v, rows) for n, v in zip(self.input_nodes, self.inputs)]
+
+    def output_seeds(self, cotangents: Sequence[Any]) -> tuple[dict[int, float], dict]:
+        """The reverse sweep's seeds for ``Σ_j c_j E_j``: per branch, the weight gets
+        ``c · g_b`` and each differentiable output value ``w_b c``."""
+        runner, program = self.runner, self.program
+        cts = [np.asarray(c, np.float64) for c in cotangents]
+        if len(cts) != len(program.outputs):
+            raise QdiffError(
+                f"expected {len(program.outputs)} output cotangent(s), got {len(cts)}")
+        weight_seeds: dict[int, float] = {}
+        value_seeds: dict[int, Any] = {}
+        for (w_node, w), (_, outs) in zip(self.weights, self.items):
+            score = sum(float(np.vdot(c, np.asarray(o, np.float64))) for c, o in zip(cts, outs))
+            weight_seeds[w_node] = weight_seeds.get(w_node, 0.0) + score
+            for c, o, atom in zip(cts, outs, program.outputs):
+                n = runner.node(o)
+                if n is not None and is_differentiable(atom.type):
+                    value_seeds[n] = add_tangents(value_seeds.get(n), w * c)
+        return weight_seeds, value_seeds
+
+    def classical_vjp(self, value_seeds: dict[int, Any]) -> tuple[list[np.ndarray], Sweep]:
+        """The classical part of a VJP: cotangents through classical records only; the
+        sweep's ``readouts`` hold what reached each readout record."""
+        batched = {n: np.asarray(v)[None] for n, v in value_seeds.items()}
+        sweep = self.runner.reverse({}, batched, 1, CLASSICAL_RULES)
+        sweep.readouts = {k: None if v is None else np.asarray(v)[0]
+                          for k, v in sweep.readouts.items()}
+        grads = [_as_float(sweep.ct.get(n), v, 1)[0]
+                 for n, v in zip(self.input_nodes, self.inputs)]
+        return grads, sweep
+
+
+MAX_ROWS_PER_SWEEP = 16
+"""Rows of a Jacobian that one batched reverse sweep takes at most (more rows, smaller
+batches of each state in the block kernel's cache)."""
+
+STACK_BYTES = 2 << 20
+"""The most a sweep's stack of adjoints may take (about two cores' L2): 16 rows at n = 12,
+2 at n = 16, 1 from n = 17 on (then the rows still share the forward run and the prepared
+gate blocks)."""
+
+
+def _stack_seeds(seeds: list[tuple[dict, dict]]) -> tuple[dict[int, np.ndarray], dict]:
+    """One sweep's seeds from every row's (weight seeds, value seeds): a leading axis of
+    rows, zeros where a row has no seed."""
+    stacked: list[dict] = []
+    for k in range(2):  # weights, values
+        out = {}
+        for n in dict.fromkeys(n for row in seeds for n in row[k]):
+            values = [np.asarray(row[k].get(n, 0.0), np.float64) for row in seeds]
+            shape = np.broadcast_shapes(*(v.shape for v in values))
+            out[n] = np.stack([np.broadcast_to(v, shape) for v in values])
+        stacked.append(out)
+    return stacked[0], stacked[1]
+
+
+def _as_float(value: Any, like: Any, rows: int) -> np.ndarray:
+    if value is None:
+        return np.zeros((rows, *np.shape(like)))
+    return np.asarray(value, np.float64).reshape((rows, *np.shape(like)))

@@ -1,0 +1,522 @@
+"""Gate fusion: an IR pass that merges runs of gates into ``fused_gate`` equations.
+
+A statevector simulator pays one pass over the whole state per gate, so a circuit costs
+about (number of gates) x (bytes of the state) of memory traffic. Fusion merges gates that
+act on a few wires into one equation, applied in one pass: runs of one-qubit gates on a
+wire become one gate, one-qubit gates merge into a neighbouring two-qubit gate (before or
+after it), and wider blocks form when a back end has a kernel for them (the Numba back end
+applies a block of up to eight wires in cache, one pass for the whole block).
+
+Gate angles are traced values, so a fused gate keeps them as operands and its matrix (or its
+parts' matrices) is computed when it runs:
+
+- ``fused_gate[wires, parts](s, *angles) -> s'``: the parts in order, on ``wires``;
+  ``parts = ((name, local_wires, static, num_angles), ...)``, ``local_wires`` index into
+  ``wires``, and the angles are the parts' angles concatenated.
+
+The pass only merges consecutive gates of one state (a run): any other operation on the
+state (measurement, reset, postselection, readouts, ``cond``, loops) is a barrier, and the
+bodies of loops and branches are fused on their own, never across their boundary. Within a
+run it may reorder gates that act on disjoint wires (they commute), never others, so the
+program's semantics is unchanged. Classical equations between the gates stay where they are.
+
+>>> import qdiff
+>>> from qdiff import quantum as qm
+>>> def ansatz(theta):
+...     q = qm.qubits(2)
+...     qm.ry(theta, q[0]); qm.rz(theta, q[1]); qm.cx(q[0], q[1]); qm.rx(theta, q[1])
+...     return qm.expval("ZZ", q)
+>>> program = qdiff.trace(ansatz, 0.3)
+>>> fused, stats = fuse_gates(program, max_qubits=2, report=True)
+>>> [e.primitive.name for e in fused.eqns]
+['qalloc', 'fused_gate', 'expval']
+>>> stats.gates, stats.passes, stats.passes_saved
+(4, 1, 3)
+>>> bool(abs(qm.run(fused, 0.3, fuse=False).values - qm.run(program, 0.3, fuse=False).values)
+...      < 1e-12)
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...ir.core import Eqn, Program, Var
+from ...ir.errors import TypeCheckError
+from ...ir.types import Type
+from ..simulator import GateOp, get_backend
+from .gates import GateSpec, gate_spec
+from .primitives import _register, _state, _wires, check_angles, checked_gate_spec, gate_p
+
+__all__ = ["FusionStats", "fuse_gates", "fused_program", "plan_blocks", "apply_fused_gate_eqn",
+           "fused_gate_ops", "fused_gate_parts", "gate_parts", "gate_runs", "unfuse_gates",
+           "fused_gate_p", "GATE_KINDS"]
+
+
+# ------------------------------------------------------------------------------ the primitive
+def _part_spec(part: Any, what: str) -> GateSpec:
+    try:
+        name, local, static, num_angles = part
+    except (TypeError, ValueError) as exc:
+        raise TypeCheckError(f"{what}: bad part {part!r}: {exc}") from None
+    return checked_gate_spec(name, static, num_angles, local, f"{what} part")
+
+
+def _fused_gate_rule(state: Type, *angles: Type, wires: tuple[int, ...],
+                     parts: tuple) -> tuple[Type, ...]:
+    s = _state(state)
+    _wires(wires, s.num_qubits, "fused_gate")
+    if not parts:
+        raise TypeCheckError("fused_gate: no parts")
+    count = 0
+    for part in parts:
+        _part_spec(part, "fused_gate")
+        local = part[1]
+        if len(set(local)) != len(local) or not all(0 <= j < len(wires) for j in local):
+            raise TypeCheckError(f"fused_gate: part {part[0]!r} has local wires {local}, "
+                                 f"not distinct indices into {len(wires)} wires")
+        count += part[3]
+    if len(angles) != count:
+        raise TypeCheckError(f"fused_gate: its parts take {count} angle(s), got {len(angles)}")
+    check_angles(angles, "fused_gate")
+    return (s,)
+
+
+fused_gate_p = _register("fused_gate", _fused_gate_rule)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    parts: tuple  # kept so that the id() key of the cache stays valid
+    specs: tuple[tuple[GateSpec, tuple[int, ...], int, int], ...]  # spec, wires, angle slice
+
+
+_PLANS: dict[int, _Plan] = {}
+
+
+def _plan(wires: tuple[int, ...], parts: tuple) -> _Plan:
+    plan = _PLANS.get(id(parts))
+    if plan is None or plan.parts is not parts:
+        specs, start = [], 0
+        for part in parts:
+            spec = _part_spec(part, "fused_gate")
+            specs.append((spec, tuple(wires[j] for j in part[1]), start, start + part[3]))
+            start += part[3]
+        plan = _Plan(parts, tuple(specs))
+        if len(_PLANS) > 4096:
+            _PLANS.clear()
+        _PLANS[id(parts)] = plan
+    return plan
+
+
+def apply_fused_gate_eqn(backend: Any, state: Any, angles: Sequence[Any], *,
+                         wires: tuple[int, ...], parts: tuple) -> Any:
+    """Apply a ``fused_gate`` equation to ``state`` (in place) on a simulator back end.
+
+    The parts' matrices are computed from ``angles`` here, then the back end's
+    ``apply_fused`` applies the whole sequence in one pass.
+
+    >>> be = get_backend("numpy")
+    >>> parts = (("h", (0,), None, 0), ("cx", (0, 1), None, 0))
+    >>> psi = apply_fused_gate_eqn(be, be.zero_state(2), [], wires=(0, 1), parts=parts)
+    >>> be.probs(psi, 2).round(3).tolist()
+    [0.5, 0.0, 0.0, 0.5]
+    """
+    num_qubits = int(state.shape[0]).bit_length() - 1
+    return backend.apply_fused(state, num_qubits, wires, fused_gate_ops(wires, parts, angles))
+
+
+def fused_gate_parts(wires: tuple[int, ...], parts: tuple
+                     ) -> tuple[tuple[GateSpec, tuple[int, ...], int, int], ...]:
+    """Per part of a ``fused_gate`` equation: its gate, its wires in the register, and the
+    slice ``lo:hi`` of the equation's angles it takes (computed once per ``parts``).
+
+    >>> [(spec.name, ws, lo, hi) for spec, ws, lo, hi in fused_gate_parts(
+    ...     (3, 5), (("ry", (1,), None, 1), ("cx", (1, 0), None, 0)))]
+    [('ry', (5,), 0, 1), ('cx', (5, 3), 1, 1)]
+    """
+    return _plan(tuple(wires), parts).specs
+
+
+GATE_KINDS = ("gate", "fused_gate")
+"""The equations that apply gates: one gate, or a run of them (`fusion.gate_runs`)."""
+
+Parts = tuple[tuple[GateSpec, tuple[int, ...], int, int], ...]
+
+_PARTS: dict[int, tuple[Eqn, Parts]] = {}
+
+
+def gate_parts(eqn: Eqn) -> Parts:
+    """The gates a ``gate`` or ``fused_gate`` equation applies, in order: (gate, wires, the
+    slice ``lo:hi`` of the equation's angles it takes). Cached per equation.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def two(t):
+    ...     q = qm.qubits(2); qm.crx(t, q[0], q[1]); return qm.probs(q)
+    >>> [(s.name, ws, lo, hi) for s, ws, lo, hi in gate_parts(qdiff.trace(two, 0.1).eqns[1])]
+    [('crx', (0, 1), 0, 1)]
+    """
+    hit = _PARTS.get(id(eqn))
+    if hit is not None and hit[0] is eqn:
+        return hit[1]
+    p = eqn.params
+    if eqn.primitive.name == "fused_gate":
+        parts = fused_gate_parts(p["wires"], p["parts"])
+    else:  # the type rule already built this spec: num_controls, pauli, matrix are in static
+        spec = gate_spec(p["name"], **(p.get("static") or {}))
+        parts = ((spec, tuple(p["wires"]), 0, len(eqn.inputs) - 1),)
+    if len(_PARTS) > 8192:
+        _PARTS.clear()
+    _PARTS[id(eqn)] = (eqn, parts)
+    return parts
+
+
+def fused_gate_ops(wires: tuple[int, ...], parts: tuple, angles: Sequence[Any]) -> list[GateOp]:
+    """The parts of a ``fused_gate`` equation as gate operations on the register's wires.
+
+    >>> [(op.gate.name, op.wires) for op in fused_gate_ops(
+    ...     (3, 5), (("h", (0,), None, 0), ("cx", (1, 0), None, 0)), [])]
+    [('h', (3,)), ('cx', (5, 3))]
+    """
+    values = [float(a) for a in angles]
+    return [GateOp(spec, ws, tuple(values[lo:hi]))
+            for spec, ws, lo, hi in fused_gate_parts(wires, parts)]
+
+
+@fused_gate_p.def_impl("numpy")
+def _fused_gate_impl(state: np.ndarray, *angles: Any, wires: tuple[int, ...],
+                     parts: tuple) -> np.ndarray:
+    return apply_fused_gate_eqn(get_backend("numpy"), np.array(state), angles, wires=wires,
+                                parts=parts)
+
+
+# --------------------------------------------------------------------------- block planning
+def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int) -> list[list[int]]:
+    """Group a gate sequence into blocks of at most ``max_qubits`` wires; returns the gate
+    indices of each block, blocks in execution order, gates in order within a block.
+
+    Greedy, one gate at a time. A gate joins the block that last touched all its wires when
+    the union stays within ``max_qubits`` (it moves earlier past blocks on other wires);
+    a gate on wires nothing touched yet may join the latest block. Otherwise it opens a new
+    block and pulls in the blocks that last touched its wires and nothing after them (they
+    move later, past blocks on other wires) while they fit. So a one-qubit gate always
+    merges with its wire's last block, and one-qubit gates before a two-qubit gate merge into
+    it. Gates wider than ``max_qubits`` stay alone. Only gates on disjoint wires change order.
+
+    >>> plan_blocks([(0,), (1,), (0, 1), (0,), (1, 2), (2,)], 2)
+    [[0, 1, 2, 3], [4, 5]]
+    """
+    # the runners plan the same gate sequences run after run: remember the plans
+    key = (tuple(tuple(ws) for ws in gate_wires), max_qubits)
+    plan = _BLOCK_PLANS.get(key)
+    if plan is None:
+        if len(_BLOCK_PLANS) > 1024:
+            _BLOCK_PLANS.clear()
+        plan = _BLOCK_PLANS[key] = _plan_blocks(key[0], max_qubits)
+    return [list(block) for block in plan]
+
+
+_BLOCK_PLANS: dict[tuple, list[list[int]]] = {}
+
+
+def _plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int) -> list[list[int]]:
+    blocks: list[_Block | None] = []
+    last: dict[int, _Block] = {}
+    for index, ws in enumerate(gate_wires):
+        wires = set(ws)
+        owners = {id(last[w]): last[w] for w in wires if w in last}
+        if not owners and blocks:
+            owners = {0: blocks[-1]}  # fresh wires: the gate may move back to any block
+        if len(owners) == 1:
+            (block,) = owners.values()
+            if len(block.wires | wires) <= max_qubits:
+                block.gates.append(index)
+                block.wires |= wires
+                for w in wires:
+                    last[w] = block
+                continue
+        chosen: list[_Block] = []
+        if len(wires) <= max_qubits:
+            movable = [b for b in owners.values() if all(last[u] is b for u in b.wires)]
+            for block in sorted(movable, key=lambda b: (len(b.wires), b.slot)):
+                if len(wires | block.wires) <= max_qubits:
+                    chosen.append(block)
+                    wires |= block.wires
+        gates: list[int] = []
+        for block in sorted(chosen, key=lambda b: b.slot):
+            gates += block.gates
+            blocks[block.slot] = None
+        new = _Block(len(blocks), wires, gates + [index])
+        blocks.append(new)
+        for w in wires:
+            last[w] = new
+    return [b.gates for b in blocks if b is not None]
+
+
+@dataclass(eq=False)
+class _Block:
+    slot: int
+    wires: set[int]
+    gates: list[int]
+
+
+# ------------------------------------------------------------------------------------ the pass
+@dataclass
+class FusionStats:
+    """What a fusion pass did, counted over the program text (each loop body once).
+
+    ``gates``: gate equations before; ``passes``: gate and fused-gate equations after (each
+    is one pass over the state); ``passes_saved = gates - passes``; ``fused``: how many
+    ``fused_gate`` equations were formed; ``widest``: the widest one.
+
+    >>> FusionStats(gates=10, passes=3, fused=2, widest=4).passes_saved
+    7
+    """
+
+    gates: int = 0
+    passes: int = 0
+    fused: int = 0
+    widest: int = 0
+
+    @property
+    def passes_saved(self) -> int:
+        """Passes over the state the fused program saves (per run of its text)."""
+        return self.gates - self.passes
+
+
+Width = int | Callable[[int], int]
+
+
+def fuse_gates(program: Program, max_qubits: Width = 2, report: bool = False) -> Any:
+    """The program with its gate runs fused into blocks of at most ``max_qubits`` wires.
+
+    ``max_qubits`` may be a function of the register size (``backend.fusion_width``); 0
+    leaves the gates alone, 1 merges runs of one-qubit gates on a wire. With
+    ``report=True`` returns ``(program, FusionStats)``. The result computes exactly what
+    ``program`` computes (up to rounding); see the module docstring for what is merged.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def layer():
+    ...     q = qm.qubits(3)
+    ...     for w in q: qm.h(w)
+    ...     qm.cx(q[0], q[1]); qm.cx(q[1], q[2])
+    ...     return qm.probs(q)
+    >>> fused, stats = fuse_gates(qdiff.trace(layer), max_qubits=3, report=True)
+    >>> stats.gates, stats.passes, stats.widest
+    (5, 1, 3)
+    """
+    stats = FusionStats()
+    fused = _fuse(program, max_qubits, stats)
+    return (fused, stats) if report else fused
+
+
+Origins = dict[int, tuple[Eqn, tuple[Eqn, ...]]]
+"""Where the gate equations of a fused program came from: ``id(new) -> (new, the gate
+equations it applies, in its parts' order)``."""
+
+
+def _fuse(program: Program, max_qubits: Width, stats: FusionStats,
+          origins: Origins | None = None) -> Program:
+    uses: dict[Var, int] = {}
+    for eqn in program.eqns:
+        for atom in eqn.inputs:
+            if isinstance(atom, Var):
+                uses[atom] = uses.get(atom, 0) + 1
+    for atom in program.outputs:
+        if isinstance(atom, Var):
+            uses[atom] = uses.get(atom, 0) + 1
+
+    out: list[Eqn] = []
+    run: list[Eqn] = []
+
+    def flush() -> None:
+        if run:
+            out.extend(_fuse_run(run, max_qubits, stats, origins))
+            run.clear()
+
+    for eqn in program.eqns:
+        if eqn.primitive is gate_p and _width(max_qubits, eqn.inputs[0].type.num_qubits) < 1:
+            stats.gates += 1  # the back end does not fuse for this register
+            stats.passes += 1
+            out.append(eqn)
+            continue
+        if eqn.primitive is gate_p:
+            state = eqn.inputs[0]
+            if run and not (state is run[-1].outputs[0] and uses.get(state, 0) == 1):
+                flush()
+            run.append(eqn)
+            continue
+        if run and any(a is run[-1].outputs[0] for a in eqn.inputs):
+            flush()
+        if eqn.primitive.subprogram_params:
+            eqn = eqn.map_subprograms(lambda body: _fuse(body, max_qubits, stats, origins))
+        elif eqn.primitive is fused_gate_p:
+            stats.gates += len(eqn.params["parts"])
+            stats.passes += 1
+        out.append(eqn)
+    flush()
+    return Program(program.inputs, tuple(out), program.outputs, name=program.name,
+                   in_tree=program.in_tree, out_tree=program.out_tree)
+
+
+def _width(max_qubits: Width, num_qubits: int) -> int:
+    return int(max_qubits(num_qubits) if callable(max_qubits) else max_qubits)
+
+
+def _fuse_run(run: list[Eqn], max_qubits: Width, stats: FusionStats,
+              origins: Origins | None = None) -> list[Eqn]:
+    state_type = run[0].inputs[0].type
+    stats.gates += len(run)
+    blocks = plan_blocks([e.params["wires"] for e in run],
+                         _width(max_qubits, state_type.num_qubits))
+    stats.passes += len(blocks)
+    out: list[Eqn] = []
+    state = run[0].inputs[0]
+    for number, block in enumerate(blocks):
+        result = run[-1].outputs[0] if number == len(blocks) - 1 else Var(state_type)
+        eqns = [run[i] for i in block]
+        if len(eqns) == 1:
+            eqn = eqns[0]
+            out.append(Eqn(gate_p, (state, *eqn.inputs[1:]), (result,), eqn.params))
+        else:
+            out.append(_fused_eqn(eqns, state, result))
+            stats.fused += 1
+            stats.widest = max(stats.widest, len(out[-1].params["wires"]))
+        if origins is not None:
+            origins[id(out[-1])] = (out[-1], tuple(eqns))
+        state = result
+    return out
+
+
+def _fused_eqn(eqns: list[Eqn], state: Var, result: Var) -> Eqn:
+    wires: list[int] = []
+    for eqn in eqns:
+        wires += [w for w in eqn.params["wires"] if w not in wires]
+    local = {w: j for j, w in enumerate(wires)}
+    parts, angles = [], []
+    for eqn in eqns:
+        p = eqn.params
+        parts.append((p["name"], tuple(local[w] for w in p["wires"]), p.get("static"),
+                      len(eqn.inputs) - 1))
+        angles += eqn.inputs[1:]
+    return Eqn(fused_gate_p, (state, *angles), (result,),
+               {"wires": tuple(wires), "parts": tuple(parts)})
+
+
+# ----------------------------------------------------------------------- cached, per back end
+_FUSED: dict[tuple[int, str, int | None], tuple[Program, Program, FusionStats]] = {}
+
+
+def fused_program(program: Program, backend: Any = "auto",
+                  max_qubits: int | None = None) -> tuple[Program, FusionStats]:
+    """``fuse_gates(program, max_qubits or backend.fusion_width)``, cached per program, back
+    end and width.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def bell():
+    ...     q = qm.qubits(2); qm.h(q[0]); qm.cx(q[0], q[1]); return qm.probs(q)
+    >>> program = qdiff.trace(bell)
+    >>> fused_program(program, "numpy")[0] is fused_program(program, "numpy")[0]
+    True
+    """
+    be = get_backend(backend)
+    key = (id(program), be.name, max_qubits)
+    hit = _FUSED.get(key)
+    if hit is not None and hit[0] is program:
+        return hit[1], hit[2]
+    fused, stats = fuse_gates(program, be.fusion_width if max_qubits is None else max_qubits,
+                              report=True)
+    if len(_FUSED) > 4096:
+        _FUSED.clear()
+    _FUSED[key] = (program, fused, stats)
+
+    def done(p: Program) -> None:  # the runner meets the sub-programs again: already fused
+        _FUSED[(id(p), be.name, max_qubits)] = (p, p, stats)
+        for eqn in p.eqns:
+            for _, sub in eqn.subprograms():
+                done(sub)
+
+    done(fused)
+    return fused, stats
+
+
+_RUNS: dict[int, tuple[Program, Program, Origins]] = {}
+
+
+def gate_runs(program: Program) -> tuple[Program, Origins]:
+    """The program with every run of gates as one equation (``fused_gate``, a part per gate;
+    a lone gate stays a ``gate``), and where each of its gate equations came from. Cached
+    per program.
+
+    The adjoint method's recorder runs this form: one record per run instead of one per gate,
+    and the reverse sweep still reads every part's generator.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def ansatz(t):
+    ...     q = qm.qubits(3)
+    ...     qm.ry(t, q[0]); qm.cx(q[0], q[1]); qm.rz(t, q[2]); qm.cx(q[1], q[2])
+    ...     return qm.expval("ZZZ", q)
+    >>> program = qdiff.trace(ansatz, 0.3)
+    >>> runs, origins = gate_runs(program)
+    >>> [e.primitive.name for e in runs.eqns]
+    ['qalloc', 'fused_gate', 'expval']
+    >>> [e.params["name"] for e in origins[id(runs.eqns[1])][1]]
+    ['ry', 'cx', 'rz', 'cx']
+    """
+    hit = _RUNS.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1], hit[2]
+    origins: Origins = {}
+    runs = _fuse(program, lambda num_qubits: num_qubits, FusionStats(), origins)
+    if len(_RUNS) > 1024:
+        _RUNS.clear()
+    _RUNS[id(program)] = (program, runs, origins)
+    return runs, origins
+
+
+_UNFUSED: dict[int, tuple[Program, Program]] = {}
+
+
+def unfuse_gates(program: Program) -> Program:
+    """``program`` with every ``fused_gate`` equation written out as its gates, one ``gate``
+    equation per part (cached per program). Differentiation reads gates one by one (shift
+    rules, sensitivities, light cones); fusion is applied again when the program runs.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def bell():
+    ...     q = qm.qubits(2); qm.h(q[0]); qm.cx(q[0], q[1]); return qm.probs(q)
+    >>> fused = fuse_gates(qdiff.trace(bell), max_qubits=2)
+    >>> [e.primitive.name for e in unfuse_gates(fused).eqns]
+    ['qalloc', 'gate', 'gate', 'probs']
+    """
+    hit = _UNFUSED.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    eqns: list[Eqn] = []
+    for eqn in program.eqns:
+        if eqn.primitive is fused_gate_p:
+            state = eqn.inputs[0]
+            parts = eqn.params["parts"]
+            for k, ((name, _, static, _), (_, wires, lo, hi)) in enumerate(
+                    zip(parts, fused_gate_parts(eqn.params["wires"], parts))):
+                result = eqn.outputs[0] if k == len(parts) - 1 else Var(state.type)
+                params = {"name": name, "wires": wires, **({"static": static} if static else {})}
+                eqns.append(Eqn(gate_p, (state, *eqn.inputs[1 + lo:1 + hi]), (result,), params))
+                state = result
+            continue
+        eqns.append(eqn.map_subprograms(unfuse_gates))
+    unfused = Program(program.inputs, tuple(eqns), program.outputs, name=program.name,
+                      in_tree=program.in_tree, out_tree=program.out_tree)
+    if len(_UNFUSED) > 1024:
+        _UNFUSED.clear()
+    _UNFUSED[id(program)] = (program, unfused)
+    return unfused
