@@ -7,6 +7,14 @@ import importlib
 import platform
 import sys
 
+import numpy
+import scipy
+
+from . import __version__
+from .demo import run_demo
+from .ir.core import Program
+from .ir.errors import QdiffError
+
 
 def _probe(module: str) -> tuple[bool, str]:
     try:
@@ -42,13 +50,8 @@ def _cupy_status() -> str:
 
 def info() -> str:
     """Versions and which accelerators and simulators are usable on this machine."""
-    import numpy
-    import scipy
-
-    import qdiff
-
     rows = [
-        ("qdiff", qdiff.__version__),
+        ("qdiff", __version__),
         ("python", platform.python_version()),
         ("numpy", numpy.__version__),
         ("scipy", scipy.__version__),
@@ -64,8 +67,6 @@ def info() -> str:
 
 def show(path: str) -> str:
     """The text form of a program saved with ``Program.to_json``."""
-    from .ir.core import Program
-
     with open(path, encoding="utf-8") as handle:
         return str(Program.from_json(handle.read()))
 
@@ -79,12 +80,9 @@ def main(argv: list[str] | None = None) -> int:
     show_parser = sub.add_parser("show", help="pretty-print a saved program (JSON)")
     show_parser.add_argument("file")
     args = parser.parse_args(argv)
-    from .ir.errors import QdiffError
 
     try:
         if args.command == "demo":
-            from .demo import run_demo
-
             print(run_demo())
         elif args.command == "info":
             print(info())

@@ -27,9 +27,20 @@ import numpy as np
 from . import numpy as qnp
 from .api import ProgramFunction
 from .autodiff import control_flow_rules  # noqa: F401  (rules of loop, while, cond)
+from .autodiff.arguments import (
+    ArgNums,
+    Function,
+    argnum_tuple,
+    as_program,
+    output_leaves,
+    unflatten_outputs,
+    wrt_flags,
+    wrt_tree,
+)
 from .autodiff.forward import jvp_program
 from .autodiff.reverse import vjp_program
 from .autodiff.tangents import is_differentiable
+from .autodiff.whole_program import WholeProgramRule, rule_for
 from .classical.soacs import map as soac_map
 from .ir import pytree
 from .ir.core import Program
@@ -39,26 +50,12 @@ from .ir.passes import fuse_elementwise, simplify
 from .ir.tracer import Tracer, trace
 from .ir.types import Tensor
 
-Function = Program | ProgramFunction | Callable[..., Any]
-ArgNums = int | Sequence[int]
-
 # Whether transformations fuse elementwise chains before differentiating (when their
 # ``fuse`` argument is None, the default).
 FUSE_ELEMENTWISE = True
 
 
 # ------------------------------------------------------------------------ programs and args
-def as_program(f: Function, args: Sequence[Any]) -> Program:
-    """``f`` as a Program traced at ``args`` (a Program is returned as is)."""
-    if isinstance(f, Program):
-        return f
-    if isinstance(f, ProgramFunction):
-        return f.trace(*args)
-    if not callable(f):
-        raise QdiffError(f"cannot differentiate {f!r}: pass a Program or a function")
-    return trace(f, *args)
-
-
 def to_differentiate(program: Program, fuse: bool | None = None) -> Program:
     """The program the transformations differentiate: ``program`` with its elementwise
     chains fused into maps, unless ``fuse`` (default `FUSE_ELEMENTWISE`) is False.
@@ -72,48 +69,6 @@ def to_differentiate(program: Program, fuse: bool | None = None) -> Program:
     """
     enabled = FUSE_ELEMENTWISE if fuse is None else fuse
     return fuse_elementwise(program) if enabled else program
-
-
-def _arg_trees(program: Program) -> list[tuple]:
-    if program.in_tree is None:
-        return [pytree.LEAF] * len(program.inputs)
-    return list(program.in_tree[1])
-
-
-def _leaf_ranges(program: Program) -> list[range]:
-    ranges, start = [], 0
-    for tree in _arg_trees(program):
-        count = pytree.num_leaves(tree)
-        ranges.append(range(start, start + count))
-        start += count
-    return ranges
-
-
-def _argnum_tuple(argnums: ArgNums, program: Program, what: str) -> tuple[int, ...]:
-    numbers = (argnums,) if isinstance(argnums, (int, np.integer)) else tuple(argnums)
-    count = len(_arg_trees(program))
-    for k in numbers:
-        if not -count <= k < count:
-            raise QdiffError(f"{what}: argnums {k} is out of range for {count} arguments")
-    return tuple(int(k) % count for k in numbers)
-
-
-def _wrt_flags(program: Program, argnums: tuple[int, ...], what: str) -> list[bool]:
-    flags = [False] * len(program.inputs)
-    for k in argnums:
-        for leaf in _leaf_ranges(program)[k]:
-            t = program.inputs[leaf].type
-            if not is_differentiable(t):
-                raise QdiffError(
-                    f"{what}: argument {k} holds a {t.short()} value; only float and complex "
-                    "arguments can be differentiated (pass argnums to pick others)")
-            flags[leaf] = True
-    return flags
-
-
-def _wrt_tree(program: Program, argnums: ArgNums, numbers: tuple[int, ...]) -> tuple:
-    trees = [_arg_trees(program)[k] for k in numbers]
-    return trees[0] if isinstance(argnums, (int, np.integer)) else ("tuple", tuple(trees))
 
 
 def _example_args(program: Program) -> list[Any]:
@@ -135,43 +90,65 @@ def _scalar_output(program: Program, what: str) -> None:
 
 
 def _function_or_program(f: Function, build: Callable[[Program], Program], name: str,
-                         quantum: Callable[[Program, tuple], Any] | None = None) -> Any:
-    """``build`` applied to ``f``'s program; programs with quantum operations go to
-    ``quantum(program, args)`` instead (their derivatives run on the branching simulator)."""
-    if isinstance(f, Program):
-        if quantum is not None and _is_quantum(f):
-            return lambda *args: quantum(f, args)
+                         whole: Callable[[WholeProgramRule, Program, tuple], Any] | None = None
+                         ) -> Any:
+    """``build`` applied to ``f``'s program, as a Program (``f`` a Program) or a
+    `TransformedFunction`; programs that a whole-program rule claims go to
+    ``whole(rule, program, args)`` instead (``None``: this transformation has no such rule)."""
+    if isinstance(f, Program) and rule_for(f) is None:
         return build(f)
-
-    def transformed(*args: Any) -> Any:
-        return call_program(build(as_program(f, args)), args)
-
-    label = f"{name}_{getattr(f, '__name__', 'f')}"
-    if quantum is None:
-        return ProgramFunction(transformed, name=label)
-    return _QuantumAware(transformed, label, lambda args: as_program(f, args), quantum)
+    return TransformedFunction(f, build, name, whole)
 
 
-class _QuantumAware(ProgramFunction):
-    """A transformed function that runs the quantum derivative when ``f`` is quantum."""
+class TransformedFunction(ProgramFunction):
+    """A derivative of a function or program: traced per argument signature and run.
 
-    def __init__(self, fn: Callable, name: str, source: Callable[[tuple], Program],
-                 quantum: Callable[[Program, tuple], Any]):
-        super().__init__(fn, name)
-        self.source, self.quantum = source, quantum
+    For a program differentiated by rewriting, ``.trace(*args)`` is the derivative Program
+    (print it, save it with ``to_json``, transform it again). A program that a whole-program
+    rule claims (`qdiff.autodiff.whole_program`: quantum programs, whose derivatives run on
+    the simulator) is differentiated when called; it has no derivative Program, so tracing
+    it (``.trace``, or a transformation of it such as ``grad(grad(f))``) is an error that
+    says so.
+    """
+
+    def __init__(self, f: Function, build: Callable[[Program], Program], name: str,
+                 whole: Callable[[WholeProgramRule, Program, tuple], Any] | None):
+        label = f"{name}_{getattr(f, 'name', None) or getattr(f, '__name__', 'f')}"
+        super().__init__(self._traced, label)
+        self.source, self.build, self.kind, self.whole = f, build, name, whole
+
+    def _program(self, args: tuple) -> Program:
+        program = as_program(self.source, args)
+        rule = rule_for(program)
+        if rule is not None:
+            raise QdiffError(
+                f"{self.kind} of a {rule.name} program has no derivative Program: it is "
+                "computed on the simulator when called with concrete values, so it cannot be "
+                "traced, nor differentiated again (higher derivatives of quantum programs are "
+                "not supported yet)" if self.whole is not None else
+                f"{self.kind} of a {rule.name} program is not supported yet (its first "
+                "derivatives run on the simulator: use grad, jacobian, jvp or vjp)")
+        return program
+
+    @staticmethod
+    def _tracing(args: tuple) -> bool:
+        return any(isinstance(leaf, Tracer) for leaf in pytree.flatten(tuple(args))[0])
+
+    def _traced(self, *args: Any) -> Any:
+        return call_program(self.build(self._program(args)), args)
+
+    def trace(self, *example_args: Any) -> Program:
+        """The derivative Program for arguments shaped like ``example_args``."""
+        self._program(example_args)
+        return super().trace(*example_args)
 
     def __call__(self, *args: Any) -> Any:
-        if not any(isinstance(leaf, Tracer) for leaf in pytree.flatten(tuple(args))[0]):
-            program = self.source(args)
-            if _is_quantum(program):
-                return self.quantum(program, args)
+        if not self._tracing(args) and self.whole is not None:
+            program = as_program(self.source, args)
+            rule = rule_for(program)
+            if rule is not None:
+                return self.whole(rule, program, args)
         return super().__call__(*args)
-
-
-def _is_quantum(program: Program) -> bool:
-    from .quantum.execution.runner import needs_runner
-
-    return needs_runner(program)
 
 
 def _classical_options(method: str, options: dict) -> None:
@@ -180,15 +157,6 @@ def _classical_options(method: str, options: dict) -> None:
         given = ", ".join([f"method={method!r}"] * (method != "auto") + sorted(options))
         raise QdiffError(f"{given}: options of quantum gradients; this program has no quantum "
                          "operations (its gradient is the classical reverse mode)")
-
-
-def _quantum_gradient(argnums: ArgNums, method: str, options: dict) -> Callable:
-    def run(program: Program, args: tuple) -> Any:
-        from .quantum.gradients.gradient import gradient
-
-        return gradient(program, *args, argnums=argnums, method=method, **options)
-
-    return run
 
 
 # --------------------------------------------------------------------------------- gradients
@@ -208,10 +176,10 @@ def grad_program(program: Program, argnums: ArgNums = 0, has_value: bool = False
     """
     what = "value_and_grad" if has_value else "grad"
     _scalar_output(program, what)
-    numbers = _argnum_tuple(argnums, program, what)
-    flags = _wrt_flags(program, numbers, what)
+    numbers = argnum_tuple(argnums, program, what)
+    flags = wrt_flags(program, numbers, what)
     backward = vjp_program(to_differentiate(program, fuse), flags, with_primal=has_value)
-    tree = _wrt_tree(program, argnums, numbers)
+    tree = wrt_tree(program, argnums, numbers)
     seed = np.ones((), program.out_types[0].np_dtype)
 
     def gradient(*args: Any) -> Any:
@@ -231,12 +199,14 @@ def grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None, method: st
     >>> [a.tolist() for a in g(np.array([1.0, 2.0]), np.array([3.0, 4.0]))]
     [[3.0, 4.0], [1.0, 2.0]]
     """
-    quantum = _quantum_gradient(argnums, method, options)
     def build(program: Program) -> Program:
         _classical_options(method, options)
         return grad_program(program, argnums, fuse=fuse)
 
-    return _function_or_program(f, build, "grad", lambda p, args: quantum(p, args).grad)
+    def whole(rule: WholeProgramRule, program: Program, args: tuple) -> Any:
+        return rule.gradient(program, args, argnums, method, options).grad
+
+    return _function_or_program(f, build, "grad", whole)
 
 
 def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
@@ -248,10 +218,8 @@ def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
     >>> float(value), float(g)
     (8.0, 12.0)
     """
-    quantum = _quantum_gradient(argnums, method, options)
-
-    def both(program: Program, args: tuple) -> Any:
-        result = quantum(program, args)
+    def both(rule: WholeProgramRule, program: Program, args: tuple) -> Any:
+        result = rule.gradient(program, args, argnums, method, options)
         return result.value, result.grad
 
     def build(program: Program) -> Program:
@@ -280,8 +248,9 @@ def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
     if tangent_tree != in_tree:
         raise QdiffError("jvp: the tangents must have the structure of the primals")
     flags = [is_differentiable(t) for t in program.in_types]
-    if _is_quantum(program):
-        return _quantum_jvp(program, flat_primals, flat_tangents, flags, method, options)
+    rule = rule_for(program)
+    if rule is not None:
+        return rule.jvp(program, flat_primals, flat_tangents, flags, method, options)
     _classical_options(method, options)
     forward = jvp_program(to_differentiate(program, fuse), flags)
     supplied = [t for t, flag in zip(flat_tangents, flags) if flag]
@@ -290,7 +259,7 @@ def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
     out_tangents = iter(outs[n_out:])
     tangent_outs = [next(out_tangents) if is_differentiable(a.type) else None
                     for a in program.outputs]
-    return _unflatten_outputs(program, outs[:n_out]), _unflatten_outputs(program, tangent_outs)
+    return unflatten_outputs(program, outs[:n_out]), unflatten_outputs(program, tangent_outs)
 
 
 def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "auto",
@@ -308,16 +277,17 @@ def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "aut
     program = as_program(f, primals)
     flat_primals, in_tree = pytree.flatten(tuple(primals))
     flags = [is_differentiable(t) for t in program.in_types]
-    if _is_quantum(program):
-        return _quantum_vjp(program, primals, flags, method, options)
+    rule = rule_for(program)
+    if rule is not None:
+        return rule.vjp(program, primals, flags, method, options)
     _classical_options(method, options)
     backward = vjp_program(to_differentiate(program, fuse), flags)
     n_out = len(program.outputs)
     ct_slots = [k for k, a in enumerate(program.outputs) if is_differentiable(a.type)]
-    value = _unflatten_outputs(program, _call_flat(program, flat_primals))
+    value = unflatten_outputs(program, _call_flat(program, flat_primals))
 
     def vjp_fn(cotangent: Any) -> tuple:
-        leaves = _output_leaves(program, cotangent)
+        leaves = output_leaves(program, cotangent)
         outs = _call_flat(backward, [*flat_primals, *(leaves[k] for k in ct_slots)])
         cts = iter(outs[n_out:])
         flat = [next(cts) if flag else None for flag in flags]
@@ -326,79 +296,12 @@ def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "aut
     return value, vjp_fn
 
 
-def _quantum_vjp(program: Program, primals: tuple, flags: list[bool], method: str,
-                 options: dict) -> tuple[Any, Callable[[Any], tuple]]:
-    from .quantum.gradients.adjoint import RecordedRun
-    from .quantum.gradients.gradient import gradient
-
-    flat_primals, in_tree = pytree.flatten(tuple(primals))
-    argnums = tuple(range(len(primals)))
-    if method in ("auto", "adjoint") and not options:
-        run = RecordedRun(program, flat_primals)
-        value = _unflatten_outputs(program, run.values)
-
-        def flat_vjp(cotangent: Any) -> list[Any]:
-            return run.vjp(_output_leaves(program, cotangent))
-    else:
-        value = None
-
-        def flat_vjp(cotangent: Any) -> list[Any]:
-            result = gradient(program, *primals, argnums=argnums, method=method,
-                              cotangent=tuple(_output_leaves(program, cotangent)), **options)
-            return pytree.flatten(result.grad)[0]
-
-    def quantum_vjp(cotangent: Any) -> tuple:
-        flat = flat_vjp(cotangent)
-        return tuple(pytree.unflatten(in_tree, [g if flag else None
-                                                for g, flag in zip(flat, flags)]))
-
-    if value is None:
-        from .quantum.execution.runner import run as run_quantum
-
-        value = run_quantum(program, *primals).values
-    return value, quantum_vjp
-
-
-def _quantum_jvp(program: Program, flat_primals: list[Any], flat_tangents: list[Any],
-                 flags: list[bool], method: str, options: dict) -> tuple[Any, Any]:
-    # J·t, one row of the Jacobian per output element (the reverse sweep per row)
-    from .quantum.gradients.gradient import jacobian_rows
-
-    value, rows = jacobian_rows(program, flat_primals, method=method, **options)
-    tangents = [np.asarray(t, np.float64) if flag else None
-                for t, flag in zip(flat_tangents, flags)]
-    outs = []
-    for k, out_type in enumerate(program.out_types):
-        out = np.zeros(out_type.shape)
-        for index in np.ndindex(out_type.shape):
-            out[index] = sum(float(np.vdot(row, t)) for row, t in zip(rows[k][index], tangents)
-                             if t is not None and row is not None)
-        outs.append(out)
-    return _unflatten_outputs(program, value), _unflatten_outputs(program, outs)
-
-
 def _call_flat(program: Program, leaves: list[Any]) -> list[Any]:
     bare = Program(program.inputs, program.eqns, program.outputs, name=program.name)
     result = call_program(bare, leaves)
     return list(result) if len(program.outputs) != 1 else [result]
 
 
-def _unflatten_outputs(program: Program, leaves: list[Any]) -> Any:
-    if program.out_tree is None:
-        return leaves[0] if len(leaves) == 1 else tuple(leaves)
-    return pytree.unflatten(program.out_tree, leaves)
-
-
-def _output_leaves(program: Program, value: Any) -> list[Any]:
-    if program.out_tree is None:
-        return list(value) if len(program.outputs) > 1 else [value]
-    leaves, tree = pytree.flatten(value)
-    if tree != program.out_tree:
-        raise QdiffError("vjp: the cotangent must have the structure of the function's output")
-    return leaves
-
-
-# --------------------------------------------------------------------------------- jacobians
 def jacobian_program(program: Program, argnums: ArgNums = 0, mode: str = "reverse",
                      holomorphic: bool = False, fuse: bool | None = None) -> Program:
     """The Jacobian of ``program`` as a Program taking the same arguments.
@@ -430,12 +333,12 @@ def jacobian_program(program: Program, argnums: ArgNums = 0, mode: str = "revers
         if not is_differentiable(t):
             raise QdiffError(f"jacobian: output {k} is {t.short()}; only float and complex "
                              "outputs have Jacobians")
-    numbers = _argnum_tuple(argnums, program, "jacobian")
-    flags = _wrt_flags(program, numbers, "jacobian")
+    numbers = argnum_tuple(argnums, program, "jacobian")
+    flags = wrt_flags(program, numbers, "jacobian")
     wrt_types = [t for t, flag in zip(program.in_types, flags) if flag]
     _check_complex(out_types, wrt_types, mode, holomorphic)
     primal = to_differentiate(program, fuse)
-    tree = _wrt_tree(program, argnums, numbers)
+    tree = wrt_tree(program, argnums, numbers)
     out_dtype = np.result_type(*(t.np_dtype for t in out_types))
     in_dtype = np.result_type(*(t.np_dtype for t in wrt_types))
     eye_out = np.eye(sum(t.size for t in out_types), dtype=out_dtype)
@@ -466,7 +369,7 @@ def jacobian_program(program: Program, argnums: ArgNums = 0, mode: str = "revers
             rows = matrix[start:start + t.size]
             per_output.append(pytree.unflatten(tree, _split_columns(rows, wrt_types, t)))
             start += t.size
-        return _unflatten_outputs(program, per_output)
+        return unflatten_outputs(program, per_output)
 
     return simplify(trace(jac, *_example_args(program), name=f"jacobian_{program.name}"))
 
@@ -534,16 +437,14 @@ def jacobian(f: Function, argnums: ArgNums = 0, mode: str = "reverse",
     >>> [[float(v) for v in row] for row in d]
     [[3.0, 2.0], [0.0, 1.0]]
     """
-    def quantum(program: Program, args: tuple) -> Any:
-        from .quantum.gradients.gradient import jacobian as quantum_jacobian
-
-        return quantum_jacobian(program, *args, argnums=argnums, method=method, **options)
+    def whole(rule: WholeProgramRule, program: Program, args: tuple) -> Any:
+        return rule.jacobian(program, args, argnums, method, options)
 
     def build(program: Program) -> Program:
         _classical_options(method, options)
         return jacobian_program(program, argnums, mode, holomorphic, fuse)
 
-    return _function_or_program(f, build, "jacobian", quantum)
+    return _function_or_program(f, build, "jacobian", whole)
 
 
 def jacfwd(f: Function, argnums: ArgNums = 0, holomorphic: bool = False,

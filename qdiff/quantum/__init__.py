@@ -12,7 +12,9 @@ True
 """
 
 from ..ir.interpreter import register_runner
-from .execution.runner import NonTerminatingLoopError, QuantumResult, needs_runner, run
+from .execution.run import run
+from .execution.runner import NonTerminatingLoopError, QuantumResult, needs_runner
+from .gradients import differentiation  # noqa: F401  (registers the quantum derivative rule)
 from .gradients.gradient import QuantumGradient, gradient, jacobian
 from .lang import primitives
 from .lang.frontend import (
@@ -35,6 +37,7 @@ from .lang.frontend import (
 )
 from .lang.gates import gate_spec, known_gates
 from .lang.observables import PauliSum
+from .qiskit import execution as _qiskit_execution  # noqa: F401  (registers mode='qiskit')
 from .qiskit.exporter import to_qiskit
 from .qiskit.importer import from_qiskit
 

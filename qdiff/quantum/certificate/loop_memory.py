@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from ...ir.control_flow import sub_programs
 from ...ir.core import Eqn, Literal, Program, Var
 from ...ir.types import QState
 from ..lang.fusion import GATE_KINDS, gate_parts
@@ -173,8 +174,6 @@ def _diagonal(spec: Any) -> bool:
 def _control(eqn: Eqn, reads: _Reads, outputs_read: bool) -> None:
     """A branch or a bounded loop inside the round: the union over its paths (a reset on one
     path does not make a wire fresh on the others)."""
-    from ...ir.control_flow import sub_programs
-
     first = len(eqn.inputs) - len(eqn.outputs)
     for _ in range(8):  # loop carries: until what is read settles
         before = (set(reads.vars), dict(reads.wires))

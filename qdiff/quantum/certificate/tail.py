@@ -43,7 +43,7 @@ from ...ir.core import Eqn, Program
 from ...ir.errors import QdiffError
 from ...ir.pytree import split_flat
 from ...loops.tail import TailBound, loop_tail, pruned_tail, to_go
-from ..gradients.parameter_shift import Site, find_sites, postselects, static_bound, walk_dependence
+from ..lang.sites import Site, find_sites, postselects, static_bound, walk_dependence
 from .loop_memory import memory_of
 from .output_growth import growth
 

@@ -48,10 +48,10 @@ import numpy as np
 from ...ir.core import Eqn, Literal, Program, Var
 from ...ir.errors import QdiffError
 from ...ir.types import QState
-from ..lang.fusion import fused_gate_ops
 from ..lang.gates import gate_spec
-from ..lang.primitives import draw_bits, pauli_sum_of
+from ..lang.primitives import pauli_sum_of
 from ..simulator import density_matrix as dm
+from .reference import draw_bits, fused_gate_ops
 from .runner import (
     QuantumResult,
     RunAccounting,

@@ -35,6 +35,6 @@ def run_jobs(worker: Worker, program: Program, jobs: Sequence[Sequence[Any]],
 
 
 def _from_json(worker: Worker, text: str, values: list[Any], options: dict) -> Any:
-    from ... import quantum  # noqa: F401  (registers the quantum primitives in a fresh process)
-
+    # a fresh worker process imports this module, hence the `qdiff` package, which registers
+    # every primitive the program may use before it is read
     return worker(Program.from_json(text), values, **options)

@@ -57,10 +57,10 @@ from ...ir.errors import QdiffError
 from ...ir.passes.unpack_scalars import unpack_scalars
 from ...ir.types import QState
 from ..execution.runner import HANDLERS, BranchRunner, Item, _with_params, merge_groups
-from ..lang.fusion import GATE_KINDS, gate_parts, gate_runs
+from ..lang.fusion import GATE_KINDS, gate_parts, gate_runs, plan_blocks
 from ..lang.gates import gate_spec
 from ..lang.primitives import pauli_sum_of
-from ..simulator import GateOp
+from ..simulator import GateOp, available_memory_bytes
 
 # Records whose second output is an expectation value read off the state.
 READOUT_KINDS = ("expval", "probs", "statevector")
@@ -271,8 +271,6 @@ def apply_gates(be: Any, state: Any, ops: list[GateOp]) -> Any:
     >>> be.probs(psi, 2).round(3).tolist()
     [0.5, 0.0, 0.0, 0.5]
     """
-    from ..lang.fusion import plan_blocks
-
     n = _num_qubits(state)
     width = be.fusion_width(n)
     if len(ops) == 1 or width < 1:  # 0: fusion does not pay at this size
@@ -552,8 +550,6 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
 def _adjoint_blocks(ops: list[GateOp], width: int) -> list[tuple[list[int], list[int]]]:
     """(wires, op indices) of the blocks of a gate run in execution order: the fusion pass's
     planner, with gates wider than three wires alone (a dense block matrix would be big)."""
-    from ..lang.fusion import plan_blocks
-
     blocks: list[tuple[list[int], list[int]]] = []
     start = 0
     for end in [k for k, op in enumerate(ops) if len(op.wires) > 3] + [len(ops)]:
@@ -828,8 +824,6 @@ class RecordedRun:
         λ of at most ``STACK_BYTES`` (a larger stack leaves the cache: at n = 16, 2 rows a
         sweep took 148 ms for 16 rows, 16 rows a sweep 178 ms; at n = 20 one row a sweep is
         fastest), and at most a quarter of the memory available."""
-        from ..simulator.memory import available_memory_bytes
-
         largest = max((int(np.size(obj)) * np.dtype(obj.dtype).itemsize
                        for obj in self.runner.states.values()), default=0)
         if not largest:

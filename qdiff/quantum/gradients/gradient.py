@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ...autodiff.arguments import argnum_tuple, as_program, wrt_flags, wrt_tree
 from ...autodiff.tangents import is_differentiable
 from ...ir import pytree
 from ...ir.core import Program
@@ -45,9 +46,11 @@ from ...ir.errors import QdiffError
 from ...ir.interpreter import argument_leaves
 from ..certificate.tail import certify, tighten
 from ..execution.jobs import run_jobs
+from ..execution.run import EXTERNAL_MODES
 from ..execution.runner import BranchRunner, _structure, enumerated_outputs
+from ..lang.fusion import unfuse_gates
+from ..lang.sites import postselects
 from .adjoint import RecordedRun
-from .parameter_shift import postselects
 from .shift_gradient import ShiftResult, parameter_shift, sampled_parameter_shift
 
 METHODS = ("auto", "adjoint", "parameter-shift", "finite-diff")
@@ -88,9 +91,6 @@ class QuantumGradient:
 def as_quantum_program(f: Any, args: Sequence[Any]) -> Program:
     """The Program of ``f`` (a Program, a `qdiff.program` or a Python function) for
     ``args``, with fused gates written out (differentiation reads every gate)."""
-    from ...transforms import as_program
-    from ..lang.fusion import unfuse_gates
-
     return unfuse_gates(as_program(f, tuple(args)))
 
 
@@ -102,12 +102,10 @@ def _check_method(method: str) -> str:
 
 def _selection(program: Program, argnums: Any) -> tuple[list[int], Any]:
     """Flat input positions of the differentiated arguments, and how to rebuild them."""
-    from ...transforms import _argnum_tuple, _wrt_flags, _wrt_tree
-
-    numbers = _argnum_tuple(argnums, program, "grad")
-    flags = _wrt_flags(program, numbers, "grad")
+    numbers = argnum_tuple(argnums, program, "grad")
+    flags = wrt_flags(program, numbers, "grad")
     positions = [k for k, flag in enumerate(flags) if flag]
-    return positions, _wrt_tree(program, argnums, numbers)
+    return positions, wrt_tree(program, argnums, numbers)
 
 
 def _flat_cotangent(program: Program, cotangent: Any) -> list[np.ndarray]:
@@ -177,12 +175,10 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
             method != "adjoint" or mode != "exact"):
         raise QdiffError("exit_probability= and remainder_tol= certify exact adjoint "
                          "gradients (method='adjoint', mode='exact')")
-    if mode == "qiskit":
+    if mode in EXTERNAL_MODES:
         if given not in ("auto", "parameter-shift"):
-            raise QdiffError("mode='qiskit' differentiates with method='parameter-shift'")
-        from ..qiskit.execution import shift_gradient_on_sampler
-
-        return _shift_result(program, positions, tree, shift_gradient_on_sampler(
+            raise QdiffError(f"mode={mode!r} differentiates with method='parameter-shift'")
+        return _shift_result(program, positions, tree, EXTERNAL_MODES[mode].shift_gradient(
             program, leaves, cts, positions, sampler=estimator or sampler, shots=shots,
             seed=seed, backend=backend))
     if sampler is not None or estimator is not None:

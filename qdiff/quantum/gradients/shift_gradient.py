@@ -53,16 +53,16 @@ from ...ir.pytree import split_flat
 from ...loops.occurrences import OccurrenceDistribution, as_distribution, uniform
 from ..execution.jobs import run_jobs
 from ..execution.runner import BranchRunner
-from .adjoint import READOUT_KINDS, Record, RecordedRun
-from .parameter_shift import (
+from ..lang.sites import (
     READOUTS,
-    Instrumented,
     branches,
     check_readout_use,
     find_sites,
     postselects,
     static_bound,
 )
+from .adjoint import READOUT_KINDS, Record, RecordedRun
+from .parameter_shift import Instrumented
 from .parameter_shift import instrument as instrument_site
 
 

@@ -43,18 +43,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ...ir.core import Eqn, Program, Var
 from ...ir.errors import TypeCheckError
 from ...ir.types import Type
-from ..simulator import GateOp, get_backend
 from .gates import GateSpec, gate_spec
 from .primitives import _register, _state, _wires, check_angles, checked_gate_spec, gate_p
 
-__all__ = ["FusionStats", "fuse_gates", "fused_program", "plan_blocks", "apply_fused_gate_eqn",
-           "fused_gate_ops", "fused_gate_parts", "gate_parts", "gate_runs", "unfuse_gates",
-           "fused_gate_p", "GATE_KINDS"]
+__all__ = ["FusionStats", "fuse_gates", "plan_blocks", "fused_gate_parts", "gate_parts",
+           "gate_runs", "unfuse_gates", "fused_gate_p", "GATE_KINDS"]
 
 
 # ------------------------------------------------------------------------------ the primitive
@@ -113,23 +109,6 @@ def _plan(wires: tuple[int, ...], parts: tuple) -> _Plan:
     return plan
 
 
-def apply_fused_gate_eqn(backend: Any, state: Any, angles: Sequence[Any], *,
-                         wires: tuple[int, ...], parts: tuple) -> Any:
-    """Apply a ``fused_gate`` equation to ``state`` (in place) on a simulator back end.
-
-    The parts' matrices are computed from ``angles`` here, then the back end's
-    ``apply_fused`` applies the whole sequence in one pass.
-
-    >>> be = get_backend("numpy")
-    >>> parts = (("h", (0,), None, 0), ("cx", (0, 1), None, 0))
-    >>> psi = apply_fused_gate_eqn(be, be.zero_state(2), [], wires=(0, 1), parts=parts)
-    >>> be.probs(psi, 2).round(3).tolist()
-    [0.5, 0.0, 0.0, 0.5]
-    """
-    num_qubits = int(state.shape[0]).bit_length() - 1
-    return backend.apply_fused(state, num_qubits, wires, fused_gate_ops(wires, parts, angles))
-
-
 def fused_gate_parts(wires: tuple[int, ...], parts: tuple
                      ) -> tuple[tuple[GateSpec, tuple[int, ...], int, int], ...]:
     """Per part of a ``fused_gate`` equation: its gate, its wires in the register, and the
@@ -174,25 +153,6 @@ def gate_parts(eqn: Eqn) -> Parts:
         _PARTS.clear()
     _PARTS[id(eqn)] = (eqn, parts)
     return parts
-
-
-def fused_gate_ops(wires: tuple[int, ...], parts: tuple, angles: Sequence[Any]) -> list[GateOp]:
-    """The parts of a ``fused_gate`` equation as gate operations on the register's wires.
-
-    >>> [(op.gate.name, op.wires) for op in fused_gate_ops(
-    ...     (3, 5), (("h", (0,), None, 0), ("cx", (1, 0), None, 0)), [])]
-    [('h', (3,)), ('cx', (5, 3))]
-    """
-    values = [float(a) for a in angles]
-    return [GateOp(spec, ws, tuple(values[lo:hi]))
-            for spec, ws, lo, hi in fused_gate_parts(wires, parts)]
-
-
-@fused_gate_p.def_impl("numpy")
-def _fused_gate_impl(state: np.ndarray, *angles: Any, wires: tuple[int, ...],
-                     parts: tuple) -> np.ndarray:
-    return apply_fused_gate_eqn(get_backend("numpy"), np.array(state), angles, wires=wires,
-                                parts=parts)
 
 
 # --------------------------------------------------------------------------- block planning
@@ -407,44 +367,6 @@ def _fused_eqn(eqns: list[Eqn], state: Var, result: Var) -> Eqn:
         angles += eqn.inputs[1:]
     return Eqn(fused_gate_p, (state, *angles), (result,),
                {"wires": tuple(wires), "parts": tuple(parts)})
-
-
-# ----------------------------------------------------------------------- cached, per back end
-_FUSED: dict[tuple[int, str, int | None], tuple[Program, Program, FusionStats]] = {}
-
-
-def fused_program(program: Program, backend: Any = "auto",
-                  max_qubits: int | None = None) -> tuple[Program, FusionStats]:
-    """``fuse_gates(program, max_qubits or backend.fusion_width)``, cached per program, back
-    end and width.
-
-    >>> import qdiff
-    >>> from qdiff import quantum as qm
-    >>> def bell():
-    ...     q = qm.qubits(2); qm.h(q[0]); qm.cx(q[0], q[1]); return qm.probs(q)
-    >>> program = qdiff.trace(bell)
-    >>> fused_program(program, "numpy")[0] is fused_program(program, "numpy")[0]
-    True
-    """
-    be = get_backend(backend)
-    key = (id(program), be.name, max_qubits)
-    hit = _FUSED.get(key)
-    if hit is not None and hit[0] is program:
-        return hit[1], hit[2]
-    fused, stats = fuse_gates(program, be.fusion_width if max_qubits is None else max_qubits,
-                              report=True)
-    if len(_FUSED) > 4096:
-        _FUSED.clear()
-    _FUSED[key] = (program, fused, stats)
-
-    def done(p: Program) -> None:  # the runner meets the sub-programs again: already fused
-        _FUSED[(id(p), be.name, max_qubits)] = (p, p, stats)
-        for eqn in p.eqns:
-            for _, sub in eqn.subprograms():
-                done(sub)
-
-    done(fused)
-    return fused, stats
 
 
 _RUNS: dict[int, tuple[Program, Program, Origins]] = {}

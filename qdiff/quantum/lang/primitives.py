@@ -3,8 +3,9 @@
 States are linear: every op consumes a ``QState`` and returns the next; readouts (``expval``,
 ``probs``, ``statevector``) return the state too, so several observables can be read from one
 state. Gate angles are ordinary traced scalars. Measurement, reset and postselection split
-the program into branches; the branching runner (`runner.py`) gives them meaning, the gates
-and readouts have plain implementations on the reference simulator.
+the program into branches; the branching runner (`execution/runner.py`) gives them meaning;
+the gates and readouts have plain implementations on the reference interpreter, registered
+by `qdiff.quantum.execution.reference`.
 
 Layouts:
 - ``qalloc[num_qubits, dtype]() -> qstate[n]``; ``qextend[num_qubits](s) -> qstate[n+k]``
@@ -30,7 +31,6 @@ from ...ir.errors import TypeCheckError
 from ...ir.primitives import register_primitive
 from ...ir.type_rules import tensor
 from ...ir.types import Bit, QState, Tensor, Type
-from ..simulator import get_backend
 from .gates import gate_spec
 from .observables import PauliSum
 
@@ -56,10 +56,6 @@ def _wires(wires: tuple[int, ...], num_qubits: int, what: str) -> None:
             raise TypeCheckError(f"{what}: wire {w} is out of range for {num_qubits} qubits")
 
 
-def _backend() -> Any:
-    return get_backend("numpy")
-
-
 # -------------------------------------------------------------------------------- allocation
 def _qalloc_rule(*, num_qubits: int, dtype: str) -> tuple[Type, ...]:
     if np.dtype(dtype) not in (np.complex128, np.complex64):
@@ -68,7 +64,6 @@ def _qalloc_rule(*, num_qubits: int, dtype: str) -> tuple[Type, ...]:
 
 
 qalloc_p = _register("qalloc", _qalloc_rule, effectful=True)
-qalloc_p.def_impl("numpy")(lambda *, num_qubits, dtype: _backend().zero_state(num_qubits, dtype))
 
 
 def _qextend_rule(state: Type, *, num_qubits: int) -> tuple[Type, ...]:
@@ -122,19 +117,6 @@ def _gate_rule(state: Type, *angles: Type, name: str, wires: tuple[int, ...],
 
 
 gate_p = _register("gate", _gate_rule)
-
-
-@gate_p.def_impl("numpy")
-def _gate_impl(state: np.ndarray, *angles: Any, **params: Any) -> np.ndarray:
-    return apply_gate_eqn(_backend(), np.array(state), angles, **params)
-
-
-def apply_gate_eqn(backend: Any, state: Any, angles: Any, *, name: str,
-                   wires: tuple[int, ...], static: dict | None = None) -> Any:
-    """Apply a ``gate`` equation's gate to ``state`` (in place) on a simulator back end."""
-    num_qubits = int(state.shape[0]).bit_length() - 1
-    return backend.apply_gate(state, num_qubits, name, list(wires),
-                              [float(a) for a in angles], **(static or {}))
 
 
 # ------------------------------------------------------------------- measurement and friends
@@ -201,14 +183,6 @@ def pauli_sum_of(terms: tuple) -> PauliSum:
     return PauliSum.from_list([(c, label) for c, label in terms])
 
 
-@expval_p.def_impl("numpy")
-def _expval_impl(state: np.ndarray, *, terms: tuple, wires: tuple[int, ...]) -> list[Any]:
-    num_qubits = int(state.shape[0]).bit_length() - 1
-    norm = _backend().norm_squared(state)
-    value = _backend().expval_pauli_sum(state, num_qubits, pauli_sum_of(terms), list(wires))
-    return [state, np.asarray(value / norm if norm > 0 else 0.0)]
-
-
 def _probs_rule(state: Type, *, wires: tuple[int, ...]) -> tuple[Type, ...]:
     s = _state(state)
     _wires(wires, s.num_qubits, "probs")
@@ -216,14 +190,6 @@ def _probs_rule(state: Type, *, wires: tuple[int, ...]) -> tuple[Type, ...]:
 
 
 probs_p = _register("probs", _probs_rule, multiple_results=True)
-
-
-@probs_p.def_impl("numpy")
-def _probs_impl(state: np.ndarray, *, wires: tuple[int, ...]) -> list[Any]:
-    num_qubits = int(state.shape[0]).bit_length() - 1
-    p = np.asarray(_backend().probs(state, num_qubits, list(wires)))
-    total = p.sum()
-    return [state, p / total if total > 0 else p]
 
 
 def _statevector_rule(state: Type, *, dtype: str = "complex128") -> tuple[Type, ...]:
@@ -234,12 +200,6 @@ def _statevector_rule(state: Type, *, dtype: str = "complex128") -> tuple[Type, 
 
 
 statevector_p = _register("statevector", _statevector_rule, multiple_results=True)
-
-
-@statevector_p.def_impl("numpy")
-def _statevector_impl(state: np.ndarray, *, dtype: str = "complex128") -> list[Any]:
-    norm = np.sqrt(_backend().norm_squared(state))
-    return [state, np.asarray(state / norm if norm > 0 else state, dtype)]
 
 
 def _sample_rule(state: Type, *, wires: tuple[int, ...], shots: int) -> tuple[Type, ...]:
@@ -253,27 +213,6 @@ def _sample_rule(state: Type, *, wires: tuple[int, ...], shots: int) -> tuple[Ty
 
 
 sample_p = _register("sample", _sample_rule, multiple_results=True, effectful=True)
-
-
-def draw_bits(probs: Any, shots: int, rng: np.random.Generator | None) -> np.ndarray:
-    """``shots`` draws from outcome probabilities ``probs`` of k wires, as an int64 array of
-    shape (shots, k): column j is bit j of the drawn outcome (``wires[j]`` in ``probs``).
-
-    >>> draw_bits(np.array([0.0, 0.0, 1.0, 0.0]), 2, np.random.default_rng(0)).tolist()
-    [[0, 1], [0, 1]]
-    """
-    p = np.asarray(probs, np.float64)
-    k = int(p.size).bit_length() - 1
-    index = _backend().sample(p, int(shots), rng)
-    return ((index[:, None] >> np.arange(k)) & 1).astype(np.int64)
-
-
-@sample_p.def_impl("numpy")
-def _sample_impl(state: np.ndarray, *, wires: tuple[int, ...], shots: int) -> list[Any]:
-    # the reference interpreter has no run seed: qm.run(..., seed=) gives reproducible draws
-    num_qubits = int(state.shape[0]).bit_length() - 1
-    p = np.asarray(_backend().probs(state, num_qubits, list(wires)))
-    return [state, draw_bits(p, shots, np.random.default_rng())]
 
 
 def _bit_to_int_rule(bit: Type) -> tuple[Type, ...]:

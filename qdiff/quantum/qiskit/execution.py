@@ -42,12 +42,17 @@ from typing import Any
 
 import numpy as np
 
+from ... import numpy as qnp
 from ...ir.core import Eqn, Literal, Program, Var
 from ...ir.errors import QdiffError
 from ...ir.interpreter import eval_program
 from ...ir.pytree import split_flat
 from ...ir.tracer import bind, trace, value_type
 from ...ir.types import Bit
+from ..execution.run import ExternalMode, register_mode
+from ..gradients.adjoint import RecordedRun
+from ..gradients.shift_gradient import ShiftResult, _Masses, occurrence_plan
+from ..lang.sites import branches, check_readout_use
 from .exporter import QiskitExport, to_qiskit
 
 # (PUB data, row in the PUB's bindings, row of parameter values) -> (shots, outputs)
@@ -424,8 +429,6 @@ def _bind(primitive: Any, values: list[Any], params: dict) -> Any:
 
 
 def _as_bool(value: Any) -> Any:
-    from ... import numpy as qnp
-
     return qnp.asarray(value) == 1 if isinstance(value_type(value), Bit) else value
 
 
@@ -657,10 +660,6 @@ def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
     ``max_iterations`` tests; occurrences beyond are part of the cut-off mass, reported).
     Occurrences that runs reach with probability below ``1/shots`` are not shifted (their
     share of the derivative is below what the shots resolve)."""
-    from ..gradients.adjoint import RecordedRun
-    from ..gradients.parameter_shift import branches, check_readout_use
-    from ..gradients.shift_gradient import ShiftResult, _Masses, occurrence_plan
-
     leaves = [np.asarray(v) for v in leaves]
     sampler = as_primitive(sampler, seed)
     branching = branches(program)
@@ -726,3 +725,6 @@ def _at_occurrence(instrumented: Program, k: int) -> Program:
     counter output dropped; the shift stays an input (a circuit parameter)."""
     bound = bind_inputs(instrumented, {len(instrumented.inputs) - 2: np.int64(k)})
     return Program(bound.inputs, bound.eqns, bound.outputs[:-1], name=bound.name)
+
+
+register_mode("qiskit", ExternalMode(run=run_on_sampler, shift_gradient=shift_gradient_on_sampler))

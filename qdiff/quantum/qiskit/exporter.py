@@ -71,6 +71,7 @@ from ...ir.control_flow import carried_outputs, sub_programs
 from ...ir.core import Eqn, Literal, Program
 from ...ir.errors import QdiffError
 from ...ir.types import QState, Tensor
+from ..lang.fusion import _plan
 from ..lang.gates import gate_spec
 from ..lang.observables import PauliSum
 from ..lang.primitives import pauli_sum_of
@@ -640,8 +641,6 @@ def _gate(ex: _Exporter, eqn: Eqn, args: list[Any], block: Block, where: str,
 
 def _fused_gate(ex: _Exporter, eqn: Eqn, args: list[Any], block: Block, where: str,
                 top: bool) -> list[Any]:
-    from ..lang.fusion import _plan
-
     angles = ex.angles(eqn, args[1:], where)
     for spec, wires, lo, hi in _plan(tuple(eqn.params["wires"]), eqn.params["parts"]).specs:
         block.append(("gate", spec.to_qiskit(*angles[lo:hi]), wires))

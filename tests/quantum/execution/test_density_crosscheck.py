@@ -12,6 +12,7 @@ from quantum_programs_lib import postselected, until_one
 import qdiff
 import qdiff.numpy as qnp
 from qdiff import quantum as qm
+from qdiff.quantum.lang.fusion import fuse_gates
 from qdiff.quantum.simulator import random_circuit
 
 NUM_ANGLES = 48
@@ -278,9 +279,8 @@ def test_density_mode_errors_are_clear():
 def test_fused_programs_run_in_density_mode(seed):
     """Density mode applies a fused gate part by part from the gate table, so it checks the
     fusion pass too (``exact`` mode fuses by default)."""
-    fusion = pytest.importorskip("qdiff.quantum.lang.fusion")
     program, _, density = _runs(seed)
-    fused, stats = fusion.fuse_gates(qdiff.trace(program, program.angles), max_qubits=3,
+    fused, stats = fuse_gates(qdiff.trace(program, program.angles), max_qubits=3,
                                      report=True)
     assert stats.passes < stats.gates
     assert "fused_gate" in str(fused)

@@ -14,13 +14,10 @@ from qdiff.ir.errors import QdiffError
 from qdiff.ir.verifier import verify
 from qdiff.loops.occurrences import as_distribution, geometric, zeta
 from qdiff.quantum.gradients.gradient import gradient, jacobian
-from qdiff.quantum.gradients.parameter_shift import (
-    find_sites,
-    instrument,
-    occurrence_count,
-)
-from qdiff.quantum.gradients.shift_rules import frequencies_of, gate_shift_rule, shift_rule
+from qdiff.quantum.gradients.parameter_shift import instrument
 from qdiff.quantum.lang.gates import GATE_TABLE, GateSpec, gate_spec
+from qdiff.quantum.lang.shift_rules import frequencies_of, gate_shift_rule, shift_rule
+from qdiff.quantum.lang.sites import find_sites, occurrence_count
 
 PARAMETRIC = sorted(n for n, s in GATE_TABLE.items() if isinstance(s, GateSpec) and s.num_params)
 

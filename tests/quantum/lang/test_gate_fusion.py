@@ -12,8 +12,9 @@ import qdiff.quantum.simulator.numba_backend as numba_module
 from qdiff import quantum as qm
 from qdiff.ir.core import Program
 from qdiff.ir.errors import VerificationError
+from qdiff.quantum.execution.reference import fused_program
 from qdiff.quantum.execution.runner import BranchRunner
-from qdiff.quantum.lang.fusion import FusionStats, fuse_gates, fused_program, plan_blocks
+from qdiff.quantum.lang.fusion import FusionStats, fuse_gates, plan_blocks
 from qdiff.quantum.lang.gates import GATE_TABLE, gate_spec
 from qdiff.quantum.simulator import GateOp, get_backend, random_circuit
 from qdiff.quantum.simulator.backend import fused_matrix

@@ -1,0 +1,163 @@
+"""`qdiff.quantum.run`: a quantum program's values, exact, sampled, on density matrices or on
+an external executor (Qiskit's samplers register ``mode="qiskit"``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...api import ProgramFunction
+from ...ir.core import Program
+from ...ir.errors import QdiffError
+from ...ir.interpreter import argument_leaves
+from ...ir.passes.unpack_scalars import unpack_scalars
+from ...ir.tracer import trace
+from ...ir.types import QState
+from ..certificate.tail import certify_values, tighten
+from .density_runner import run_density
+from .runner import (
+    BranchRunner,
+    QuantumResult,
+    _as_number,
+    _structure,
+    enumerated_result,
+    is_sample,
+    mix_samples,
+)
+
+
+@dataclass(frozen=True)
+class ExternalMode:
+    """An executor outside the simulator, as `run` and `qdiff.quantum.gradient` call it.
+
+    ``run(program, values, *, sampler, shots, seed, tol, max_iterations)`` returns the
+    values with their standard errors, shots and unterminated mass;
+    ``shift_gradient(program, leaves, cotangents, positions, *, sampler, shots, seed,
+    backend)`` the parameter-shift gradient from its samples.
+    """
+
+    run: Callable[..., Any]
+    shift_gradient: Callable[..., Any]
+
+
+# Modes that run programs elsewhere, by name. The executor's package registers itself on
+# import (`qdiff.quantum.qiskit.execution`: "qiskit"), so execution never imports it.
+EXTERNAL_MODES: dict[str, ExternalMode] = {}
+
+
+def register_mode(name: str, mode: ExternalMode) -> None:
+    """Make ``mode=name`` run programs (`run`) and gradients (`gradient`) with ``mode``."""
+    EXTERNAL_MODES[name] = mode
+
+
+def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: Any = None,
+        backend: str = "auto", tol: float = 1e-12, max_loop_iterations: int = 100_000,
+        fuse: bool | int | None = None, sampler: Any = None,
+        estimator: Any = None, exit_probability: float | None = None,
+        remainder_tol: float | None = None) -> QuantumResult:
+    """Run a quantum program and return its values with what the semantics dropped.
+
+    ``mode="exact"`` enumerates measurement branches (loops cut off below ``tol``); ``"sample"``
+    draws ``shots`` trajectories with ``seed`` and reports standard errors; ``"density"``
+    runs the program on density matrices (at most 10 qubits, see `density_runner`), an
+    independent check of ``"exact"``; ``"qiskit"`` exports the program (`to_qiskit`) and
+    estimates its values from ``shots`` shots per circuit on a Qiskit ``sampler`` (Aer's or
+    the reference one by default; loops on measurements that the sampler cannot run are
+    run on the host, see `qiskit_execution`) or, for circuits without measurements, an
+    ``estimator`` (precision 1/sqrt(shots)). ``seed`` also seeds the draws of ``qm.sample``.
+    ``fuse`` (default on) runs the program after gate fusion (`fusion.py`): fewer passes
+    over the state, the same values, in blocks as wide as the back end finds best for the
+    register; ``fuse=k`` forces blocks of up to k wires, ``fuse=False`` runs the gates one
+    by one. ``exit_probability`` promises a lower bound on every round's exit probability of
+    a loop on a measurement that is not memoryless, so that its tail can be certified
+    (``remainder_bound``; the promise is checked on every round the run saw).
+    ``remainder_tol`` sums further (a smaller ``tol``) until every value's certified
+    remainder is at most ``remainder_tol``.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> @qdiff.program
+    ... def coin(theta):
+    ...     q = qm.qubits(1)
+    ...     qm.ry(theta, q[0])
+    ...     return qm.measure(q[0])
+    >>> round(float(qm.run(coin, 1.0).values), 6) == round(float(np.sin(0.5) ** 2), 6)
+    True
+    """
+    if isinstance(program, ProgramFunction):
+        program = program.trace(*args)
+    elif not isinstance(program, Program):
+        program = trace(program, *args)
+    values = [np.asarray(v) for v in argument_leaves(program, args)]
+    for index, atom in enumerate(program.outputs):
+        if isinstance(atom.type, QState):
+            raise QdiffError(
+                f"output {index} is a quantum state; return qm.state(register) instead")
+    if mode != "exact" and (exit_probability is not None or remainder_tol is not None):
+        raise QdiffError("exit_probability= and remainder_tol= certify exact-mode values "
+                         "(mode='exact')")
+    if mode in EXTERNAL_MODES:
+        sampled = EXTERNAL_MODES[mode].run(program, values, sampler=estimator or sampler,
+                                       shots=shots, seed=seed, tol=tol,
+                                       max_iterations=min(max_loop_iterations, 256))
+        return QuantumResult(_structure(program, sampled.values), mode,
+                             unterminated_mass=sampled.unterminated_mass,
+                             stderr=_structure(program, sampled.stderr), shots=sampled.shots)
+    if sampler is not None or estimator is not None:
+        raise QdiffError("sampler= and estimator= run programs on Qiskit: mode='qiskit'")
+    if mode == "density":
+        return run_density(program, values, tol=tol, seed=seed,
+                           max_loop_iterations=max_loop_iterations)
+    program = unpack_scalars(program)  # one equation for all the elements read from an array
+    if mode == "exact":
+        def attempt(cut: float) -> tuple[Any, float, str | None]:
+            runner = BranchRunner(mode, backend, cut, seed, max_loop_iterations, fuse=fuse)
+            result = _exact(runner, program, values)
+            bounds, result.remainder_reason = certify_values(program, values, runner,
+                                                             exit_probability)
+            result.remainder_bound = _structure(program, [np.float64(b) for b in bounds])
+            return (result, runner), max(bounds, default=0.0), result.remainder_reason
+
+        result, runner = tighten(attempt, tol, remainder_tol)
+    else:
+        runner = BranchRunner(mode, backend, tol, seed, max_loop_iterations, fuse=fuse)
+        result = _sample(runner, program, values, shots)
+    result.gate_passes, result.passes_saved = runner.gate_passes, runner.passes_saved
+    return result
+
+
+def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> QuantumResult:
+    return enumerated_result(runner, program, runner.run_program(program, [(1.0, values)]),
+                             "exact")
+
+
+
+def _sample(runner: BranchRunner, program: Program, values: list[Any], shots: int) -> QuantumResult:
+    if shots < 1:
+        raise QdiffError(f"shots must be positive, got {shots}")
+    trajectories = []
+    for _ in range(shots):
+        for weight, outs in runner.run_program(program, [(1.0, values)]):
+            if weight > 0:
+                trajectories.append([o if is_sample(runner, o) else _as_number(o) for o in outs])
+    accepted = len(trajectories)
+    if accepted == 0:
+        raise QdiffError("no trajectory was accepted (postselection rejected every shot)")
+    columns = [[t[k] for t in trajectories] for k in range(len(trajectories[0]))]
+    drawn = [all(is_sample(runner, v) for v in c) for c in columns]
+    stacked = [np.stack(c) for c in columns]
+    means = [mix_samples(c, np.ones(accepted), runner.rng) if d else s.mean(axis=0)
+             for c, d, s in zip(columns, drawn, stacked)]
+    errors = [None if d else s.std(axis=0, ddof=1) / np.sqrt(accepted) if accepted > 1
+              else np.full_like(m, np.inf) for d, s, m in zip(drawn, stacked, means)]
+    return QuantumResult(
+        values=_structure(program, means), mode="sample", stderr=_structure(program, errors),
+        shots=accepted, unterminated_mass=runner.unterminated / shots,
+        aborted_mass=runner.aborted / shots, postselection_probability=accepted / shots,
+        trajectories=[_structure(program, t) for t in trajectories])
+
+
