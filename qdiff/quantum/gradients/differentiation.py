@@ -11,7 +11,7 @@ primitive with the differentiation API (`qdiff.autodiff.whole_program`); importi
 >>> @qdiff.program
 ... def f(t):
 ...     q = qm.qubits(1); qm.ry(t, q[0]); return qm.expval("Z", q)
->>> round(float(qdiff.grad(f)(0.3)), 12) == round(-np.sin(0.3), 12)
+>>> bool(round(float(qdiff.grad(f)(0.3)), 12) == round(-np.sin(0.3), 12))
 True
 """
 
