@@ -26,7 +26,6 @@ import numpy as np
 
 from . import numpy as qnp
 from .api import ProgramFunction
-from .autodiff import control_flow_rules  # noqa: F401  (rules of loop, while, cond)
 from .autodiff.forward import jvp_program
 from .autodiff.reverse import vjp_program
 from .autodiff.tangents import is_differentiable
@@ -38,6 +37,7 @@ from .ir.interpreter import call_program, inline
 from .ir.passes import fuse_elementwise, simplify
 from .ir.tracer import Tracer, trace
 from .ir.types import Tensor
+from .loops import control_flow_rules  # noqa: F401  (rules of loop, while, cond)
 
 Function = Program | ProgramFunction | Callable[..., Any]
 ArgNums = int | Sequence[int]

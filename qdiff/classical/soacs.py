@@ -29,6 +29,7 @@ from ..ir.primitives import register_primitive
 from ..ir.tracer import as_operand, bind, close_body, trace_body, value_type
 from ..ir.type_rules import check_signature, same_dtype, tensor
 from ..ir.types import Tensor, Type
+from .elementwise import PRIMITIVES
 
 MONOIDS = ("add", "mul", "max", "min")
 
@@ -109,10 +110,8 @@ def _map_impl(*args: Any, body: Program, num_consts: int,
 def _scalar_elementwise(body: Program) -> bool:
     """Whether ``body`` takes scalars and applies only elementwise primitives, so running
     it once on whole arrays computes every row."""
-    from .elementwise import ELEMENTWISE_PRIMITIVES
-
     return (all(isinstance(t, Tensor) and t.shape == () for t in body.in_types)
-            and all(eqn.primitive in ELEMENTWISE_PRIMITIVES for eqn in body.eqns))
+            and all(eqn.primitive.elementwise for eqn in body.eqns))
 
 
 def _fresh_row_array(out: Any, n: int, t: Tensor, taken: Sequence[Any]) -> bool:
@@ -211,16 +210,20 @@ def _scan_impl(*args: Any, op: Program, num_consts: int) -> list[np.ndarray]:
     return outs
 
 
+# The operators a reduction can name; both operands are elements of one type, so the
+# primitive applies as is (no promotion or broadcasting to insert).
+_NAMED_OPERATORS = {"add": "add", "+": "add", "mul": "mul", "*": "mul", "max": "max",
+                    "min": "min"}
+
+
 def _op_function(op: str | Callable[..., Any]) -> Callable[..., Any]:
     if callable(op):
         return op
-    from .. import numpy as qnp
-
-    named = {"add": qnp.add, "+": qnp.add, "mul": qnp.multiply, "*": qnp.multiply,
-             "max": qnp.maximum, "min": qnp.minimum}
-    if op not in named:
-        raise TypeCheckError(f"unknown operator {op!r}; use one of {sorted(named)} or a function")
-    return named[op]
+    if op not in _NAMED_OPERATORS:
+        raise TypeCheckError(
+            f"unknown operator {op!r}; use one of {sorted(_NAMED_OPERATORS)} or a function")
+    primitive = PRIMITIVES[_NAMED_OPERATORS[op]]
+    return lambda a, b: bind(primitive, a, b)
 
 
 def _monoid(prim: Any, what: str, op: Any, neutral: Any, xs: Any) -> Any:
