@@ -174,18 +174,20 @@ scan_p = register_primitive("scan", _monoid_rule("scan", True), multiple_results
 _NUMPY_MONOID = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-def _split(args: Sequence[Any], num_consts: int) -> tuple[list, list, list]:
+def _split(args: Sequence[Any], op: Program,
+           num_consts: int) -> tuple[list, list, list, np.ufunc | None]:
+    """Consts, accumulators and arrays of a reduce or scan, and the NumPy ufunc computing
+    it when its operator is a known monoid."""
     consts, rest = list(args[:num_consts]), list(args[num_consts:])
     k = len(rest) // 2
-    return consts, rest[:k], rest[k:]
+    kind = op_kind(op, num_consts)
+    return consts, rest[:k], rest[k:], None if kind is None else _NUMPY_MONOID[kind]
 
 
 @reduce_p.def_impl("numpy")
 def _reduce_impl(*args: Any, op: Program, num_consts: int) -> list[np.ndarray]:
-    consts, acc, xs = _split(args, num_consts)
-    kind = op_kind(op, num_consts)
-    if kind is not None:
-        ufunc = _NUMPY_MONOID[kind]
+    consts, acc, xs, ufunc = _split(args, op, num_consts)
+    if ufunc is not None:
         # ufunc.reduce only takes a scalar `initial`: fold the neutral element in afterwards
         return [np.asarray(ufunc(acc[0], ufunc.reduce(xs[0], axis=0)) if xs[0].shape[0]
                            else acc[0], dtype=xs[0].dtype)]
@@ -196,10 +198,8 @@ def _reduce_impl(*args: Any, op: Program, num_consts: int) -> list[np.ndarray]:
 
 @scan_p.def_impl("numpy")
 def _scan_impl(*args: Any, op: Program, num_consts: int) -> list[np.ndarray]:
-    consts, acc, xs = _split(args, num_consts)
-    kind = op_kind(op, num_consts)
-    if kind is not None:
-        ufunc = _NUMPY_MONOID[kind]
+    consts, acc, xs, ufunc = _split(args, op, num_consts)
+    if ufunc is not None:
         return [np.asarray(ufunc(acc[0], ufunc.accumulate(xs[0], axis=0)), dtype=xs[0].dtype)]
     n = xs[0].shape[0]
     outs = [np.empty_like(x) for x in xs]
