@@ -25,8 +25,6 @@ from typing import Any
 import numpy as np
 
 from . import numpy as qnp
-from .api import ProgramFunction
-from .autodiff import control_flow_rules  # noqa: F401  (rules of loop, while, cond)
 from .autodiff.arguments import (
     ArgNums,
     Function,
@@ -47,8 +45,10 @@ from .ir.core import Program
 from .ir.errors import QdiffError
 from .ir.interpreter import call_program, inline
 from .ir.passes import fuse_elementwise, simplify
+from .ir.program_function import ProgramFunction
 from .ir.tracer import Tracer, trace
 from .ir.types import Tensor
+from .loops import control_flow_rules  # noqa: F401  (rules of loop, while, cond)
 
 # Whether transformations fuse elementwise chains before differentiating (when their
 # ``fuse`` argument is None, the default).

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from ..api import ProgramFunction
 from ..ir import pytree
 from ..ir.core import Program
 from ..ir.errors import QdiffError
+from ..ir.program_function import ProgramFunction
 from ..ir.tracer import trace
 from .tangents import is_differentiable
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import numpy as qnp
 from ..ir.core import Program, Var
 from ..ir.primitives import get_primitive
 from ..ir.tracer import record, value_type
@@ -54,8 +55,6 @@ def add_tangents(a: Any, b: Any) -> Any:
         return b
     if b is None:
         return a
-    from .. import numpy as qnp
-
     return qnp.add(a, b)
 
 

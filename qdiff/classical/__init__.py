@@ -1,15 +1,13 @@
 """Classical array primitives (elementwise, reductions, shape, indexing, einsum, SOACs).
 
-Importing this package registers them; their derivative rules live beside them.
+Importing this package registers them with their type rules and NumPy implementations;
+their derivative rules are registered by `qdiff.autodiff` (`autodiff.classical_rules`).
 """
 
-from . import (  # noqa: F401  # noqa: F401
+from . import (  # noqa: F401  (registers the primitives)
     elementwise,
-    indexed_derivatives,
     indexing,
     linalg,
-    map_derivatives,
-    monoid_derivatives,
     reductions,
     shape,
     soacs,

@@ -1,4 +1,4 @@
-"""Elementwise primitives: one table row each (name, NumPy function, dtype rule).
+"""Elementwise primitives: one table entry each (name, NumPy function, dtype rule).
 
 Operands share one shape, except rank-0 operands, which broadcast; they share one dtype
 (the `select` predicate is bool). The tracer (`qdiff.numpy`) inserts the explicit
@@ -8,11 +8,9 @@ Operands share one shape, except rank-0 operands, which broadcast; they share on
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
-from ..autodiff.elementwise_rules import LINEAR, NONE, ZERO, register_elementwise_rules
 from ..ir.errors import TypeCheckError
 from ..ir.primitives import Primitive, register_primitive
 from ..ir.type_rules import elementwise_shape, same_dtype, tensor
@@ -26,9 +24,6 @@ LOGICAL = "logical"  # bool in, bool out
 TO_REAL = "to_real"  # complex in, real out (real, imag); real in, same out
 INTEGER_OK_FLOAT = "int_or_float"  # real numbers only (floor_divide, remainder, maximum)
 
-# Markers of the derivative column: LINEAR (f is linear: its tangent is f(tangent)), ZERO
-# (piecewise constant), NONE (bool-valued: no derivative at all).
-
 _KIND_OK = {
     FLOAT: "fc",
     NUMERIC: "iufc",
@@ -38,66 +33,36 @@ _KIND_OK = {
     INTEGER_OK_FLOAT: "iuf",
 }
 
-# The derivative column: d(x, y) = dy/dx of y = f(x) (autograd style, in qdiff.numpy), or
-# LINEAR (the tangent is f(t)), ZERO (piecewise constant) or NONE (bool values).
-UNARY: dict[str, tuple[Callable, str, Any]] = {
-    "neg": (np.negative, NUMERIC, LINEAR),
-    "exp": (np.exp, FLOAT, lambda x, y: y),
-    "log": (np.log, FLOAT, lambda x, y: 1.0 / x),
-    "log1p": (np.log1p, FLOAT, lambda x, y: 1.0 / (1.0 + x)),
-    "expm1": (np.expm1, FLOAT, lambda x, y: y + 1.0),
-    "sin": (np.sin, FLOAT, lambda x, y: _qnp().cos(x)),
-    "cos": (np.cos, FLOAT, lambda x, y: -_qnp().sin(x)),
-    "tan": (np.tan, FLOAT, lambda x, y: 1.0 + y * y),
-    "asin": (np.arcsin, FLOAT, lambda x, y: 1.0 / _qnp().sqrt(1.0 - x * x)),
-    "acos": (np.arccos, FLOAT, lambda x, y: -1.0 / _qnp().sqrt(1.0 - x * x)),
-    "atan": (np.arctan, FLOAT, lambda x, y: 1.0 / (1.0 + x * x)),
-    "sinh": (np.sinh, FLOAT, lambda x, y: _qnp().cosh(x)),
-    "cosh": (np.cosh, FLOAT, lambda x, y: _qnp().sinh(x)),
-    "tanh": (np.tanh, FLOAT, lambda x, y: 1.0 - y * y),
-    "sqrt": (np.sqrt, FLOAT, lambda x, y: 0.5 / y),
-    # |x|' = sign(x) for real x (0 at 0); complex x: special rule below
-    "abs": (np.abs, TO_REAL, lambda x, y: _qnp().sign(x)),
-    "sign": (np.sign, NUMERIC, ZERO),
-    "floor": (np.floor, FLOAT, ZERO),
-    "ceil": (np.ceil, FLOAT, ZERO),
-    "round": (np.round, FLOAT, ZERO),
-    "conj": (np.conj, NUMERIC, LINEAR),
-    "real": (np.real, TO_REAL, LINEAR),
-    "imag": (np.imag, TO_REAL, LINEAR),
-    "not": (np.logical_not, LOGICAL, NONE),
+# name -> NumPy function, grouped by the operand dtypes each accepts (`_KIND_OK`). Their
+# derivative rules are in `qdiff.autodiff.classical_rules.elementwise`.
+_UNARY_BY_KIND: dict[str, dict[str, Callable]] = {
+    NUMERIC: {"neg": np.negative, "sign": np.sign, "conj": np.conj},
+    FLOAT: {"exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1,
+            "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
+            "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+            "tanh": np.tanh, "sqrt": np.sqrt, "floor": np.floor, "ceil": np.ceil,
+            "round": np.round},
+    TO_REAL: {"abs": np.abs, "real": np.real, "imag": np.imag},
+    LOGICAL: {"not": np.logical_not},
+}
+_BINARY_BY_KIND: dict[str, dict[str, Callable]] = {
+    NUMERIC: {"add": np.add, "sub": np.subtract, "mul": np.multiply, "pow": np.power},
+    FLOAT: {"div": np.true_divide, "atan2": np.arctan2},
+    INTEGER_OK_FLOAT: {"max": np.maximum, "min": np.minimum, "floor_div": np.floor_divide,
+                       "rem": np.remainder},
+    COMPARE: {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+              "gt": np.greater, "ge": np.greater_equal},
+    LOGICAL: {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor},
 }
 
-# The derivative column: (dz/dx, dz/dy) of z = f(x, y) as functions of (x, y, z).
-BINARY: dict[str, tuple[Callable, str, Any]] = {
-    "add": (np.add, NUMERIC, (lambda x, y, z: 1.0, lambda x, y, z: 1.0)),
-    "sub": (np.subtract, NUMERIC, (lambda x, y, z: 1.0, lambda x, y, z: -1.0)),
-    "mul": (np.multiply, NUMERIC, (lambda x, y, z: y, lambda x, y, z: x)),
-    "div": (np.true_divide, FLOAT, (lambda x, y, z: 1.0 / y, lambda x, y, z: -z / y)),
-    # d/dy x^y = log(x) x^y, taken as 0 at x = 0 (the limit from the right, as in JAX)
-    "pow": (np.power, NUMERIC, (lambda x, y, z: y * _qnp().power(x, y - 1.0),
-                                lambda x, y, z: _qnp().where(x == 0, 0.0, _safe_log(x) * z))),
-    # ties split the derivative evenly between the operands
-    "max": (np.maximum, INTEGER_OK_FLOAT, (lambda x, y, z: _pick(x > y, x == y),
-                                           lambda x, y, z: _pick(y > x, x == y))),
-    "min": (np.minimum, INTEGER_OK_FLOAT, (lambda x, y, z: _pick(x < y, x == y),
-                                           lambda x, y, z: _pick(y < x, x == y))),
-    "atan2": (np.arctan2, FLOAT, (lambda x, y, z: y / (x * x + y * y),
-                                  lambda x, y, z: -x / (x * x + y * y))),
-    "floor_div": (np.floor_divide, INTEGER_OK_FLOAT, ZERO),
-    # rem(x, y) = x - floor(x / y) y
-    "rem": (np.remainder, INTEGER_OK_FLOAT, (lambda x, y, z: 1.0,
-                                             lambda x, y, z: -_qnp().floor(x / y))),
-    "eq": (np.equal, COMPARE, NONE),
-    "ne": (np.not_equal, COMPARE, NONE),
-    "lt": (np.less, COMPARE, NONE),
-    "le": (np.less_equal, COMPARE, NONE),
-    "gt": (np.greater, COMPARE, NONE),
-    "ge": (np.greater_equal, COMPARE, NONE),
-    "and": (np.logical_and, LOGICAL, NONE),
-    "or": (np.logical_or, LOGICAL, NONE),
-    "xor": (np.logical_xor, LOGICAL, NONE),
-}
+
+def _by_name(by_kind: dict[str, dict[str, Callable]]) -> dict[str, tuple[Callable, str]]:
+    return {name: (fn, kind) for kind, fns in by_kind.items() for name, fn in fns.items()}
+
+
+# name -> (NumPy function, kind)
+UNARY: dict[str, tuple[Callable, str]] = _by_name(_UNARY_BY_KIND)
+BINARY: dict[str, tuple[Callable, str]] = _by_name(_BINARY_BY_KIND)
 
 
 def _out_dtype(kind: str, dtype: str) -> str:
@@ -130,13 +95,13 @@ def _numpy_impl(fn: Callable, out_dtype: Callable[[np.dtype], str]) -> Callable:
 
 
 def _register(name: str, fn: Callable, kind: str) -> Primitive:
-    primitive = register_primitive(name, _elementwise_rule(name, kind))
+    primitive = register_primitive(name, _elementwise_rule(name, kind), elementwise=True)
     primitive.def_impl("numpy")(_numpy_impl(fn, lambda d: _out_dtype(kind, d.name)))
     return primitive
 
 
 PRIMITIVES: dict[str, Primitive] = {
-    name: _register(name, fn, kind) for name, (fn, kind, _) in {**UNARY, **BINARY}.items()
+    name: _register(name, fn, kind) for name, (fn, kind) in {**UNARY, **BINARY}.items()
 }
 ARITY = {**{name: 1 for name in UNARY}, **{name: 2 for name in BINARY}}
 
@@ -151,7 +116,7 @@ def _select_rule(pred: Type, on_true: Type, on_false: Type) -> tuple[Type, ...]:
     return (Tensor(shape, same_dtype([a, b])),)
 
 
-select_p = register_primitive("select", _select_rule)
+select_p = register_primitive("select", _select_rule, elementwise=True)
 
 
 @select_p.def_impl("numpy")
@@ -167,7 +132,7 @@ def _convert_rule(x: Type, *, dtype: str) -> tuple[Type, ...]:
     return (source.with_dtype(target),)
 
 
-convert_p = register_primitive("convert", _convert_rule)
+convert_p = register_primitive("convert", _convert_rule, elementwise=True)
 
 
 @convert_p.def_impl("numpy")
@@ -175,25 +140,7 @@ def _convert_impl(x: np.ndarray, *, dtype: str) -> np.ndarray:
     return np.asarray(x).astype(dtype)
 
 
-def _qnp() -> Any:
-    from .. import numpy as qnp
-
-    return qnp
-
-
-def _pick(wins: Any, ties: Any) -> Any:
-    qnp = _qnp()
-    return qnp.where(wins, 1.0, qnp.where(ties, 0.5, 0.0))
-
-
-def _safe_log(x: Any) -> Any:
-    qnp = _qnp()
-    return qnp.log(qnp.where(x == 0, 1.0, x))
-
-
-register_elementwise_rules(PRIMITIVES, UNARY, BINARY, select_p, convert_p)
-
-# Everything that acts on each element alone: what fusion and the vectorized map evaluate as one
-# array pass.
+# Everything that acts on each element alone (the primitives flagged ``elementwise``): what
+# fusion and the vectorized map evaluate as one array pass.
 ELEMENTWISE_PRIMITIVES: frozenset[Primitive] = frozenset((*PRIMITIVES.values(), convert_p,
                                                           select_p))

@@ -8,15 +8,10 @@ lone indices out first). These limits keep the transpose rule a single einsum: f
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from ..autodiff.rules import def_cotangent, def_tangent
-from ..autodiff.tangents import add_tangents
 from ..ir.errors import TypeCheckError
 from ..ir.primitives import register_primitive
-from ..ir.tracer import bind, value_type
 from ..ir.type_rules import same_dtype, tensor
 from ..ir.types import Tensor, Type
 
@@ -68,34 +63,3 @@ einsum_p = register_primitive("einsum", _einsum_rule)
 @einsum_p.def_impl("numpy")
 def _einsum_impl(x: np.ndarray, y: np.ndarray, *, spec: str) -> np.ndarray:
     return np.asarray(np.einsum(spec, x, y, optimize=True), dtype=np.result_type(x, y))
-
-
-# ------------------------------------------------------------------------- derivative rules
-# out = einsum("a,b->o", A, B) is bilinear: ȯ = einsum(Ȧ, B) + einsum(A, Ḃ);
-# Ā = einsum("o,b->a", Ō, conj B), B̄ = einsum("a,o->b", conj A, Ō).
-def _einsum_tangent(values: list, tangents: list, out: Any, *, spec: str) -> Any:
-    (x, y), (tx, ty) = values, tangents
-    total = bind(einsum_p, tx, y, spec=spec) if tx is not None else None
-    if ty is not None:
-        total = add_tangents(total, bind(einsum_p, x, ty, spec=spec))
-    return total
-
-
-def _conj_if_complex(value: Any) -> Any:
-    if value_type(value).np_dtype.kind != "c":
-        return value
-    from .. import numpy as qnp
-
-    return qnp.conj(value)
-
-
-def _einsum_cotangent(ct: Any, values: list, out: Any, active: list, *, spec: str) -> list:
-    a, b, o = parse_spec(spec)
-    x, y = values
-    ct_x = bind(einsum_p, ct, _conj_if_complex(y), spec=f"{o},{b}->{a}") if active[0] else None
-    ct_y = bind(einsum_p, _conj_if_complex(x), ct, spec=f"{a},{o}->{b}") if active[1] else None
-    return [ct_x, ct_y]
-
-
-def_tangent(einsum_p, _einsum_tangent)
-def_cotangent(einsum_p, _einsum_cotangent)

@@ -6,18 +6,13 @@ These are the common closed forms; `reduce` in `soacs.py` takes any associative 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
-from .. import numpy as qnp
-from ..autodiff.rules import def_cotangent, def_linear, def_tangent, def_zero_derivative
 from ..ir.errors import TypeCheckError
 from ..ir.primitives import Primitive, register_primitive
-from ..ir.tracer import value_type
 from ..ir.type_rules import normalize_axes, tensor
 from ..ir.types import Tensor, Type
-from .derivative_helpers import expand_back, first_extremum_mask, product_of_others
 
 
 def _reduce_rule(name: str) -> Callable[..., tuple[Type, ...]]:
@@ -70,46 +65,3 @@ argmax_p = register_primitive("argmax", _arg_rule("argmax"))
 argmin_p = register_primitive("argmin", _arg_rule("argmin"))
 argmax_p.def_impl("numpy")(lambda x, *, axis: np.asarray(np.argmax(x, axis=axis), np.int64))
 argmin_p.def_impl("numpy")(lambda x, *, axis: np.asarray(np.argmin(x, axis=axis), np.int64))
-
-
-# ------------------------------------------------------------------------- derivative rules
-def _sum_transpose(ct: Any, values: list, *, axes: tuple[int, ...]) -> Any:
-    # y = Σ_axes x  ⇒  x̄ = broadcast of ȳ over the summed axes
-    return expand_back(ct, value_type(values[0]).shape, axes)
-
-
-def _prod_tangent(values: list, tangents: list, out: Any, *, axes: tuple[int, ...]) -> Any:
-    # ẏ = Σ_i ẋ_i Π_{j≠i} x_j (zero-counting form, exact with zero elements)
-    (x,), (t,) = values, tangents
-    return qnp.sum(t * product_of_others(x, axes), axes)
-
-
-def _prod_cotangent(ct: Any, values: list, out: Any, active: list, *,
-                    axes: tuple[int, ...]) -> list:
-    # x̄_i += ȳ Π_{j≠i} x_j
-    (x,) = values
-    return [expand_back(ct, value_type(x).shape, axes) * product_of_others(x, axes)]
-
-
-def _extremum_rules(primitive: Primitive, kind: str) -> None:
-    # y = max x  ⇒  ẏ = ẋ_k, x̄_k += ȳ, with k the first index attaining the maximum
-    def tangent(values: list, tangents: list, out: Any, *, axes: tuple[int, ...]) -> Any:
-        (x,), (t,) = values, tangents
-        return qnp.sum(t * first_extremum_mask(x, axes, kind), axes)
-
-    def cotangent(ct: Any, values: list, out: Any, active: list, *,
-                  axes: tuple[int, ...]) -> list:
-        (x,) = values
-        return [expand_back(ct, value_type(x).shape, axes) * first_extremum_mask(x, axes, kind)]
-
-    def_tangent(primitive, tangent)
-    def_cotangent(primitive, cotangent)
-
-
-def_linear(reduce_sum_p, _sum_transpose)
-def_tangent(reduce_prod_p, _prod_tangent)
-def_cotangent(reduce_prod_p, _prod_cotangent)
-_extremum_rules(reduce_max_p, "max")
-_extremum_rules(reduce_min_p, "min")
-def_zero_derivative(argmax_p)
-def_zero_derivative(argmin_p)

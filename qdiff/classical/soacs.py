@@ -29,6 +29,7 @@ from ..ir.primitives import register_primitive
 from ..ir.tracer import as_operand, bind, close_body, trace_body, value_type
 from ..ir.type_rules import check_signature, same_dtype, tensor
 from ..ir.types import Tensor, Type
+from .elementwise import PRIMITIVES
 
 MONOIDS = ("add", "mul", "max", "min")
 
@@ -109,10 +110,8 @@ def _map_impl(*args: Any, body: Program, num_consts: int,
 def _scalar_elementwise(body: Program) -> bool:
     """Whether ``body`` takes scalars and applies only elementwise primitives, so running
     it once on whole arrays computes every row."""
-    from .elementwise import ELEMENTWISE_PRIMITIVES
-
     return (all(isinstance(t, Tensor) and t.shape == () for t in body.in_types)
-            and all(eqn.primitive in ELEMENTWISE_PRIMITIVES for eqn in body.eqns))
+            and all(eqn.primitive.elementwise for eqn in body.eqns))
 
 
 def _fresh_row_array(out: Any, n: int, t: Tensor, taken: Sequence[Any]) -> bool:
@@ -175,18 +174,20 @@ scan_p = register_primitive("scan", _monoid_rule("scan", True), multiple_results
 _NUMPY_MONOID = {"add": np.add, "mul": np.multiply, "max": np.maximum, "min": np.minimum}
 
 
-def _split(args: Sequence[Any], num_consts: int) -> tuple[list, list, list]:
+def _split(args: Sequence[Any], op: Program,
+           num_consts: int) -> tuple[list, list, list, np.ufunc | None]:
+    """Consts, accumulators and arrays of a reduce or scan, and the NumPy ufunc computing
+    it when its operator is a known monoid."""
     consts, rest = list(args[:num_consts]), list(args[num_consts:])
     k = len(rest) // 2
-    return consts, rest[:k], rest[k:]
+    kind = op_kind(op, num_consts)
+    return consts, rest[:k], rest[k:], None if kind is None else _NUMPY_MONOID[kind]
 
 
 @reduce_p.def_impl("numpy")
 def _reduce_impl(*args: Any, op: Program, num_consts: int) -> list[np.ndarray]:
-    consts, acc, xs = _split(args, num_consts)
-    kind = op_kind(op, num_consts)
-    if kind is not None:
-        ufunc = _NUMPY_MONOID[kind]
+    consts, acc, xs, ufunc = _split(args, op, num_consts)
+    if ufunc is not None:
         # ufunc.reduce only takes a scalar `initial`: fold the neutral element in afterwards
         return [np.asarray(ufunc(acc[0], ufunc.reduce(xs[0], axis=0)) if xs[0].shape[0]
                            else acc[0], dtype=xs[0].dtype)]
@@ -197,10 +198,8 @@ def _reduce_impl(*args: Any, op: Program, num_consts: int) -> list[np.ndarray]:
 
 @scan_p.def_impl("numpy")
 def _scan_impl(*args: Any, op: Program, num_consts: int) -> list[np.ndarray]:
-    consts, acc, xs = _split(args, num_consts)
-    kind = op_kind(op, num_consts)
-    if kind is not None:
-        ufunc = _NUMPY_MONOID[kind]
+    consts, acc, xs, ufunc = _split(args, op, num_consts)
+    if ufunc is not None:
         return [np.asarray(ufunc(acc[0], ufunc.accumulate(xs[0], axis=0)), dtype=xs[0].dtype)]
     n = xs[0].shape[0]
     outs = [np.empty_like(x) for x in xs]
@@ -211,16 +210,20 @@ def _scan_impl(*args: Any, op: Program, num_consts: int) -> list[np.ndarray]:
     return outs
 
 
+# The operators a reduction can name; both operands are elements of one type, so the
+# primitive applies as is (no promotion or broadcasting to insert).
+_NAMED_OPERATORS = {"add": "add", "+": "add", "mul": "mul", "*": "mul", "max": "max",
+                    "min": "min"}
+
+
 def _op_function(op: str | Callable[..., Any]) -> Callable[..., Any]:
     if callable(op):
         return op
-    from .. import numpy as qnp
-
-    named = {"add": qnp.add, "+": qnp.add, "mul": qnp.multiply, "*": qnp.multiply,
-             "max": qnp.maximum, "min": qnp.minimum}
-    if op not in named:
-        raise TypeCheckError(f"unknown operator {op!r}; use one of {sorted(named)} or a function")
-    return named[op]
+    if op not in _NAMED_OPERATORS:
+        raise TypeCheckError(
+            f"unknown operator {op!r}; use one of {sorted(_NAMED_OPERATORS)} or a function")
+    primitive = PRIMITIVES[_NAMED_OPERATORS[op]]
+    return lambda a, b: bind(primitive, a, b)
 
 
 def _monoid(prim: Any, what: str, op: Any, neutral: Any, xs: Any) -> Any:

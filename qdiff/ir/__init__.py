@@ -1,6 +1,12 @@
 """The shared, loop-aware program representation: types, programs, the primitive registry,
 structured control flow, the verifier, the printer, JSON, the tracer and the interpreter."""
 
+from . import (  # noqa: F401  (each binds Program's methods: call, print, verify, JSON)
+    interpreter,
+    printer,
+    serialization,
+    verifier,
+)
 from .core import Atom, Eqn, Literal, Program, Var
 from .errors import (
     LoopLimitError,

@@ -9,16 +9,14 @@ loops through every transformation.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
+from .primitives import Primitive
 from .types import Tensor, Type, type_of_value
-
-if TYPE_CHECKING:
-    from .primitives import Primitive
 
 _var_ids = itertools.count()
 
@@ -145,48 +143,21 @@ class Program:
             for _, sub in eqn.subprograms():
                 yield from sub.all_eqns()
 
-    def __call__(self, *args: Any, backend: str = "numpy") -> Any:
-        from .interpreter import call_program
-
-        return call_program(self, args, backend=backend)
-
-    def __str__(self) -> str:
-        from .printer import format_program
-
-        return format_program(self)
+    def with_eqns(self, eqns: Sequence[Eqn]) -> Program:
+        """This program (inputs, outputs, name, argument trees) with other equations: what a
+        pass that rewrites equations in place returns."""
+        return Program(self.inputs, tuple(eqns), self.outputs, name=self.name,
+                       in_tree=self.in_tree, out_tree=self.out_tree)
 
     def __repr__(self) -> str:
         ins = ", ".join(t.short() for t in self.in_types)
         outs = ", ".join(t.short() for t in self.out_types)
         return f"<Program {self.name}({ins}) -> ({outs}), {len(self.eqns)} eqns>"
 
-    def verify(self) -> Program:
-        """Check scope, SSA, types and linearity; raise `VerificationError` or return self."""
-        from .verifier import verify
-
-        verify(self)
-        return self
-
-    def to_json(self, indent: int | None = None) -> str:
-        """The program in qdiff's versioned JSON format."""
-        from .serialization import program_to_json
-
-        return program_to_json(self, indent=indent)
-
-    @staticmethod
-    def from_json(text: str) -> Program:
-        """Read a program written by :meth:`to_json`; errors name what is wrong."""
-        from .serialization import program_from_json
-
-        return program_from_json(text)
-
-    def __eq__(self, other: object) -> bool:
-        # Structural (alpha-)equality: same primitives, params, types and literal values,
-        # with vars matched by position rather than identity.
-        if not isinstance(other, Program):
-            return NotImplemented
-        from .serialization import program_to_data
-
-        return program_to_data(self) == program_to_data(other)
-
+    # Vars compare by identity, so programs hash by identity; `==` is structural (bound by
+    # `serialization`).
     __hash__ = object.__hash__
+
+    # Calling, printing, verifying and JSON live in the modules built on this one
+    # (interpreter, printer, verifier, serialization): each binds its methods to Program
+    # when it is imported, and importing `qdiff.ir` imports them all.

@@ -113,6 +113,15 @@ def call_program(program: Program, args: Sequence[Any], backend: str = "numpy") 
     return pytree.unflatten(program.out_tree, outputs)
 
 
+def _call(self: Program, *args: Any, backend: str = "numpy") -> Any:
+    """Run the program on ``args`` (arrays or tracers, nested like the traced function's
+    arguments) on ``backend``."""
+    return call_program(self, args, backend=backend)
+
+
+Program.__call__ = _call  # type: ignore[method-assign]
+
+
 def _coerce_argument(program: Program, index: int, value: Any) -> Any:
     expected = program.inputs[index].type
     if not isinstance(expected, Tensor):

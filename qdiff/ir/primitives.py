@@ -8,6 +8,7 @@ a transformation.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,9 @@ class Primitive:
     # when all their inputs are constants.
     effectful: bool = False
     subprogram_params: tuple[str, ...] = ()
+    # Elementwise primitives act on each element alone (rank-0 operands broadcast): passes
+    # fuse them, and a map whose body holds only these runs once on whole arrays.
+    elementwise: bool = False
     impls: dict[str, Callable[..., Any]] = field(default_factory=dict)
     jvp: Callable[..., Any] | None = None
     vjp: Callable[..., Any] | None = None
@@ -81,8 +85,6 @@ def get_primitive(name: str) -> Primitive:
     try:
         return _REGISTRY[name]
     except KeyError:
-        import difflib
-
         close = difflib.get_close_matches(name, _REGISTRY, n=3)
         hint = f" (did you mean {', '.join(close)}?)" if close else ""
         raise QdiffError(f"unknown primitive {name!r}{hint}") from None
@@ -91,3 +93,13 @@ def get_primitive(name: str) -> Primitive:
 def all_primitives() -> dict[str, Primitive]:
     """A snapshot of the registry, name -> primitive."""
     return dict(_REGISTRY)
+
+
+def elementwise_primitives() -> frozenset[Primitive]:
+    """The registered primitives flagged ``elementwise``.
+
+    >>> import qdiff
+    >>> get_primitive("add") in elementwise_primitives()
+    True
+    """
+    return frozenset(p for p in _REGISTRY.values() if p.elementwise)

@@ -54,6 +54,9 @@ def format_program(program: Program) -> str:
     return "\n".join(lines)
 
 
+Program.__str__ = format_program  # type: ignore[method-assign]
+
+
 def _format(program: Program, name: _Namer, lines: list[str], indent: str, header: str) -> None:
     params = ", ".join(f"{name(v)}: {v.type.short()}" for v in program.inputs)
     outs = [t.short() for t in program.out_types]

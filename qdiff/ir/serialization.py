@@ -26,6 +26,7 @@ from .core import Eqn, Literal, Program, Var
 from .errors import QdiffError, SerializationError, VerificationError
 from .primitives import get_primitive
 from .types import Tensor, Type
+from .verifier import verify
 
 FORMAT = "qdiff.program"
 VERSION = 1
@@ -52,10 +53,28 @@ def program_from_json(text: str) -> Program:
             f"version {VERSION}")
     program = program_from_data(document["program"], "program")
     try:
-        program.verify()
+        verify(program)
     except VerificationError as exc:
         raise SerializationError(f"the saved program is invalid: {exc}") from None
     return program
+
+
+def _to_json(self: Program, indent: int | None = None) -> str:
+    """The program in qdiff's versioned JSON format."""
+    return program_to_json(self, indent=indent)
+
+
+def _structurally_equal(self: Program, other: object) -> bool:
+    # Structural (alpha-)equality: same primitives, params, types and literal values,
+    # with vars matched by position rather than identity.
+    if not isinstance(other, Program):
+        return NotImplemented
+    return program_to_data(self) == program_to_data(other)
+
+
+Program.to_json = _to_json  # type: ignore[attr-defined]
+Program.from_json = staticmethod(program_from_json)  # type: ignore[attr-defined]
+Program.__eq__ = _structurally_equal  # type: ignore[method-assign,assignment]
 
 
 def program_to_data(program: Program) -> dict:

@@ -21,7 +21,7 @@ import numpy as np
 from . import pytree
 from .core import Atom, Eqn, Literal, Program, Var
 from .errors import QdiffError, TracerConversionError, TypeCheckError
-from .primitives import Primitive
+from .primitives import Primitive, get_primitive
 from .types import Bit, Tensor, Type, type_of_value
 
 _BIT_AS_INT = Tensor((), "int64")
@@ -177,14 +177,9 @@ class Cell:
             builder.write_cell(self, value)
 
 
-def _qnp() -> Any:
-    from .. import numpy as qnp
-
-    return qnp
-
-
 class Tracer:
-    """A value of a program being traced. Supports NumPy-style operators and methods."""
+    """A value of a program being traced. Supports NumPy-style operators and methods (bound
+    by `qdiff.numpy`)."""
 
     __slots__ = ("var", "builder")
     __array_priority__ = 1000
@@ -208,11 +203,11 @@ class Tracer:
 
     @property
     def ndim(self) -> int:
-        return len(self.shape)
+        return self._tensor_type("shape").ndim
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return self._tensor_type("shape").size
 
     def _tensor_type(self, what: str) -> Tensor:
         if isinstance(self.var.type, Bit):
@@ -264,70 +259,14 @@ class Tracer:
     def __hash__(self) -> int:
         return id(self)
 
-    # arithmetic
-    def __add__(self, o): return _qnp().add(self, o)
-    def __radd__(self, o): return _qnp().add(o, self)
-    def __sub__(self, o): return _qnp().subtract(self, o)
-    def __rsub__(self, o): return _qnp().subtract(o, self)
-    def __mul__(self, o): return _qnp().multiply(self, o)
-    def __rmul__(self, o): return _qnp().multiply(o, self)
-    def __truediv__(self, o): return _qnp().divide(self, o)
-    def __rtruediv__(self, o): return _qnp().divide(o, self)
-    def __floordiv__(self, o): return _qnp().floor_divide(self, o)
-    def __rfloordiv__(self, o): return _qnp().floor_divide(o, self)
-    def __mod__(self, o): return _qnp().remainder(self, o)
-    def __rmod__(self, o): return _qnp().remainder(o, self)
-    def __pow__(self, o): return _qnp().power(self, o)
-    def __rpow__(self, o): return _qnp().power(o, self)
-    def __matmul__(self, o): return _qnp().matmul(self, o)
-    def __rmatmul__(self, o): return _qnp().matmul(o, self)
-    def __neg__(self): return _qnp().negative(self)
-    def __pos__(self): return self
-    def __abs__(self): return _qnp().abs(self)
-    def __invert__(self): return _qnp().logical_not(self)
-    def __and__(self, o): return _qnp().logical_and(self, o)
-    def __rand__(self, o): return _qnp().logical_and(o, self)
-    def __or__(self, o): return _qnp().logical_or(self, o)
-    def __ror__(self, o): return _qnp().logical_or(o, self)
-    def __xor__(self, o): return _qnp().logical_xor(self, o)
-    def __rxor__(self, o): return _qnp().logical_xor(o, self)
-    def __lt__(self, o): return _qnp().less(self, o)
-    def __le__(self, o): return _qnp().less_equal(self, o)
-    def __gt__(self, o): return _qnp().greater(self, o)
-    def __ge__(self, o): return _qnp().greater_equal(self, o)
-    def __eq__(self, o): return _qnp().equal(self, o)  # type: ignore[override]
-    def __ne__(self, o): return _qnp().not_equal(self, o)  # type: ignore[override]
-
-    # indexing
-    def __getitem__(self, index: Any) -> Tracer:
-        return _qnp().getitem(self, index)
+    def __pos__(self) -> Tracer:
+        return self
 
     def __setitem__(self, index: Any, value: Any) -> None:
         raise TypeError("traced arrays are immutable: use x = x.at[index].set(value)")
 
-    @property
-    def at(self) -> Any:
-        return _qnp().IndexUpdateHelper(self)
-
-    # methods mirroring numpy.ndarray
-    @property
-    def T(self) -> Tracer:
-        return _qnp().transpose(self)
-
-    def sum(self, axis=None, keepdims=False): return _qnp().sum(self, axis, keepdims=keepdims)
-    def prod(self, axis=None, keepdims=False): return _qnp().prod(self, axis, keepdims=keepdims)
-    def mean(self, axis=None, keepdims=False): return _qnp().mean(self, axis, keepdims=keepdims)
-    def max(self, axis=None, keepdims=False): return _qnp().max(self, axis, keepdims=keepdims)
-    def min(self, axis=None, keepdims=False): return _qnp().min(self, axis, keepdims=keepdims)
-    def argmax(self, axis=None): return _qnp().argmax(self, axis)
-    def argmin(self, axis=None): return _qnp().argmin(self, axis)
-    def reshape(self, *shape): return _qnp().reshape(self, shape[0] if len(shape) == 1 else shape)
-    def transpose(self, *axes): return _qnp().transpose(self, axes or None)
-    def squeeze(self, axis=None): return _qnp().squeeze(self, axis)
-    def ravel(self): return _qnp().reshape(self, (-1,))
-    def flatten(self): return _qnp().reshape(self, (-1,))
-    def astype(self, dtype): return _qnp().astype(self, dtype)
-    def dot(self, other): return _qnp().dot(self, other)
+    # The operators (`+`, `<`, `x[i]`, ...), `.at`, `.T` and the ndarray-like methods are
+    # the array API's: `qdiff.numpy` binds them to this class when it is imported.
 
 
 def bind(primitive: Primitive, *args: Any, **params: Any) -> Any:
@@ -561,8 +500,6 @@ def as_operand(value: Any, dtype: Any = None) -> Any:
     Concrete leaves become arrays so their dtype is fixed (``1.0`` becomes float64).
     """
     if isinstance(value, Tracer):
-        from .primitives import get_primitive
-
         if isinstance(value.type, Bit):
             value = bind(get_primitive("bit_to_int"), value)
         if dtype is not None and isinstance(value.type, Tensor) and value.dtype != np.dtype(dtype):

@@ -57,6 +57,15 @@ def verify(program: Program, path: str | None = None) -> None:
         use(atom, f"output {k}")
 
 
+def _verify_method(self: Program) -> Program:
+    """Check scope, SSA, types and linearity; raise `VerificationError` or return self."""
+    verify(self)
+    return self
+
+
+Program.verify = _verify_method  # type: ignore[attr-defined]
+
+
 def _check_eqn_types(eqn: Eqn, where: str, site: str) -> None:
     in_types = [a.type for a in eqn.inputs]
     try:

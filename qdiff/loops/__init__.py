@@ -4,5 +4,8 @@
 strip-mined checkpoint schedule); `increments` finds carries that need no storage;
 `memory` measures what the reversal stores; `occurrences` holds the distributions with
 exactly known normalizers from which the randomized derivative of an unbounded loop draws
-the one occurrence it differentiates.
+the one occurrence it differentiates; `control_flow_rules` holds the derivative rules of
+`loop`, `while` and `cond`, built on these strategies (importing this package registers them).
 """
+
+from . import control_flow_rules  # noqa: F401  (registers the rules of loop, while, cond)

@@ -10,6 +10,7 @@ arrays they compute right away with the reference implementations.
 
 import numpy as _np
 
+from . import tracer_methods  # noqa: F401  (gives traced values their operators and methods)
 from ._core import astype
 from .creation import (
     arange,

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..ir.tracer import Tracer, as_operand
 from ._core import shape_of
+from .shape import broadcast_to
 
 
 def zeros(shape: Any, dtype: Any = np.float64) -> np.ndarray:
@@ -27,8 +28,6 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     >>> qnp.full((2,), 3.0).tolist()
     [3.0, 3.0]
     """
-    from .shape import broadcast_to
-
     if isinstance(fill_value, Tracer):
         return broadcast_to(as_operand(fill_value, dtype), shape)
     return np.full(shape, fill_value, dtype)

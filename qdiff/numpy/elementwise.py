@@ -31,65 +31,38 @@ def _elementwise(name: str, doc: str, operands: str | None = None) -> Callable[.
     return fn
 
 
-def _unary(name: str, float_valued: bool, doc: str) -> Callable[[Any], Any]:
-    return _elementwise(name, doc, "float" if float_valued else None)
+def _family(operands: str | None, arity: int, names: str) -> list[Callable[..., Any]]:
+    """One function per word of ``names``: ``public`` or ``primitive=public`` (when the
+    primitive's name differs from NumPy's), each taking ``arity`` operands."""
+    operand_list = "x" if arity == 1 else "x, y"
+    functions = []
+    for word in names.split():
+        primitive, _, public = word.rpartition("=")
+        functions.append(_elementwise(primitive or public, f"{public}({operand_list})",
+                                      operands))
+    return functions
 
 
-_binary = _unary
-
-
-negative = _unary("neg", False, "negative(x)")
-exp = _unary("exp", True, "exp(x)")
-log = _unary("log", True, "log(x)")
-log1p = _unary("log1p", True, "log1p(x)")
-expm1 = _unary("expm1", True, "expm1(x)")
-sin = _unary("sin", True, "sin(x)")
-cos = _unary("cos", True, "cos(x)")
-tan = _unary("tan", True, "tan(x)")
-arcsin = _unary("asin", True, "arcsin(x)")
-arccos = _unary("acos", True, "arccos(x)")
-arctan = _unary("atan", True, "arctan(x)")
-sinh = _unary("sinh", True, "sinh(x)")
-cosh = _unary("cosh", True, "cosh(x)")
-tanh = _unary("tanh", True, "tanh(x)")
-sqrt = _unary("sqrt", True, "sqrt(x)")
-abs = _unary("abs", False, "abs(x)")  # noqa: A001 - mirrors numpy.abs
+# Float-valued functions: ints and bools promote to float64 first.
+(exp, log, log1p, expm1, sin, cos, tan, arcsin, arccos, arctan, sinh, cosh, tanh, sqrt, floor,
+ ceil) = _family("float", 1, "exp log log1p expm1 sin cos tan asin=arcsin acos=arccos "
+                             "atan=arctan sinh cosh tanh sqrt floor ceil")
+divide, arctan2 = _family("float", 2, "div=divide atan2=arctan2")
+# NumPy's common dtype.
+negative, abs, sign, conj, real, imag = _family(  # noqa: A001 - abs mirrors numpy.abs
+    None, 1, "neg=negative abs sign conj real imag")
+(add, subtract, multiply, power, maximum, minimum, floor_divide, remainder, equal, not_equal,
+ less, less_equal, greater, greater_equal) = _family(
+    None, 2, "add sub=subtract mul=multiply pow=power max=maximum min=minimum "
+             "floor_div=floor_divide rem=remainder eq=equal ne=not_equal lt=less "
+             "le=less_equal gt=greater ge=greater_equal")
+# Logical functions: operands become bools first.
+(logical_not,) = _family("bool", 1, "not=logical_not")
+logical_and, logical_or, logical_xor = _family(
+    "bool", 2, "and=logical_and or=logical_or xor=logical_xor")
 absolute = abs
-sign = _unary("sign", False, "sign(x)")
-floor = _unary("floor", True, "floor(x)")
-ceil = _unary("ceil", True, "ceil(x)")
-conj = _unary("conj", False, "conj(x)")
-real = _unary("real", False, "real(x)")
-imag = _unary("imag", False, "imag(x)")
-
-add = _binary("add", False, "add(x, y)")
-subtract = _binary("sub", False, "subtract(x, y)")
-multiply = _binary("mul", False, "multiply(x, y)")
-divide = _binary("div", True, "divide(x, y)")
 true_divide = divide
-power = _binary("pow", False, "power(x, y)")
-maximum = _binary("max", False, "maximum(x, y)")
-minimum = _binary("min", False, "minimum(x, y)")
-arctan2 = _binary("atan2", True, "arctan2(x, y)")
-floor_divide = _binary("floor_div", False, "floor_divide(x, y)")
-remainder = _binary("rem", False, "remainder(x, y)")
 mod = remainder
-equal = _binary("eq", False, "equal(x, y)")
-not_equal = _binary("ne", False, "not_equal(x, y)")
-less = _binary("lt", False, "less(x, y)")
-less_equal = _binary("le", False, "less_equal(x, y)")
-greater = _binary("gt", False, "greater(x, y)")
-greater_equal = _binary("ge", False, "greater_equal(x, y)")
-
-
-def _logical(name: str, doc: str) -> Callable[..., Any]:
-    return _elementwise(name, doc, "bool")
-
-
-logical_and = _logical("and", "logical_and(x, y)")
-logical_or = _logical("or", "logical_or(x, y)")
-logical_xor = _logical("xor", "logical_xor(x, y)")
-logical_not = _logical("not", "logical_not(x)")
 
 
 def round(x: Any) -> Any:  # noqa: A001 - mirrors numpy.round

@@ -18,7 +18,7 @@ from ..classical import soacs
 from ..ir.errors import QdiffError, TypeCheckError
 from ..ir.tracer import Tracer, as_operand
 from ._core import apply, broadcast_shapes, broadcast_to_shape, shape_of
-from .elementwise import add, less, multiply, where
+from .elementwise import add, less, maximum, minimum, multiply, where
 from .shape import reshape, transpose
 
 
@@ -250,11 +250,11 @@ _NEUTRAL = {
 }
 
 
-def _combine(op: str, region: Any, update: Any) -> Any:
-    from . import elementwise as ew
+_COMBINE = {"add": add, "mul": multiply, "min": minimum, "max": maximum}
 
-    return {"add": ew.add, "mul": ew.multiply, "min": ew.minimum, "max": ew.maximum}[op](
-        region, update)
+
+def _combine(op: str, region: Any, update: Any) -> Any:
+    return _COMBINE[op](region, update)
 
 
 def _box(x: Any, index: Any) -> tuple[list[Any], tuple[int, ...], list[bool]] | None:

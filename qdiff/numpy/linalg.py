@@ -15,6 +15,7 @@ import numpy as np
 from ..ir.errors import TypeCheckError
 from ..ir.tracer import as_operand
 from ._core import apply, broadcast_to_shape, result_dtype, shape_of
+from .elementwise import conj, multiply
 from .reductions import sum as _sum
 from .shape import reshape, transpose
 
@@ -98,8 +99,6 @@ def dot(a: Any, b: Any) -> Any:
     """
     na, nb = len(shape_of(a)), len(shape_of(b))
     if na == 0 or nb == 0:
-        from .elementwise import multiply
-
         return multiply(a, b)
     letters = string.ascii_letters
     ta = letters[:na]
@@ -155,8 +154,6 @@ def outer(a: Any, b: Any) -> Any:
 
 def vdot(a: Any, b: Any) -> Any:
     """Dot product of flattened arrays, conjugating the first."""
-    from .elementwise import conj
-
     a = as_operand(a)
     a = conj(a) if np.dtype(a.dtype).kind == "c" else a
     return einsum("i,i->", reshape(a, (-1,)), reshape(b, (-1,)))

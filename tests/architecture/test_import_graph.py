@@ -18,7 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "qdiff"
 # user-facing entry points sit on top.
 LAYERS: list[tuple[str, ...]] = [
     ("qdiff.ir", "qdiff.gpu"),
-    ("qdiff.classical", "qdiff.numpy", "qdiff.autodiff.rules"),
+    ("qdiff.classical", "qdiff.numpy"),
     ("qdiff.autodiff",),
     ("qdiff.loops",),
     ("qdiff.quantum.lang",),

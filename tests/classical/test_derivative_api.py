@@ -8,7 +8,7 @@ import pytest
 
 import qdiff
 import qdiff.numpy as qnp
-from qdiff.classical.map_derivatives import use_mixed_mode
+from qdiff.autodiff.classical_rules.map_derivatives import use_mixed_mode
 
 
 def test_jacobian_of_inclusive_product_scan_is_exact():

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..core import Atom, Eqn, Literal, Program, Var
-from ..primitives import Primitive, get_primitive
+from ..primitives import get_primitive
 from ..types import Tensor
 
 _INCREMENTS = ("add", "sub")
@@ -90,12 +90,6 @@ def count_primitives(program: Program, name: str) -> int:
     return total
 
 
-def _elementwise_primitives() -> frozenset[Primitive]:
-    from ...classical.elementwise import ELEMENTWISE_PRIMITIVES  # classical builds on the IR
-
-    return ELEMENTWISE_PRIMITIVES
-
-
 def _fuse(program: Program, nested: bool) -> Program:
     eqns = [_fuse_subprograms(eqn) for eqn in program.eqns]
     groups = _groups(eqns, program, nested)
@@ -129,8 +123,8 @@ def _fuse_subprograms(eqn: Eqn) -> Eqn:
     return eqn.map_subprograms(lambda body: _fuse(body, nested=True))
 
 
-def _candidate(eqn: Eqn, elementwise: set[Primitive]) -> bool:
-    if eqn.primitive not in elementwise:
+def _candidate(eqn: Eqn) -> bool:
+    if not eqn.primitive.elementwise:
         return False
     out = eqn.outputs[0].type
     return isinstance(out, Tensor) and out.ndim >= 1 and out.np_dtype.kind in "fcb"
@@ -153,7 +147,6 @@ def _groups(eqns: list[Eqn], program: Program, nested: bool) -> list[list[int]]:
     them). Reading a result from outside closes the group, so its map, placed at its last
     equation, precedes every outside reader.
     """
-    elementwise = _elementwise_primitives()
     parent: dict[int, int] = {}
     is_open: dict[int, bool] = {}
     made_by: dict[Var, int] = {}
@@ -165,7 +158,7 @@ def _groups(eqns: list[Eqn], program: Program, nested: bool) -> list[list[int]]:
         return i
 
     for i, eqn in enumerate(eqns):
-        joins = (_candidate(eqn, elementwise)
+        joins = (_candidate(eqn)
                  and not (nested and _is_increment(eqn, program)))
         shape = eqn.outputs[0].type.shape if joins else None
         read = {find(made_by[a]) for a in eqn.inputs if isinstance(a, Var) and a in made_by}

@@ -164,18 +164,12 @@ def _rewrite(eqn: Eqn, inputs: tuple[Atom, ...], params: dict,
                                                      "broadcast_dimensions": ()}
     elif name == "map":
         return (eqn.primitive, *_map_inputs(inputs, params, made))
-    elif eqn.primitive in _elementwise():
+    elif eqn.primitive.elementwise:
         out_shape = eqn.outputs[0].type.shape
         if out_shape and any(not isinstance(a, Literal) and a.type.shape == out_shape
                              for a in inputs):
             inputs = tuple(_shrink(a) if isinstance(a, Literal) else a for a in inputs)
     return eqn.primitive, inputs, params
-
-
-def _elementwise() -> set[Primitive]:
-    from ...classical.elementwise import PRIMITIVES, select_p
-
-    return {*PRIMITIVES.values(), select_p}
 
 
 def _uniform(atom: Literal) -> bool:

@@ -23,16 +23,13 @@ import numpy as np
 
 from ..core import Eqn, Program, Var
 from ..primitives import get_primitive
+from .per_program_cache import cached_per_program
 
-_CACHE: dict[int, tuple[Program, Program]] = {}
 
-
+@cached_per_program(limit=256)
 def unpack_scalars(program: Program) -> Program:
     """``program`` with per-element reads of an array merged into one ``unpack`` per array
     (cached per program)."""
-    hit = _CACHE.get(id(program))
-    if hit is not None and hit[0] is program:
-        return hit[1]
     uses: Counter = Counter(a for e in program.eqns for a in e.inputs if isinstance(a, Var))
     uses.update(a for a in program.outputs if isinstance(a, Var))
     producer = {v: k for k, e in enumerate(program.eqns) for v in e.outputs}
@@ -50,27 +47,20 @@ def unpack_scalars(program: Program) -> Program:
             groups.setdefault(source, []).append((j, k, index))
     groups = {s: g for s, g in groups.items() if len(g) > 1}
     if not groups:
-        result = program
-    else:
-        unpack = get_primitive("unpack")
-        dropped = {index for g in groups.values() for j, r, _ in g for index in (j, r)}
-        placed = {min(j for j, _, _ in g): source for source, g in groups.items()}
-        eqns = []
-        for k, eqn in enumerate(program.eqns):
-            if k in placed:
-                source = placed[k]
-                group = groups[source]
-                eqns.append(Eqn(unpack, (source,),
-                                tuple(program.eqns[r].outputs[0] for _, r, _ in group),
-                                {"indices": tuple(i for _, _, i in group)}))
-            if k not in dropped:
-                eqns.append(eqn)
-        result = Program(program.inputs, tuple(eqns), program.outputs, name=program.name,
-                         in_tree=program.in_tree, out_tree=program.out_tree)
-    if len(_CACHE) > 256:
-        _CACHE.clear()
-    _CACHE[id(program)] = (program, result)
-    return result
+        return program
+    unpack = get_primitive("unpack")
+    dropped = {index for g in groups.values() for j, r, _ in g for index in (j, r)}
+    placed = {min(j for j, _, _ in g): source for source, g in groups.items()}
+    eqns = []
+    for k, eqn in enumerate(program.eqns):
+        if k in placed:
+            group = groups[placed[k]]
+            eqns.append(Eqn(unpack, (placed[k],),
+                            tuple(program.eqns[r].outputs[0] for _, r, _ in group),
+                            {"indices": tuple(i for _, _, i in group)}))
+        if k not in dropped:
+            eqns.append(eqn)
+    return program.with_eqns(eqns)
 
 
 def _element(eqn: Eqn) -> tuple[Var, int] | None:

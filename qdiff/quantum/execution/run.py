@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from ...api import ProgramFunction
 from ...ir.core import Program
 from ...ir.errors import QdiffError
 from ...ir.interpreter import argument_leaves
 from ...ir.passes.unpack_scalars import unpack_scalars
+from ...ir.program_function import ProgramFunction
 from ...ir.tracer import trace
 from ...ir.types import QState
 from ..certificate.tail import certify_values, tighten

@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import numpy as qnp
-from ..ir.primitives import get_primitive
-from ..ir.tracer import record, value_type
+from ... import numpy as qnp
+from ...ir.primitives import get_primitive
+from ...ir.tracer import record, value_type
 
 
 def expand_back(value: Any, shape: tuple[int, ...], axes: tuple[int, ...]) -> Any:

@@ -22,22 +22,22 @@ from typing import Any
 
 import numpy as np
 
-from ..ir.control_flow import cond_p, loop_p, while_p
-from ..ir.core import Program
-from ..ir.interpreter import inline
-from ..ir.tracer import bind, trace, value_type
-from ..ir.types import Tensor
-from ..loops.reversal import reverse_loop
-from .activity import active_outputs
-from .forward import jvp_program
-from .reverse import vjp_program
-from .tangents import (
+from ..autodiff.activity import active_outputs
+from ..autodiff.forward import jvp_program
+from ..autodiff.reverse import vjp_program
+from ..autodiff.tangents import (
     add_tangents,
     instantiate,
     interleave_order,
     is_differentiable,
     reorder_inputs,
 )
+from ..ir.control_flow import cond_p, loop_p, while_p
+from ..ir.core import Program
+from ..ir.interpreter import inline
+from ..ir.tracer import bind, trace, value_type
+from ..ir.types import Tensor
+from .reversal import reverse_loop
 
 
 def _options(checkpoint: int | None) -> dict:

@@ -25,17 +25,17 @@ from typing import Any
 
 import numpy as np
 
-from .. import numpy as qnp
-from ..autodiff.forward import jvp_program
-from ..autodiff.reverse import vjp_program
-from ..autodiff.tangents import instantiate, zeros
-from ..ir.control_flow import fori_loop
-from ..ir.core import Program
-from ..ir.interpreter import inline
-from ..ir.primitives import get_primitive
-from ..ir.tracer import bind, record, value_type
-from ..ir.types import Tensor
-from .soacs import hist, hist_p, op_kind, scatter, scatter_p
+from ... import numpy as qnp
+from ...classical.soacs import hist, hist_p, op_kind, scatter, scatter_p
+from ...ir.control_flow import fori_loop
+from ...ir.core import Program
+from ...ir.interpreter import inline
+from ...ir.primitives import get_primitive
+from ...ir.tracer import bind, record, value_type
+from ...ir.types import Tensor
+from ..forward import jvp_program
+from ..reverse import vjp_program
+from ..tangents import instantiate, zeros
 
 
 def hist_rows(dest: Any, op: str, fill: Any, indices: Any, values: Any) -> Any:

@@ -21,15 +21,15 @@ from typing import Any
 
 import numpy as np
 
-from .. import numpy as qnp
-from ..autodiff.forward import jvp_program
-from ..autodiff.reverse import vjp_program
-from ..autodiff.tangents import instantiate, interleave_order, is_differentiable, reorder_inputs
-from ..ir.core import Program
-from ..ir.interpreter import inline
-from ..ir.tracer import bind, trace, value_type
-from ..ir.types import Tensor
-from .soacs import map_p
+from ... import numpy as qnp
+from ...classical.soacs import map_p
+from ...ir.core import Program
+from ...ir.interpreter import inline
+from ...ir.tracer import bind, trace, value_type
+from ...ir.types import Tensor
+from ..forward import jvp_program
+from ..reverse import vjp_program
+from ..tangents import instantiate, interleave_order, is_differentiable, reorder_inputs
 
 MIXED_MODE_MAX_INPUTS = 4
 

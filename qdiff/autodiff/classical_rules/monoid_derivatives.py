@@ -32,22 +32,24 @@ from typing import Any
 
 import numpy as np
 
-from .. import numpy as qnp
-from ..autodiff.forward import jvp_program
-from ..autodiff.reverse import vjp_program
-from ..autodiff.tangents import (
+from ... import numpy as qnp
+from ...classical.soacs import map as map_fn
+from ...classical.soacs import op_kind, reduce_p, scan_p
+from ...classical.soacs import scan as scan_fn
+from ...ir.core import Program
+from ...ir.interpreter import inline
+from ...ir.primitives import get_primitive
+from ...ir.tracer import bind, trace, value_type
+from ...ir.types import Tensor
+from ..forward import jvp_program
+from ..reverse import vjp_program
+from ..tangents import (
     instantiate,
     interleave_order,
     is_differentiable,
     reorder_inputs,
     zeros,
 )
-from ..ir.core import Program
-from ..ir.interpreter import inline
-from ..ir.primitives import get_primitive
-from ..ir.tracer import bind, trace, value_type
-from ..ir.types import Tensor
-from .soacs import op_kind, reduce_p, scan_p
 
 _CLOSED_FORM = {"add": "reduce_sum", "mul": "reduce_prod", "max": "reduce_max",
                 "min": "reduce_min"}
@@ -286,7 +288,6 @@ def _backward_recurrence(cts: list, consts: list, previous: list, xs: list,
 
 
 def _affine_scan(vectors: Any, matrices: Any, width: int, dtype: Any) -> tuple[Any, Any]:
-    from .soacs import scan as scan_fn
 
     def compose(first: Any, second: Any) -> Any:
         (b1, m1), (b2, m2) = first, second
@@ -322,7 +323,6 @@ def _unflatten_rows(matrix: Any, types: list[Tensor], n: int) -> list:
 
 def bind_map(fn: Any, *xs: Any) -> Any:
     """``qdiff.map(fn, *xs)`` (a traced map over the leading axis)."""
-    from .soacs import map as map_fn
 
     return map_fn(fn, *xs)
 

@@ -1,0 +1,118 @@
+"""The array API of traced values: `Tracer` operators, ``.at``, ``.T`` and ndarray methods.
+
+The IR's `Tracer` knows nothing of arrays; as JAX attaches its array methods where the array
+API is defined, this module binds each one to the `qdiff.numpy` function it stands for when
+`qdiff.numpy` is imported.
+
+>>> import qdiff, qdiff.numpy as qnp
+>>> p = qdiff.trace(lambda x: (x * 2.0 - 1.0).sum(), np.ones(3))
+>>> [e.primitive.name for e in p.eqns]
+['mul', 'sub', 'reduce_sum']
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..ir.tracer import Tracer
+from ._core import astype
+from .elementwise import (
+    abs,
+    add,
+    divide,
+    equal,
+    floor_divide,
+    greater,
+    greater_equal,
+    less,
+    less_equal,
+    logical_and,
+    logical_not,
+    logical_or,
+    logical_xor,
+    multiply,
+    negative,
+    not_equal,
+    power,
+    remainder,
+    subtract,
+)
+from .indexing import IndexUpdateHelper, getitem
+from .linalg import dot, matmul
+from .reductions import argmax, argmin, max, mean, min, prod, sum
+from .shape import reshape, squeeze, transpose
+
+# Python operator name (without underscores) -> function; each also gets its reflected
+# form (``__radd__`` for ``add``).
+_BINARY_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "add": add, "sub": subtract, "mul": multiply, "truediv": divide,
+    "floordiv": floor_divide, "mod": remainder, "pow": power, "matmul": matmul,
+    "and": logical_and, "or": logical_or, "xor": logical_xor,
+}
+# Comparisons have no reflected form: Python swaps ``<`` and ``>`` itself.
+_COMPARISONS: dict[str, Callable[[Any, Any], Any]] = {
+    "lt": less, "le": less_equal, "gt": greater, "ge": greater_equal, "eq": equal,
+    "ne": not_equal,
+}
+_UNARY_OPERATORS: dict[str, Callable[[Any], Any]] = {
+    "neg": negative, "abs": abs, "invert": logical_not,
+}
+# ndarray methods taking ``(axis=None, keepdims=False)``
+_REDUCTIONS: dict[str, Callable[..., Any]] = {
+    "sum": sum, "prod": prod, "mean": mean, "max": max, "min": min,
+}
+
+
+def _operator(fn: Callable[[Any, Any], Any]) -> Callable[[Tracer, Any], Any]:
+    return lambda self, other: fn(self, other)
+
+
+def _reflected(fn: Callable[[Any, Any], Any]) -> Callable[[Tracer, Any], Any]:
+    return lambda self, other: fn(other, self)
+
+
+def _reduction(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def method(self: Tracer, axis: Any = None, keepdims: bool = False) -> Any:
+        return fn(self, axis, keepdims=keepdims)
+
+    return method
+
+
+def _arg_reduction(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return lambda self, axis=None: fn(self, axis)
+
+
+def _reshape(self: Tracer, *shape: Any) -> Any:
+    return reshape(self, shape[0] if len(shape) == 1 else shape)
+
+
+def _flat(self: Tracer) -> Any:
+    return reshape(self, (-1,))
+
+
+def bind_tracer_methods() -> None:
+    """Give `Tracer` its NumPy-style operators, properties and methods."""
+    for name, fn in _BINARY_OPERATORS.items():
+        setattr(Tracer, f"__{name}__", _operator(fn))
+        setattr(Tracer, f"__r{name}__", _reflected(fn))
+    for name, fn in _COMPARISONS.items():
+        setattr(Tracer, f"__{name}__", _operator(fn))
+    for name, fn in _UNARY_OPERATORS.items():
+        setattr(Tracer, f"__{name}__", fn)
+    for name, fn in _REDUCTIONS.items():
+        setattr(Tracer, name, _reduction(fn))
+    Tracer.argmax = _arg_reduction(argmax)
+    Tracer.argmin = _arg_reduction(argmin)
+    Tracer.__getitem__ = getitem
+    Tracer.at = property(IndexUpdateHelper)
+    Tracer.T = property(transpose)
+    Tracer.reshape = _reshape
+    Tracer.transpose = lambda self, *axes: transpose(self, axes or None)
+    Tracer.squeeze = lambda self, axis=None: squeeze(self, axis)
+    Tracer.ravel = Tracer.flatten = _flat
+    Tracer.astype = astype
+    Tracer.dot = dot
+
+
+bind_tracer_methods()
