@@ -12,6 +12,7 @@ True
 """
 
 from ..ir.interpreter import register_runner
+from .execution.options import RunOptions
 from .execution.run import run
 from .execution.runner import NonTerminatingLoopError, QuantumResult, needs_runner
 from .gradients import differentiation  # noqa: F401  (registers the quantum derivative rule)
@@ -46,6 +47,7 @@ register_runner(needs_runner, lambda program, values, backend: run(program, *val
 
 __all__ = [
     "GATES", "NonTerminatingLoopError", "PauliSum", "QuantumGradient", "QuantumResult",
+    "RunOptions",
     "Register", "Wire", "apply", "expval", "from_qiskit", "gate_spec", "gradient", "jacobian",
     "known_gates",
     "mcx", "mcz", "measure", "pauli_rot", "postselect", "probs", "qubits", "reset", "run",

@@ -77,7 +77,7 @@ def certify(program: Program, leaves: Sequence[Any], run: Any, cotangents: Seque
     ...     qdiff.while_loop(lambda: qm.measure(q[0]) == 0, flip)
     ...     return flips.value
     >>> program = qdiff.trace(coin, 1.0)
-    >>> run = RecordedRun(program, [1.0], tol=1e-6)
+    >>> run = RecordedRun(program, [1.0], qm.RunOptions(tol=1e-6))
     >>> found = certify(program, [1.0], run, [np.ones(())], [0])
     >>> error = abs(run.vjp([np.ones(())])[0] + np.cos(0.5) / np.sin(0.5) ** 3)
     >>> bool(error <= found.grads[0] < 1e-2), round(found.exit_probability, 6)
@@ -125,7 +125,7 @@ def certify_values(program: Program, leaves: Sequence[Any], runner: Any,
     ...         qm.ry(theta, q[0]); count.set(count.value + 1)
     ...     qdiff.while_loop(lambda: qm.measure(q[0]) == 0, body)
     ...     return count.value, qm.expval("Z", q)
-    >>> program, runner = qdiff.trace(flips, 1.0), BranchRunner("exact", tol=1e-6)
+    >>> program, runner = qdiff.trace(flips, 1.0), BranchRunner(qm.RunOptions(tol=1e-6))
     >>> items = runner.run_program(program, [(1.0, [np.asarray(1.0)])])
     >>> bounds, why = certify_values(program, [1.0], runner)
     >>> values = [sum(w * float(outs[k]) for w, outs in items) for k in range(2)]

@@ -51,6 +51,7 @@ from ...ir.types import QState
 from ..lang.gates import gate_spec
 from ..lang.primitives import pauli_sum_of
 from ..simulator import density_matrix as dm
+from .options import DEFAULTS, RunOptions
 from .reference import draw_bits, fused_gate_ops
 from .runner import (
     QuantumResult,
@@ -93,9 +94,8 @@ class DensityRunner(RunAccounting):
     [(0.0, [[0.5, 0.0], [0.0, 0.5]])]
     """
 
-    def __init__(self, tol: float = 1e-12, seed: Any = None,
-                 max_loop_iterations: int = 100_000, zero_exit_limit: int = 1_000):
-        super().__init__(tol, seed, max_loop_iterations, zero_exit_limit)
+    def __init__(self, options: RunOptions = DEFAULTS, zero_exit_limit: int = 1_000):
+        super().__init__(options, zero_exit_limit)
         self._deaths: dict[int, tuple[Program, list[list[Var]], list[Var]]] = {}
 
     # -- programs ---------------------------------------------------------------------------
@@ -364,8 +364,8 @@ DENSITY_HANDLERS: dict[str, Handler] = {
 
 
 # --------------------------------------------------------------------------------- the API
-def run_density(program: Program, values: list[Any], tol: float = 1e-12, seed: Any = None,
-                max_loop_iterations: int = 100_000) -> QuantumResult:
+def run_density(program: Program, values: list[Any],
+                options: RunOptions = DEFAULTS) -> QuantumResult:
     """Run a traced ``program`` on flat input ``values`` with density matrices; what
     ``qm.run(..., mode="density")`` calls. Values are expectations, as in ``exact`` mode.
 
@@ -376,7 +376,7 @@ def run_density(program: Program, values: list[Any], tol: float = 1e-12, seed: A
     >>> run_density(qdiff.trace(reset_twice), []).values.round(12).tolist()
     [0.5, 0.5]
     """
-    runner = DensityRunner(tol, seed, max_loop_iterations)
+    runner = DensityRunner(options)
     records = runner.run_program(program, [(0, list(values), np.ones((1, 1), np.complex128))])
     items = [(dm.trace(rho), outs) for _, outs, rho in records]
     return enumerated_result(runner, program, items, "density")

@@ -103,8 +103,12 @@ class RunOptions:
         """A copy with ``changes`` (validated again)."""
         return dataclasses.replace(self, **changes)
 
+    def for_jobs(self) -> RunOptions:
+        """What a job on another process needs: no executor and no Qiskit primitives
+        (they do not travel; the job runs on the simulator)."""
+        return dataclasses.replace(self, executor=None, sampler=None, estimator=None)
 
-_FIELDS = {f.name for f in dataclasses.fields(RunOptions)}
+
 
 
 def _number(name: str, value: Any, low: float = -math.inf, high: float = math.inf,
@@ -125,3 +129,7 @@ def _count(name: str, value: Any, what: str = "an integer ≥ 1") -> None:
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
             or value < 1:
         raise QdiffError(f"{name} must be {what}, got {value!r}")
+
+
+_FIELDS = {f.name for f in dataclasses.fields(RunOptions)}
+DEFAULTS = RunOptions()

@@ -19,6 +19,7 @@ from ...ir.tracer import trace
 from ...ir.types import QState
 from ..certificate.tail import certify_values, tighten
 from .density_runner import run_density
+from .options import RunOptions
 from .runner import (
     BranchRunner,
     QuantumResult,
@@ -34,10 +35,10 @@ from .runner import (
 class ExternalMode:
     """An executor outside the simulator, as `run` and `qdiff.quantum.gradient` call it.
 
-    ``run(program, values, *, sampler, shots, seed, tol, max_iterations)`` returns the
-    values with their standard errors, shots and unterminated mass;
-    ``shift_gradient(program, leaves, cotangents, positions, *, sampler, shots, seed,
-    backend)`` the parameter-shift gradient from its samples.
+    ``run(program, values, options)`` returns the values with their standard errors,
+    shots and unterminated mass; ``shift_gradient(program, leaves, cotangents, positions,
+    options)`` the parameter-shift gradient from its samples (`RunOptions` carries the
+    sampler, shots, seed and tolerances).
     """
 
     run: Callable[..., Any]
@@ -54,12 +55,14 @@ def register_mode(name: str, mode: ExternalMode) -> None:
     EXTERNAL_MODES[name] = mode
 
 
-def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: Any = None,
-        backend: str = "auto", tol: float = 1e-12, max_loop_iterations: int = 100_000,
-        fuse: bool | int | None = None, sampler: Any = None,
-        estimator: Any = None, exit_probability: float | None = None,
-        remainder_tol: float | None = None) -> QuantumResult:
+def run(program: Any, *args: Any, options: RunOptions | None = None,
+        **settings: Any) -> QuantumResult:
     """Run a quantum program and return its values with what the semantics dropped.
+
+    The settings are those of `RunOptions` (``mode``, ``shots``, ``seed``, ``backend``,
+    ``tol``, ``max_loop_iterations``, ``fuse``, ``sampler``, ``estimator``,
+    ``exit_probability``, ``remainder_tol``), given as keywords or as one ``options=``;
+    each is checked against its valid range.
 
     ``mode="exact"`` enumerates measurement branches (loops cut off below ``tol``); ``"sample"``
     draws ``shots`` trajectories with ``seed`` and reports standard errors; ``"density"``
@@ -88,6 +91,8 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
     >>> round(float(qm.run(coin, 1.0).values), 6) == round(float(np.sin(0.5) ** 2), 6)
     True
     """
+    options = RunOptions.of(options, **settings)
+    mode = options.mode
     if isinstance(program, ProgramFunction):
         program = program.trace(*args)
     elif not isinstance(program, Program):
@@ -97,35 +102,33 @@ def run(program: Any, *args: Any, mode: str = "exact", shots: int = 1000, seed: 
         if isinstance(atom.type, QState):
             raise QdiffError(
                 f"output {index} is a quantum state; return qm.state(register) instead")
-    if mode != "exact" and (exit_probability is not None or remainder_tol is not None):
+    if mode != "exact" and (options.exit_probability is not None
+                            or options.remainder_tol is not None):
         raise QdiffError("exit_probability= and remainder_tol= certify exact-mode values "
                          "(mode='exact')")
     if mode in EXTERNAL_MODES:
-        sampled = EXTERNAL_MODES[mode].run(program, values, sampler=estimator or sampler,
-                                       shots=shots, seed=seed, tol=tol,
-                                       max_iterations=min(max_loop_iterations, 256))
+        sampled = EXTERNAL_MODES[mode].run(program, values, options)
         return QuantumResult(_structure(program, sampled.values), mode,
                              unterminated_mass=sampled.unterminated_mass,
                              stderr=_structure(program, sampled.stderr), shots=sampled.shots)
-    if sampler is not None or estimator is not None:
+    if options.sampler is not None or options.estimator is not None:
         raise QdiffError("sampler= and estimator= run programs on Qiskit: mode='qiskit'")
     if mode == "density":
-        return run_density(program, values, tol=tol, seed=seed,
-                           max_loop_iterations=max_loop_iterations)
+        return run_density(program, values, options)
     program = unpack_scalars(program)  # one equation for all the elements read from an array
     if mode == "exact":
         def attempt(cut: float) -> tuple[Any, float, str | None]:
-            runner = BranchRunner(mode, backend, cut, seed, max_loop_iterations, fuse=fuse)
+            runner = BranchRunner(options.replace(tol=cut))
             result = _exact(runner, program, values)
             bounds, result.remainder_reason = certify_values(program, values, runner,
-                                                             exit_probability)
+                                                             options.exit_probability)
             result.remainder_bound = _structure(program, [np.float64(b) for b in bounds])
             return (result, runner), max(bounds, default=0.0), result.remainder_reason
 
-        result, runner = tighten(attempt, tol, remainder_tol)
+        result, runner = tighten(attempt, options.tol, options.remainder_tol)
     else:
-        runner = BranchRunner(mode, backend, tol, seed, max_loop_iterations, fuse=fuse)
-        result = _sample(runner, program, values, shots)
+        runner = BranchRunner(options)
+        result = _sample(runner, program, values, options.shots)
     result.gate_passes, result.passes_saved = runner.gate_passes, runner.passes_saved
     return result
 
@@ -137,8 +140,6 @@ def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> Quantum
 
 
 def _sample(runner: BranchRunner, program: Program, values: list[Any], shots: int) -> QuantumResult:
-    if shots < 1:
-        raise QdiffError(f"shots must be positive, got {shots}")
     trajectories = []
     for _ in range(shots):
         for weight, outs in runner.run_program(program, [(1.0, values)]):

@@ -24,6 +24,7 @@ from ...ir.core import Eqn, Literal, Program
 from ...ir.errors import QdiffError
 from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
 from ..simulator import get_backend
+from .options import DEFAULTS, RunOptions
 from .reference import apply_fused_gate_eqn, apply_gate_eqn, draw_bits, fused_program
 
 Item = tuple[float, list[Any]]  # (weight, values)
@@ -94,12 +95,12 @@ class RunAccounting:
     """What every runner of the semantics shares: the pruning tolerance, the loop limits, the
     random generator, and the probability mass the run pruned, cut off or aborted."""
 
-    def __init__(self, tol: float, seed: Any, max_loop_iterations: int, zero_exit_limit: int,
-                 prune: float | None = None):
-        self.tol = tol
+    def __init__(self, options: RunOptions, zero_exit_limit: int, prune: float | None = None):
+        self.options = options
+        self.tol = tol = options.tol
         self.prune = tol if prune is None else prune
-        self.rng = np.random.default_rng(seed)
-        self.max_loop_iterations = max_loop_iterations
+        self.rng = np.random.default_rng(options.seed)
+        self.max_loop_iterations = options.max_loop_iterations
         self.zero_exit_limit = zero_exit_limit
         self.dropped = 0.0
         self.unterminated = 0.0
@@ -149,17 +150,16 @@ class RunAccounting:
 class BranchRunner(RunAccounting):
     """One run of a program in ``exact`` or ``sample`` mode (see the module docstring)."""
 
-    def __init__(self, mode: str = "exact", backend: str = "auto", tol: float = 1e-12,
-                 seed: Any = None, max_loop_iterations: int = 100_000,
-                 zero_exit_limit: int = 1_000, fuse: bool | int | None = None):
+    def __init__(self, options: RunOptions = DEFAULTS, zero_exit_limit: int = 1_000):
+        mode, fuse = options.mode, options.fuse
         if mode not in ("exact", "sample"):
             raise QdiffError(f"mode must be 'exact', 'sample' or 'density', got {mode!r}")
         # the loop cut-off (tol) is what the tail bound is built on; single branches are only
         # pruned far below it, where their derivative (at most ∝ sqrt(mass)) is negligible
-        super().__init__(tol, seed, max_loop_iterations, zero_exit_limit, prune=tol * tol)
+        super().__init__(options, zero_exit_limit, prune=options.tol ** 2)
         self.mode = mode
         self.keeps_loop_masses = mode == "exact"
-        self.backend = get_backend(backend)
+        self.backend = get_backend(options.backend)
         self.rejected_shots = 0
         # gate fusion (`fusion.py`): on by default, with the back end's block width for the
         # register (none where fusing does not pay); an int forces that width

@@ -56,6 +56,7 @@ from ...ir.core import Eqn, Program
 from ...ir.errors import QdiffError
 from ...ir.passes.unpack_scalars import unpack_scalars
 from ...ir.types import QState
+from ..execution.options import DEFAULTS, RunOptions
 from ..execution.runner import HANDLERS, BranchRunner, Item, _with_params, merge_groups
 from ..lang.fusion import GATE_KINDS, gate_parts, gate_runs, plan_blocks
 from ..lang.gates import gate_spec
@@ -89,9 +90,9 @@ class Record:
 class AdjointRunner(BranchRunner):
     """The branching runner, recording what it executes for the reverse sweep."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, options: RunOptions = DEFAULTS):
         # every gate is its own record: the reverse sweep needs each generator, so no fusion
-        super().__init__(*args, **{**kwargs, "fuse": False})
+        super().__init__(options.replace(fuse=False))
         self.records: list[Record] = []
         self._objects: dict[int, tuple[Any, int]] = {}
         self._count = 0
@@ -741,11 +742,10 @@ class RecordedRun:
     True
     """
 
-    def __init__(self, program: Program, args: Sequence[Any], *, backend: str = "auto",
-                 tol: float = 1e-12, max_loop_iterations: int = 100_000, mode: str = "exact",
-                 seed: Any = None):
+    def __init__(self, program: Program, args: Sequence[Any], options: RunOptions = DEFAULTS):
         self.program = program
-        self.runner = runner = AdjointRunner(mode, backend, tol, seed, max_loop_iterations)
+        self.runner = runner = AdjointRunner(options)
+        mode, tol = options.mode, options.tol
         self.inputs = runner.track_inputs(args)
         self.input_nodes = [runner.node(v) for v in self.inputs]
         # one record for all the angles read from a parameter array, not two per angle,

@@ -27,6 +27,7 @@ from ...autodiff.whole_program import WholeProgramRule, register_whole_program_r
 from ...ir import pytree
 from ...ir.core import Program
 from ...ir.primitives import get_primitive
+from ..execution.options import RunOptions
 from ..execution.run import run
 from ..lang.primitives import QUANTUM_PRIMITIVES
 from .adjoint import RecordedRun
@@ -71,7 +72,10 @@ def _vjp(program: Program, primals: tuple, flags: list[bool], method: str,
 def _jvp(program: Program, flat_primals: list[Any], flat_tangents: list[Any],
          flags: list[bool], method: str, options: dict) -> tuple[Any, Any]:
     # J·t, one row of the Jacobian per output element (the reverse sweep per row)
-    value, rows = jacobian_rows(program, flat_primals, method=method, **options)
+    settings = dict(options)
+    given = RunOptions.of(settings.pop("options", None), **settings)
+    value, rows = jacobian_rows(program, flat_primals, None,
+                                given if method == "auto" else given.replace(method=method))
     tangents = [np.asarray(t, np.float64) if flag else None
                 for t, flag in zip(flat_tangents, flags)]
     outs = []

@@ -32,7 +32,6 @@ True
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,14 +45,13 @@ from ...ir.errors import QdiffError
 from ...ir.interpreter import argument_leaves
 from ..certificate.tail import certify, tighten
 from ..execution.jobs import run_jobs
+from ..execution.options import DEFAULTS, RunOptions
 from ..execution.run import EXTERNAL_MODES
 from ..execution.runner import BranchRunner, _structure, enumerated_outputs
 from ..lang.fusion import unfuse_gates
 from ..lang.sites import postselects
 from .adjoint import RecordedRun
 from .shift_gradient import ShiftResult, parameter_shift, sampled_parameter_shift
-
-METHODS = ("auto", "adjoint", "parameter-shift", "finite-diff")
 
 
 @dataclass
@@ -95,8 +93,7 @@ def as_quantum_program(f: Any, args: Sequence[Any]) -> Program:
 
 
 def _check_method(method: str) -> str:
-    if method not in METHODS:
-        raise QdiffError(f"method must be one of {METHODS}, got {method!r}")
+    # RunOptions checked the name; "auto" is the adjoint method
     return "adjoint" if method == "auto" else method
 
 
@@ -127,14 +124,12 @@ def _flat_cotangent(program: Program, cotangent: Any) -> list[np.ndarray]:
     return cts
 
 
-def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
-             cotangent: Any = None, tol: float = 1e-12, backend: str = "auto",
-             step: float = 1e-6, executor: Executor | None = None, mode: str = "exact",
-             shots: int = 1000, seed: Any = None, occurrences: Any = None,
-             sampler: Any = None, estimator: Any = None,
-             exit_probability: float | None = None,
-             remainder_tol: float | None = None) -> QuantumGradient:
+def gradient(f: Any, *args: Any, argnums: Any = 0, cotangent: Any = None,
+             options: RunOptions | None = None, **settings: Any) -> QuantumGradient:
     """The value of a quantum program and its gradient (or VJP with ``cotangent``).
+
+    The settings are those of `RunOptions` (keywords, or one ``options=``), each checked
+    against its valid range; the ones that matter here:
 
     ``method``: ``"adjoint"`` | ``"parameter-shift"`` | ``"finite-diff"`` | ``"auto"``;
     ``tol`` cuts loops on measurements off once the mass still going on is below it (and
@@ -162,16 +157,18 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
     standard errors; or on an ``estimator`` (circuits without measurements), one weighted
     observable per circuit.
     """
-    given = method
-    method = _check_method(method)
+    options = RunOptions.of(options, **settings)
+    given, mode = options.method, options.mode
+    method = _check_method(given)
+    options = options.replace(method=method)
     program = as_quantum_program(f, args)
     leaves = argument_leaves(program, args)
     positions, tree = _selection(program, argnums)
     cts = _flat_cotangent(program, cotangent)
-    if occurrences is not None and not (method == "parameter-shift" and mode == "sample"):
+    if options.occurrences is not None and not (method == "parameter-shift" and mode == "sample"):
         raise QdiffError("occurrences= is the occurrence distribution of sample-mode "
                          "parameter shift (method='parameter-shift', mode='sample')")
-    if (exit_probability is not None or remainder_tol is not None) and (
+    if (options.exit_probability is not None or options.remainder_tol is not None) and (
             method != "adjoint" or mode != "exact"):
         raise QdiffError("exit_probability= and remainder_tol= certify exact adjoint "
                          "gradients (method='adjoint', mode='exact')")
@@ -179,28 +176,26 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
         if given not in ("auto", "parameter-shift"):
             raise QdiffError(f"mode={mode!r} differentiates with method='parameter-shift'")
         return _shift_result(program, positions, tree, EXTERNAL_MODES[mode].shift_gradient(
-            program, leaves, cts, positions, sampler=estimator or sampler, shots=shots,
-            seed=seed, backend=backend))
-    if sampler is not None or estimator is not None:
+            program, leaves, cts, positions, options))
+    if options.sampler is not None or options.estimator is not None:
         raise QdiffError("sampler= and estimator= run the gradient on Qiskit: mode='qiskit'")
     if mode == "sample":
         if method == "parameter-shift":
             return _shift_result(program, positions, tree, sampled_parameter_shift(
-                program, leaves, cts, positions, shots=shots, seed=seed, backend=backend,
-                occurrences=occurrences))
+                program, leaves, cts, positions, options))
         if method != "adjoint":
             raise QdiffError("sample mode differentiates with method='adjoint' or "
                              "'parameter-shift'")
-        return _sampled(program, leaves, cts, positions, tree, shots, seed, backend)
+        return _sampled(program, leaves, cts, positions, tree, options)
     if mode != "exact":
         raise QdiffError(f"mode must be 'exact', 'sample' or 'qiskit', got {mode!r}")
 
     def attempt(cut: float) -> tuple[Any, float, str | None]:
-        flat, value, extra = _exact_vjp(program, leaves, cts, positions, method, cut,
-                                        backend, step=step, executor=executor)
+        flat, value, extra = _exact_vjp(program, leaves, cts, positions,
+                                        options.replace(tol=cut))
         if not isinstance(extra, ShiftResult) and "run" in extra:
             certificate = certify(program, leaves, extra.pop("run"), cts, positions,
-                                  exit_probability)
+                                  options.exit_probability)
             extra.update(remainder_bound=pytree.unflatten(tree, certificate.grads),
                          value_remainder_bound=certificate.value,
                          remainder_reason=certificate.reason,
@@ -210,7 +205,7 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
             return (flat, value, extra), largest, certificate.reason
         return (flat, value, extra), 0.0, None
 
-    flat, value, extra = tighten(attempt, tol, remainder_tol)
+    flat, value, extra = tighten(attempt, options.tol, options.remainder_tol)
     if isinstance(extra, ShiftResult):
         return _shift_result(program, positions, tree, extra)
     grads = [flat[k] for k in positions]
@@ -222,21 +217,20 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, method: str = "auto",
 
 
 def _exact_vjp(program: Program, leaves: list[Any], cts: list[np.ndarray],
-               positions: list[int], method: str, tol: float, backend: str,
-               step: float = 1e-6, executor: Executor | None = None) -> tuple[list, list, Any]:
-    """Flat input cotangents and flat values of one exact-mode VJP by ``method``, with what
-    the method reports (its `ShiftResult`, or a dict of `QuantumGradient` fields)."""
+               positions: list[int], options: RunOptions) -> tuple[list, list, Any]:
+    """Flat input cotangents and flat values of one exact-mode VJP by ``options.method``,
+    with what the method reports (its `ShiftResult`, or a dict of `QuantumGradient`
+    fields)."""
+    method = _check_method(options.method)
     if method == "parameter-shift":
-        result = parameter_shift(program, leaves, cts, positions, tol=tol, backend=backend,
-                                 executor=executor)
+        result = parameter_shift(program, leaves, cts, positions, options)
         return result.grads, result.values, result
     if method == "adjoint":
-        run = RecordedRun(program, leaves, backend=backend, tol=tol)
+        run = RecordedRun(program, leaves, options)
         return run.vjp(cts), run.values, dict(
             runner=run.runner, run=run, num_branches=len(run.items),
             postselection_probability=run.mass if run.postselected else 1.0)
-    flat, value, info = _finite_differences(program, leaves, cts, positions, step, tol,
-                                            backend, executor)
+    flat, value, info = _finite_differences(program, leaves, cts, positions, options)
     return flat, value, dict(runner=info)
 
 
@@ -257,15 +251,16 @@ def _shift_result(program: Program, positions: list[int], tree: Any,
 
 
 def _sampled(program: Program, leaves: list[Any], cts: list[np.ndarray], positions: list[int],
-             tree: Any, shots: int, seed: Any, backend: str) -> QuantumGradient:
+             tree: Any, options: RunOptions) -> QuantumGradient:
+    shots = options.shots
     if shots < 2:
         raise QdiffError(f"sample mode needs at least 2 shots, got {shots}")
-    seeds = np.random.SeedSequence(seed).spawn(shots)
+    seeds = np.random.SeedSequence(options.seed).spawn(shots)
     conditioned = postselects(program)  # otherwise P = 1 exactly and ∂P = 0
     rows = []  # per shot: F (weighted outputs), P (kept), dF, dP (flattened selected leaves)
     aborted = unterminated = 0.0
     for shot_seed in seeds:
-        run = RecordedRun(program, leaves, backend=backend, mode="sample", seed=shot_seed)
+        run = RecordedRun(program, leaves, options.replace(mode="sample", seed=shot_seed))
         value = np.concatenate([np.ravel(v) for v in run.raw_values])
         score = sum(float(np.vdot(c, v)) for c, v in zip(cts, run.raw_values))
         flat = run.vjp(cts, conditioned=False)
@@ -314,9 +309,10 @@ def _unflatten_selected(flat: np.ndarray, leaves: list[Any], positions: list[int
 
 
 def _finite_differences(program: Program, leaves: list[Any], cts: list[np.ndarray],
-                        positions: list[int], step: float, tol: float, backend: str,
-                        executor: Executor | None) -> tuple[list[Any], list[Any], BranchRunner]:
-    base, runner = _exact_outputs(program, leaves, tol, backend)
+                        positions: list[int], options: RunOptions
+                        ) -> tuple[list[Any], list[Any], BranchRunner]:
+    base, runner = _exact_outputs(program, leaves, options)
+    step = options.step
     jobs, slots = [], []
     for k in positions:
         x = np.asarray(leaves[k], np.float64)
@@ -326,7 +322,8 @@ def _finite_differences(program: Program, leaves: list[Any], cts: list[np.ndarra
                 moved[index] += sign * step
                 jobs.append([*leaves[:k], moved, *leaves[k + 1:]])
             slots.append((k, index))
-    scores = _weighted_values(program, jobs, cts, tol, backend, executor)
+    scores = run_jobs(_weighted_value, program, jobs, options.executor, cts=cts,
+                      options=options.for_jobs())
     flat: list[Any] = [None] * len(leaves)
     for k in positions:
         flat[k] = np.zeros(np.shape(leaves[k]))
@@ -335,29 +332,23 @@ def _finite_differences(program: Program, leaves: list[Any], cts: list[np.ndarra
     return flat, base, runner
 
 
-def _exact_outputs(program: Program, values: list[Any], tol: float,
-                   backend: str) -> tuple[list[np.ndarray], BranchRunner]:
-    runner = BranchRunner("exact", backend, tol)
+def _exact_outputs(program: Program, values: list[Any],
+                   options: RunOptions) -> tuple[list[np.ndarray], BranchRunner]:
+    runner = BranchRunner(options.replace(mode="exact"))
     items = runner.run_program(program, [(1.0, [np.asarray(v) for v in values])])
     outs, _ = enumerated_outputs(runner, program, items)
     return [np.asarray(o, np.float64) for o in outs], runner
 
 
-def _weighted_values(program: Program, jobs: list[list[Any]], cts: list[np.ndarray],
-                     tol: float, backend: str, executor: Executor | None) -> list[float]:
-    """``Σ_j c_j · E_j(values)`` for every job, in process or on ``executor``."""
-    return run_jobs(_weighted_value, program, jobs, executor, cts=cts, tol=tol,
-                    backend=backend)
-
-
 def _weighted_value(program: Program, values: list[Any], *, cts: list[np.ndarray],
-                    tol: float, backend: str) -> float:
-    outs, _ = _exact_outputs(program, values, tol, backend)
+                    options: RunOptions) -> float:
+    """``Σ_j c_j · E_j(values)``: one job of the finite differences."""
+    outs, _ = _exact_outputs(program, values, options)
     return sum(float(np.vdot(c, o)) for c, o in zip(cts, outs))
 
 
-def jacobian(f: Any, *args: Any, argnums: Any = 0, method: str = "auto", tol: float = 1e-12,
-             backend: str = "auto", **options: Any) -> Any:
+def jacobian(f: Any, *args: Any, argnums: Any = 0, options: RunOptions | None = None,
+             **settings: Any) -> Any:
     """The Jacobian of every output with respect to ``argnums``, one row per output element.
     With the adjoint method the rows share one forward run, and one reverse sweep takes a
     batch of rows (the gates undo ψ once for all of them).
@@ -376,8 +367,7 @@ def jacobian(f: Any, *args: Any, argnums: Any = 0, method: str = "auto", tol: fl
     program = as_quantum_program(f, args)
     leaves = argument_leaves(program, args)
     positions, tree = _selection(program, argnums)
-    _, rows = jacobian_rows(program, leaves, positions, method=method, tol=tol,
-                            backend=backend, **options)
+    _, rows = jacobian_rows(program, leaves, positions, RunOptions.of(options, **settings))
     outputs = []
     for k, out_type in enumerate(program.out_types):
         elements = list(np.ndindex(out_type.shape))
@@ -389,12 +379,11 @@ def jacobian(f: Any, *args: Any, argnums: Any = 0, method: str = "auto", tol: fl
 
 
 def jacobian_rows(program: Program, leaves: Sequence[Any], positions: Sequence[int] | None = None,
-                  method: str = "auto", tol: float = 1e-12, backend: str = "auto",
-                  **options: Any) -> tuple[list[np.ndarray], list[dict]]:
+                  options: RunOptions = DEFAULTS) -> tuple[list[np.ndarray], list[dict]]:
     """The flat output values, and per output ``k`` and element ``index``,
     ``rows[k][index]``: the flat gradients of that element (one array per input; zeros for
     inputs outside ``positions``, default all differentiable ones)."""
-    method = _check_method(method)
+    method = _check_method(options.method)
     if positions is None:
         positions = [k for k, t in enumerate(program.in_types) if is_differentiable(t)]
     values: list[Any] = []
@@ -404,20 +393,19 @@ def jacobian_rows(program: Program, leaves: Sequence[Any], positions: Sequence[i
             cts = [np.zeros(t.shape) for t in program.out_types]
             cts[k][index] = 1.0
             unit_rows.append((k, index, cts))
-    if method == "adjoint" and not options:
-        run = RecordedRun(program, leaves, backend=backend, tol=tol)
+    if method == "adjoint":
+        run = RecordedRun(program, leaves, options)
         values = run.values
         flats = run.vjp_rows([cts for _, _, cts in unit_rows])
     else:
         flats = []
         for _, _, cts in unit_rows:  # every row's run computes the values: keep the first
-            flat, found, _ = _exact_vjp(program, list(leaves), cts, list(positions), method,
-                                        tol, backend, **options)
+            flat, found, _ = _exact_vjp(program, list(leaves), cts, list(positions), options)
             values = values or list(found)
             flats.append(flat)
     rows: list[dict] = [{} for _ in program.out_types]
     for (k, index, _), flat in zip(unit_rows, flats):
         rows[k][index] = flat
     if not values:  # no output element to differentiate: no row ran
-        values, _ = _exact_outputs(program, list(leaves), tol, backend)
+        values, _ = _exact_outputs(program, list(leaves), options)
     return list(values), rows

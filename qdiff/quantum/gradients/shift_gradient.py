@@ -41,7 +41,6 @@ angle depends on earlier outcomes.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +51,7 @@ from ...ir.errors import QdiffError
 from ...ir.pytree import split_flat
 from ...loops.occurrences import OccurrenceDistribution, as_distribution, uniform
 from ..execution.jobs import run_jobs
+from ..execution.options import DEFAULTS, RunOptions
 from ..execution.runner import BranchRunner
 from ..lang.sites import (
     READOUTS,
@@ -83,17 +83,16 @@ class ShiftResult:
 
 
 def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequence[Any],
-                    positions: Sequence[int], *, tol: float = 1e-12, backend: str = "auto",
-                    executor: Executor | None = None) -> ShiftResult:
+                    positions: Sequence[int], options: RunOptions = DEFAULTS) -> ShiftResult:
     """Exact-mode parameter-shift VJP ``Σ_j c_j ∂E_j/∂inputs`` (see the module docstring).
 
     ``positions`` are the flat inputs to differentiate; the result's ``grads`` has one array
-    per flat input (zeros elsewhere). Shifted programs run on ``executor`` when given.
+    per flat input (zeros elsewhere). Shifted programs run on ``options.executor`` when given.
     """
     leaves = [np.asarray(v) for v in leaves]
     branching = branches(program)
     check_readout_use(program, branching)
-    base = RecordedRun(program, leaves, backend=backend, tol=tol)
+    base = RecordedRun(program, leaves, options)
     _, value_seeds = base.output_seeds(cotangents)
     direct, sweep = base.classical_vjp(value_seeds)
     # the objective's weights: c per output, or c_i per expectation (never-branching runs)
@@ -104,13 +103,12 @@ def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequenc
     result = ShiftResult(base.values, total, base.runner, mass=base.mass,
                          postselected=base.postselected)
     single_path_seeds: dict[int, float] = {}
-    for occurrences in occurrence_plan(program, leaves, positions, base, branching, tol,
-                                       backend):
+    for occurrences in occurrence_plan(program, leaves, positions, base, branching, options):
         site, inst, groups = occurrences.site, occurrences.inst, occurrences.groups
         terms = site.rule.terms()
         jobs = [[*leaves, np.int64(k), np.float64(s)] for k in sorted(groups) for s, _ in terms]
-        outcomes = run_jobs(_shifted_outcome, inst.program, jobs, executor,
-                            tol=tol, backend=backend, readouts=not branching)
+        outcomes = run_jobs(_shifted_outcome, inst.program, jobs, options.executor,
+                            options=options.for_jobs(), readouts=not branching)
         seeds: dict[int, float] = {}
         for n, k in enumerate(sorted(groups)):
             d_objective = d_mass = 0.0
@@ -151,8 +149,8 @@ class Occurrences:
 
 
 def occurrence_plan(program: Program, leaves: list[Any], positions: Sequence[int],
-                    base: RecordedRun, branching: bool, tol: float,
-                    backend: str) -> list[Occurrences]:
+                    base: RecordedRun, branching: bool,
+                    options: RunOptions) -> list[Occurrences]:
     """Every site of the differentiated inputs with its occurrences: on one path, the site's
     records in the base run in order; with branches, per path, from the counter of the
     site's instrumented program."""
@@ -161,8 +159,7 @@ def occurrence_plan(program: Program, leaves: list[Any], positions: Sequence[int
     for site in find_sites(program, flags):
         inst = instrument_site(program, site)
         if branching:
-            run = RecordedRun(inst.program, [*leaves, np.int64(-1), np.float64(0.0)],
-                              backend=backend, tol=tol)
+            run = RecordedRun(inst.program, [*leaves, np.int64(-1), np.float64(0.0)], options)
             groups = _occurrence_groups(run, inst)
         else:
             run = base
@@ -240,11 +237,11 @@ def _seed_group(seeds: dict[int, float], records: list[Record], slot: int, d: fl
             seeds[node] = seeds.get(node, 0.0) + d * share
 
 
-def _shifted_outcome(program: Program, values: list[Any], *, tol: float, backend: str,
+def _shifted_outcome(program: Program, values: list[Any], *, options: RunOptions,
                      readouts: bool) -> tuple[list[np.ndarray], float, list | None]:
     """One shifted program in exact mode: ``Σ_b w_b g_b`` per output (without the counter),
     the kept mass, and the expectations in execution order when asked (single path)."""
-    runner = _ReadoutRunner("exact", backend, tol)
+    runner = _ReadoutRunner(options.replace(mode="exact"))
     items = runner.run_program(program, [(1.0, [np.asarray(v) for v in values])])
     raw = [sum((w * np.asarray(outs[k], np.float64) for w, outs in items),
                np.zeros(atom.type.shape)) for k, atom in enumerate(program.outputs[:-1])]
@@ -254,8 +251,8 @@ def _shifted_outcome(program: Program, values: list[Any], *, tol: float, backend
 class _ReadoutRunner(BranchRunner):
     """The branching runner, keeping the expectations it reads, in order."""
 
-    def __init__(self, *args: Any):
-        super().__init__(*args)
+    def __init__(self, options: RunOptions):
+        super().__init__(options)
         self.readouts: list[np.ndarray] = []
 
     def apply(self, eqn: Any, handler: Any, weight: float, inputs: list[Any]) -> list:
@@ -267,13 +264,14 @@ class _ReadoutRunner(BranchRunner):
 
 # ------------------------------------------------------------------------------ sample mode
 def sampled_parameter_shift(program: Program, leaves: Sequence[Any],
-                            cotangents: Sequence[Any], positions: Sequence[int], *,
-                            shots: int = 1000, seed: Any = None, backend: str = "auto",
-                            occurrences: OccurrenceDistribution | str | None = None
-                            ) -> ShiftResult:
+                            cotangents: Sequence[Any], positions: Sequence[int],
+                            options: RunOptions = DEFAULTS) -> ShiftResult:
     """The randomized single-occurrence estimator (see the module docstring): ``shots``
     samples, each one base trajectory (the value and the classical paths) and, per site, the
-    shifted trajectories of one drawn occurrence. Standard errors come from the samples."""
+    shifted trajectories of one drawn occurrence (``options.occurrences``: the distribution
+    of the drawn occurrence). Standard errors come from the samples."""
+    shots, seed = options.shots, options.seed
+    sampled = options.replace(mode="sample")
     if shots < 2:
         raise QdiffError(f"sample mode needs at least 2 shots, got {shots}")
     leaves = [np.asarray(v) for v in leaves]
@@ -282,7 +280,7 @@ def sampled_parameter_shift(program: Program, leaves: Sequence[Any],
     if postselects(program):
         raise QdiffError("sample-mode parameter shift does not support postselection; use "
                          "mode='exact', or method='adjoint' in sample mode")
-    distribution = as_distribution(occurrences)
+    distribution = as_distribution(options.occurrences)
     cts = [np.asarray(c, np.float64) for c in cotangents]
     flags = [k in positions for k in range(len(leaves))]
     sites = [instrument_site(program, site) for site in find_sites(program, flags)]
@@ -295,7 +293,7 @@ def sampled_parameter_shift(program: Program, leaves: Sequence[Any],
     aborted = unterminated = 0.0
     for stream in streams:
         base_seed, *site_seeds = stream.spawn(1 + len(sites))
-        base = RecordedRun(program, leaves, backend=backend, mode="sample", seed=base_seed)
+        base = RecordedRun(program, leaves, sampled.replace(seed=base_seed))
         _, value_seeds = base.output_seeds(cts)
         grad, sweep = base.classical_vjp(value_seeds)
         weights = None if branching else _readout_weights(base, sweep)
@@ -309,7 +307,7 @@ def sampled_parameter_shift(program: Program, leaves: Sequence[Any],
                 # numbers): F(θ+x) - F(θ-x) then varies less than between independent runs
                 run = RecordedRun(inst.program, [*leaves, np.int64(index - 1),
                                                  np.float64(shift)],
-                                  backend=backend, mode="sample", seed=site_seed)
+                                  sampled.replace(seed=site_seed))
                 tangent = _path_tangent(run, inst, index - 1)
                 if tangent is None:  # this path ended before the drawn occurrence
                     continue

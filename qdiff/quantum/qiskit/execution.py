@@ -49,6 +49,7 @@ from ...ir.interpreter import eval_program
 from ...ir.pytree import split_flat
 from ...ir.tracer import bind, trace, value_type
 from ...ir.types import Bit
+from ..execution.options import RunOptions
 from ..execution.run import ExternalMode, register_mode
 from ..gradients.adjoint import RecordedRun
 from ..gradients.shift_gradient import ShiftResult, _Masses, occurrence_plan
@@ -666,11 +667,12 @@ def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
     # a sampler estimates expectations, so the outputs must be affine in them
     check_readout_use(program, branching=True)
     control_flow, _ = _capabilities(sampler)
-    base = RecordedRun(program, leaves, backend=backend, tol=tol)
+    options = RunOptions(backend=backend, tol=tol)
+    base = RecordedRun(program, leaves, options)
     _, value_seeds = base.output_seeds(cotangents)
     direct, _ = base.classical_vjp(value_seeds)
     flat_ct = np.concatenate([np.ravel(np.asarray(c, np.float64)) for c in cotangents])
-    plans = occurrence_plan(program, leaves, positions, base, branching, tol, backend)
+    plans = occurrence_plan(program, leaves, positions, base, branching, options)
     loop = _top_while(program)
     # the host runs the loop when the sampler cannot, and when a shifted gate is inside it:
     # its occurrence counter is a classical variable no exported circuit holds
@@ -727,4 +729,19 @@ def _at_occurrence(instrumented: Program, k: int) -> Program:
     return Program(bound.inputs, bound.eqns, bound.outputs[:-1], name=bound.name)
 
 
-register_mode("qiskit", ExternalMode(run=run_on_sampler, shift_gradient=shift_gradient_on_sampler))
+def _run(program: Program, values: Sequence[Any], options: RunOptions) -> SampledRun:
+    # a sampler call per round of a host-run loop: at most 256 of them
+    return run_on_sampler(program, values, sampler=options.estimator or options.sampler,
+                          shots=options.shots, seed=options.seed, tol=options.tol,
+                          max_iterations=min(options.max_loop_iterations, 256))
+
+
+def _shift_gradient(program: Program, leaves: Sequence[Any], cotangents: Sequence[Any],
+                    positions: Sequence[int], options: RunOptions) -> ShiftResult:
+    return shift_gradient_on_sampler(program, leaves, cotangents, positions,
+                                     sampler=options.estimator or options.sampler,
+                                     shots=options.shots, seed=options.seed,
+                                     backend=options.backend)
+
+
+register_mode("qiskit", ExternalMode(run=_run, shift_gradient=_shift_gradient))

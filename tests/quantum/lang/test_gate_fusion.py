@@ -12,6 +12,7 @@ import qdiff.quantum.simulator.numba_backend as numba_module
 from qdiff import quantum as qm
 from qdiff.ir.core import Program
 from qdiff.ir.errors import VerificationError
+from qdiff.quantum.execution.options import RunOptions
 from qdiff.quantum.execution.reference import fused_program
 from qdiff.quantum.execution.runner import BranchRunner
 from qdiff.quantum.lang.fusion import FusionStats, fuse_gates, plan_blocks
@@ -416,8 +417,9 @@ def test_runner_fuse_option_and_cache():
     assert fused_program(program, "numba")[0] is first
     assert fused_program(first, "numba")[0] is first  # already fused: left as it is
     assert isinstance(stats, FusionStats) and stats.passes == 69 - stats.passes_saved
-    assert BranchRunner(fuse=False).fuse is False and BranchRunner().fuse is True
-    assert BranchRunner(fuse=3).fusion_width == 3 and BranchRunner().fusion_width is None
+    assert BranchRunner(RunOptions(fuse=False)).fuse is False and BranchRunner().fuse is True
+    assert BranchRunner(RunOptions(fuse=3)).fusion_width == 3
+    assert BranchRunner().fusion_width is None
     forced = qm.run(program, 0.3, fuse=3)
     assert forced.gate_passes == len(plan_blocks(wires, 3))
 
