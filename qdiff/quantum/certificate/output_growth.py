@@ -11,17 +11,9 @@ is an abstract interpretation over the IR, one rule per primitive in `GROWTH_RUL
 An operation without a rule gives no bound (``None``), and the certificate says which one.
 
 >>> import qdiff
->>> from qdiff import quantum as qm
->>> def rounds(theta):
-...     q = qm.qubits(1)
-...     count = qdiff.Cell(0)
-...     def body():
-...         qm.ry(theta, q[0])
-...         count.set(count.value + 1)
-...     qdiff.while_loop(lambda: qm.measure(q[0]) == 0, body)
-...     return 2.0 * count.value + qm.expval("Z", q)
->>> program = qdiff.trace(rounds, 0.7)
->>> growth(program, [np.asarray(0.7)]).bounds
+>>> from qdiff.quantum.lang.examples import repeat_until_one   # the rounds until a 1 is read
+>>> program = qdiff.trace(lambda t: 2.0 * repeat_until_one(t) - 1.0, 0.7)
+>>> growth(program, [np.asarray(0.7)]).bounds                # |2 n - 1| <= 1 + 2 n
 [(1.0, 2.0)]
 """
 
@@ -33,8 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from ... import classical  # noqa: F401  (registers the primitives the rules name)
+from ...autodiff import stop_gradient  # noqa: F401  (registers stop_gradient)
+from ...ir.control_flow import cond_p, loop_p, while_p
 from ...ir.core import Eqn, Literal, Program, Var
+from ...ir.primitives import Primitive, get_primitive
 from ...ir.types import QState
+from ..lang import fusion  # noqa: F401  (registers fused_gate)
 from ..lang.primitives import QUANTUM_PRIMITIVES
 
 Bound = tuple[float, float] | None  # (A, B): |value| ≤ A + B·n elementwise; None: unknown
@@ -89,9 +86,9 @@ class _Interpreter:
 
     def apply(self, eqn: Eqn, ins: list[Bound]) -> list[Bound]:
         name = eqn.primitive.name
-        if name in _CONTROL:
-            return _CONTROL[name](self, eqn, ins)
-        rule = GROWTH_RULES.get(name)
+        if eqn.primitive in _CONTROL:
+            return _CONTROL[eqn.primitive](self, eqn, ins)
+        rule = GROWTH_RULES.get(eqn.primitive)
         # a quantum operation's numbers never depend on its operands' sizes (an angle's)
         if rule is None or (None in ins and name not in QUANTUM_PRIMITIVES):
             if rule is None and self.reason is None:
@@ -169,7 +166,7 @@ def _reduce_sum(eqn: Eqn, ins: list[Bound]) -> Bound:
     return (ins[0][0] * terms, ins[0][1] * terms)
 
 
-GROWTH_RULES: dict[str, Callable[[Eqn, list[Bound]], Bound | list[Bound]]] = {
+_RULES_BY_NAME: dict[str, Callable[[Eqn, list[Bound]], Bound | list[Bound]]] = {
     # quantum: states carry no number, readouts are bounded by the observable
     **{name: _unit for name in ("measure", "probs", "statevector", "sample", "gate", "reset",
                                 "postselect", "qalloc", "qextend", "fused_gate")},
@@ -272,4 +269,7 @@ def _counter_steps(eqn: Eqn) -> dict[int, float]:
     return steps
 
 
-_CONTROL = {"cond": _cond, "loop": _loop, "while": _while}
+# by primitive: a name that names no primitive fails here, at import, not as a missing rule
+GROWTH_RULES: dict[Primitive, Callable[[Eqn, list[Bound]], Bound | list[Bound]]] = {
+    get_primitive(name): rule for name, rule in _RULES_BY_NAME.items()}
+_CONTROL = {cond_p: _cond, loop_p: _loop, while_p: _while}

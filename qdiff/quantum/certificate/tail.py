@@ -15,17 +15,9 @@ whose gate angles do not change from round to round. Otherwise the bounds are in
 ``reason`` says what is missing: a number that is not certified is never reported as if
 it were.
 
->>> import qdiff
 >>> from qdiff import quantum as qm
->>> def until_one(theta):
-...     q = qm.qubits(1)
-...     count = qdiff.Cell(0)
-...     def body():
-...         qm.ry(theta, q[0])
-...         count.set(count.value + 1)
-...     qdiff.while_loop(lambda: qm.measure(q[0]) == 0, body)
-...     return count.value * 1.0
->>> g = qm.gradient(until_one, 0.7, tol=1e-9)
+>>> from qdiff.quantum.lang.examples import repeat_until_one   # rounds until a 1 is read
+>>> g = qm.gradient(repeat_until_one, 0.7, tol=1e-9)
 >>> exact = -np.cos(0.35) / np.sin(0.35) ** 3      # d/dθ 1/sin²(θ/2)
 >>> bool(abs(g.grad - exact) <= g.remainder_bound < 1e-4), g.remainder_reason
 (True, None)

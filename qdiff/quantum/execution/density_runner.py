@@ -45,9 +45,13 @@ from typing import Any
 
 import numpy as np
 
+from ...ir.control_flow import cond_p, loop_p, while_p
 from ...ir.core import Eqn, Literal, Program, Var
 from ...ir.errors import QdiffError
+from ...ir.primitives import Primitive
 from ...ir.types import QState
+from ..lang import primitives as qp
+from ..lang.fusion import fused_gate_p
 from ..lang.gates import gate_spec
 from ..lang.primitives import pauli_sum_of
 from ..simulator import density_matrix as dm
@@ -137,7 +141,7 @@ class DensityRunner(RunAccounting):
 
     def _step(self, eqn: Eqn, entries: list[tuple[int, dict, np.ndarray]],
               dead: list[Var]) -> list[tuple[int, dict, np.ndarray]]:
-        handler = DENSITY_HANDLERS.get(eqn.primitive.name) if _eqn_is_quantum(eqn) else None
+        handler = DENSITY_HANDLERS.get(eqn.primitive) if _eqn_is_quantum(eqn) else None
         if handler is None and _eqn_is_quantum(eqn) and (
                 any(isinstance(getattr(a, "type", None), QState) for a in eqn.inputs)
                 or any(True for _ in eqn.subprograms())):
@@ -355,11 +359,11 @@ def _while(r: DensityRunner, eqn: Eqn, records: list[Record]) -> list[Record]:
     return merge_records(finished)
 
 
-DENSITY_HANDLERS: dict[str, Handler] = {
-    "qalloc": _qalloc, "qextend": _qextend, "gate": _gate, "fused_gate": _fused_gate,
-    "measure": _measure, "reset": _reset, "postselect": _postselect, "expval": _readout,
-    "probs": _readout, "sample": _readout, "statevector": _readout, "cond": _cond,
-    "loop": _loop, "while": _while,
+DENSITY_HANDLERS: dict[Primitive, Handler] = {
+    qp.qalloc_p: _qalloc, qp.qextend_p: _qextend, qp.gate_p: _gate, fused_gate_p: _fused_gate,
+    qp.measure_p: _measure, qp.reset_p: _reset, qp.postselect_p: _postselect,
+    qp.expval_p: _readout, qp.probs_p: _readout, qp.sample_p: _readout,
+    qp.statevector_p: _readout, cond_p: _cond, loop_p: _loop, while_p: _while,
 }
 
 

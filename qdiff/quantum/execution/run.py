@@ -81,14 +81,10 @@ def run(program: Any, *args: Any, options: RunOptions | None = None,
     ``remainder_tol`` sums further (a smaller ``tol``) until every value's certified
     remainder is at most ``remainder_tol``.
 
-    >>> import qdiff
     >>> from qdiff import quantum as qm
-    >>> @qdiff.program
-    ... def coin(theta):
-    ...     q = qm.qubits(1)
-    ...     qm.ry(theta, q[0])
-    ...     return qm.measure(q[0])
-    >>> round(float(qm.run(coin, 1.0).values), 6) == round(float(np.sin(0.5) ** 2), 6)
+    >>> from qdiff.quantum.lang.examples import repeat_until_one  # rounds until a 1 is read
+    >>> result = qm.run(repeat_until_one, 1.0)          # exact: 1 / sin²(1/2)
+    >>> bool(abs(result.values - 1 / np.sin(0.5) ** 2) <= result.remainder_bound < 1e-9)
     True
     """
     options = RunOptions.of(options, **settings)

@@ -20,8 +20,12 @@ from typing import Any
 import numpy as np
 
 from ...ir import pytree
+from ...ir.control_flow import cond_p, loop_p, while_p
 from ...ir.core import Eqn, Literal, Program
 from ...ir.errors import QdiffError
+from ...ir.primitives import Primitive
+from ..lang import primitives as qp
+from ..lang.fusion import fused_gate_p
 from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
 from ..simulator import get_backend
 from .options import DEFAULTS, RunOptions
@@ -34,8 +38,37 @@ class NonTerminatingLoopError(QdiffError):
     """A loop whose exit probability stays zero: it cannot terminate."""
 
 
+@dataclass(kw_only=True)
+class MassAccount:
+    """What a run (or a derivative's runs) left out of the exact semantics.
+
+    ``dropped_mass``: the probability that pruning below ``tol``² removed;
+    ``unterminated_mass``: what loops still held when cut off; ``aborted_mass``: what bounded
+    loops aborted (part of the semantics); ``postselection_probability``: how likely the
+    postselection the values are conditioned on was; ``num_branches`` the branches
+    enumerated and ``shots`` the trajectories that count (sample modes). ``remainder_bound``
+    bounds, certified, how far the returned numbers are from the exact ones
+    (`qdiff.quantum.certificate.tail`): infinite, with ``remainder_reason``, when the program
+    is outside what the certificate covers.
+    """
+
+    num_branches: int = 1
+    dropped_mass: float = 0.0
+    unterminated_mass: float = 0.0
+    aborted_mass: float = 0.0
+    postselection_probability: float = 1.0
+    shots: int | None = None
+    remainder_bound: Any = None
+    remainder_reason: str | None = None
+
+    @property
+    def missing_mass(self) -> float:
+        """Probability the returned values do not account for."""
+        return self.dropped_mass + self.unterminated_mass + self.aborted_mass
+
+
 @dataclass
-class QuantumResult:
+class QuantumResult(MassAccount):
     """Values of a quantum program with what the semantics had to drop, and how.
 
     ``values`` has the structure of the program's outputs. In ``exact`` and ``density`` mode
@@ -54,23 +87,10 @@ class QuantumResult:
 
     values: Any
     mode: str
-    num_branches: int = 1
-    dropped_mass: float = 0.0
-    unterminated_mass: float = 0.0
-    aborted_mass: float = 0.0
-    postselection_probability: float = 1.0
     stderr: Any = None
-    shots: int | None = None
     trajectories: list[Any] | None = field(default=None, repr=False)
     gate_passes: int = 0
     passes_saved: int = 0
-    remainder_bound: Any = None
-    remainder_reason: str | None = None
-
-    @property
-    def missing_mass(self) -> float:
-        """Probability the returned values do not account for."""
-        return self.dropped_mass + self.unterminated_mass + self.aborted_mass
 
 
 def needs_runner(program: Program) -> bool:
@@ -179,7 +199,7 @@ class BranchRunner(RunAccounting):
         return [(w, [_read(env, a) for a in program.outputs]) for w, env in branches]
 
     def _step(self, eqn: Eqn, branches: list[tuple[float, dict]]) -> list[tuple[float, dict]]:
-        handler = HANDLERS.get(eqn.primitive.name) if _eqn_is_quantum(eqn) else None
+        handler = HANDLERS.get(eqn.primitive) if _eqn_is_quantum(eqn) else None
         result = []
         for weight, env in branches:
             inputs = [_read(env, a) for a in eqn.inputs]
@@ -440,11 +460,13 @@ def _with_params(eqn: Eqn, **changes: Any) -> Eqn:
     return Eqn(eqn.primitive, eqn.inputs, eqn.outputs, {**eqn.params, **changes})
 
 
-HANDLERS: dict[str, Handler] = {
-    "qalloc": _qalloc, "qextend": _qextend, "gate": _gate, "measure": _measure,
-    "reset": _reset, "postselect": _postselect, "expval": _readout, "probs": _readout,
-    "statevector": _readout, "cond": _cond, "loop": _loop, "while": _while,
-    "sample": _draw, "fused_gate": _fused_gate,
+# The operations on states and the control flow around them, by primitive (an equation of
+# any other primitive runs on the reference interpreter, per branch).
+HANDLERS: dict[Primitive, Handler] = {
+    qp.qalloc_p: _qalloc, qp.qextend_p: _qextend, qp.gate_p: _gate, qp.measure_p: _measure,
+    qp.reset_p: _reset, qp.postselect_p: _postselect, qp.expval_p: _readout,
+    qp.probs_p: _readout, qp.statevector_p: _readout, cond_p: _cond, loop_p: _loop,
+    while_p: _while, qp.sample_p: _draw, fused_gate_p: _fused_gate,
 }
 
 

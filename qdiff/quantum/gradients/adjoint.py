@@ -32,13 +32,8 @@ reset flip or identity, ``G`` = a gate's generator, ``U(θ) = exp(-iθG)``):
   ``v̄_i = (w_i/W) V̄``, ``λ_i = (w_i/W) <φ_0|φ_i> λ_V``.
 
 >>> import qdiff
->>> from qdiff import quantum as qm
->>> @qdiff.program
-... def coin(theta):
-...     q = qm.qubits(1)
-...     qm.ry(theta, q[0])
-...     return qm.expval("Z", q)
->>> run = RecordedRun(coin.trace(0.3), [0.3])
+>>> from qdiff.quantum.lang.examples import rotation   # <Z> after ry(θ): cos θ
+>>> run = RecordedRun(qdiff.trace(rotation, 0.3), [0.3])
 >>> bool(np.isclose(run.vjp([1.0])[0], -np.sin(0.3)))
 True
 """
@@ -60,7 +55,7 @@ from ..execution.options import DEFAULTS, RunOptions
 from ..execution.runner import HANDLERS, BranchRunner, Item, _with_params, merge_groups
 from ..lang.fusion import GATE_KINDS, gate_parts, gate_runs, plan_blocks
 from ..lang.gates import gate_spec
-from ..lang.primitives import pauli_sum_of
+from ..lang.primitives import measure_p, pauli_sum_of
 from ..simulator import GateOp, available_memory_bytes
 
 # Records whose second output is an expectation value read off the state.
@@ -143,7 +138,7 @@ class AdjointRunner(BranchRunner):
         if handler is not None and name in STRUCTURAL:
             return handler(self, eqn, weight, inputs)
         if name == "reset":  # record the outcome, which a reset does not return
-            measured = HANDLERS["measure"](self, _with_params(eqn, reset=True), weight, inputs)
+            measured = HANDLERS[measure_p](self, _with_params(eqn, reset=True), weight, inputs)
             recorded = self._record(eqn, weight, inputs, measured)
             return [(w, outs[:1]) for w, outs in recorded]
         return self._record(eqn, weight, inputs, super().apply(eqn, handler, weight, inputs))

@@ -47,7 +47,7 @@ from ..certificate.tail import certify, tighten
 from ..execution.jobs import run_jobs
 from ..execution.options import DEFAULTS, RunOptions
 from ..execution.run import EXTERNAL_MODES
-from ..execution.runner import BranchRunner, _structure, enumerated_outputs
+from ..execution.runner import BranchRunner, MassAccount, _structure, enumerated_outputs
 from ..lang.fusion import unfuse_gates
 from ..lang.sites import postselects
 from .adjoint import RecordedRun
@@ -55,7 +55,7 @@ from .shift_gradient import ShiftResult, parameter_shift, sampled_parameter_shif
 
 
 @dataclass
-class QuantumGradient:
+class QuantumGradient(MassAccount):
     """A value, its derivative, and what the exact semantics had to leave out.
 
     ``grad`` has the structure of the differentiated argument(s); ``dropped_mass`` and
@@ -70,19 +70,11 @@ class QuantumGradient:
     value: Any
     grad: Any
     method: str
-    num_branches: int = 1
-    dropped_mass: float = 0.0
-    unterminated_mass: float = 0.0
-    aborted_mass: float = 0.0
-    postselection_probability: float = 1.0
     value_stderr: Any = None
     grad_stderr: Any = None
-    shots: int | None = None
     num_derivative_programs: int | None = None
     num_evaluations: int | None = None
-    remainder_bound: Any = None
     value_remainder_bound: float | None = None
-    remainder_reason: str | None = None
     exit_probability: float | None = None
 
 

@@ -19,10 +19,7 @@ occurrence evaluated at a shift; the gate's spectrum gives the shifts
 
 >>> import qdiff
 >>> from qdiff import quantum as qm
->>> def layers(t):
-...     q = qm.qubits(1)
-...     qdiff.fori_loop(0, 3, lambda i: qm.ry(t, q[0]))
-...     return qm.expval("Z", q)
+>>> from qdiff.quantum.lang.examples import layers   # three ry(t) in a counted loop
 >>> from qdiff.quantum.lang.sites import find_sites
 >>> program = qdiff.trace(layers, 0.1)
 >>> shifted = instrument(program, find_sites(program, [True])[0]).program

@@ -26,7 +26,7 @@ import numpy as np
 from ...ir.errors import QdiffError
 from ...ir.tracer import Cell, Tracer, as_operand, bind, current_builder
 from . import primitives as qp
-from .gates import gate_spec
+from .gates import GATE_TABLE, GateSpec
 
 _CONTEXT_KEY = "quantum.state"
 
@@ -172,38 +172,24 @@ def apply(name: str, angles: Sequence[Any], wires: Sequence[Any], **static: Any)
     cell.set(bind(qp.gate_p, cell.value, *operands, **params))
 
 
-def _fixed(name: str) -> Any:
-    spec = gate_spec(name)
-
-    def gate(*wires: Any) -> None:
-        apply(name, (), wires)
-
-    gate.__name__ = gate.__qualname__ = name
-    gate.__doc__ = f"The {name} gate on {spec.num_qubits} wire(s): ``qm.{name}(" + ", ".join(
-        f"w{i}" for i in range(spec.num_qubits)) + ")``."
-    return gate
-
-
-def _rotation(name: str) -> Any:
-    spec = gate_spec(name)
+def _gate_function(spec: GateSpec) -> Any:
+    """``qm.<name>(*angles, *wires)`` for one gate of the table."""
+    name, count = spec.name, spec.num_params
 
     def gate(*args: Any) -> None:
-        angles, wires = args[:spec.num_params], args[spec.num_params:]
-        apply(name, angles, wires)
+        apply(name, args[:count], args[count:])
 
     gate.__name__ = gate.__qualname__ = name
     gate.__doc__ = (f"The {name} gate: ``qm.{name}(" + ", ".join(
-        ["angle"] * spec.num_params + [f"w{i}" for i in range(spec.num_qubits)]) +
-        ")``; angles may be traced values.")
+        ["angle"] * count + [f"w{i}" for i in range(spec.num_qubits)]) + ")``"
+        + ("; angles may be traced values." if count else "."))
     return gate
 
 
-_FIXED = ["h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "sxdg", "cx", "cy", "cz", "ch",
-          "swap", "iswap"]
-_ROTATIONS = ["rx", "ry", "rz", "phase", "u", "crx", "cry", "crz", "cphase", "rxx", "ryy",
-              "rzz", "rzx"]
-GATES: dict[str, Any] = {name: _fixed(name) for name in _FIXED}
-GATES.update({name: _rotation(name) for name in _ROTATIONS})
+# one function per gate of the table; the families (mcx, mcz, pauli_rot, unitary) take
+# their structure as arguments and have functions of their own below
+GATES: dict[str, Any] = {name: _gate_function(spec) for name, spec in GATE_TABLE.items()
+                         if isinstance(spec, GateSpec)}
 
 
 def mcx(controls: Sequence[Wire], target: Wire) -> None:

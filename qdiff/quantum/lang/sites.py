@@ -7,11 +7,7 @@ every operation and through loop carries. The parameter-shift transformation shi
 sensitivities (`qdiff.quantum.certificate`): both read this analysis.
 
 >>> import qdiff
->>> from qdiff import quantum as qm
->>> def layers(t):
-...     q = qm.qubits(1)
-...     qdiff.fori_loop(0, 3, lambda i: qm.ry(t, q[0]))
-...     return qm.expval("Z", q)
+>>> from qdiff.quantum.lang.examples import layers   # three ry(t) in a counted loop
 >>> [site.describe() for site in find_sites(qdiff.trace(layers, 0.1), [True])]
 ['ry (parameter 0) at eqn 1 body > eqn 0']
 """
@@ -199,14 +195,10 @@ def occurrence_count(program: Program, site: Site, trip_counts: Sequence[int]) -
     ``trip_counts[j]`` times (outermost first): Zhu's occurrence count for ``while^(T)``.
 
     >>> import qdiff
-    >>> from qdiff import quantum as qm
-    >>> def f(t):
-    ...     q = qm.qubits(1)
-    ...     qdiff.fori_loop(0, 4, lambda i: qm.rx(t, q[0]))
-    ...     return qm.expval("Z", q)
-    >>> p = qdiff.trace(f, 0.2)
-    >>> occurrence_count(p, find_sites(p, [True])[0], [4])
-    4
+    >>> from qdiff.quantum.lang.examples import layers   # three ry(t) in a counted loop
+    >>> p = qdiff.trace(layers, 0.2)
+    >>> occurrence_count(p, find_sites(p, [True])[0], [5])
+    5
     """
     loops = [s for s in _eqns_on_path(program, site.steps)
              if s.primitive.name in ("loop", "while")]
@@ -223,14 +215,13 @@ def static_bound(program: Program, site: Site, unbounded_rounds: int | None = No
     ``unbounded_rounds`` says how many rounds to count for such loops (1: per round).
 
     >>> import qdiff
-    >>> from qdiff import quantum as qm
-    >>> def f(t):
-    ...     q = qm.qubits(1)
-    ...     qdiff.fori_loop(0, 4, lambda i: qm.rx(t, q[0]))
-    ...     return qm.expval("Z", q)
-    >>> p = qdiff.trace(f, 0.2)
+    >>> from qdiff.quantum.lang.examples import layers, repeat_until_one
+    >>> p = qdiff.trace(layers, 0.2)
     >>> static_bound(p, find_sites(p, [True])[0])
-    4
+    3
+    >>> p = qdiff.trace(repeat_until_one, 0.2)
+    >>> static_bound(p, find_sites(p, [True])[0]), static_bound(p, find_sites(p, [True])[0], 1)
+    (None, 1)
     """
     trips = []
     for (_, key, _), eqn in zip(site.steps, _eqns_on_path(program, site.steps)):

@@ -67,9 +67,10 @@ import numpy as np
 
 from ...classical.elementwise import ELEMENTWISE_PRIMITIVES
 from ...ir import pytree
-from ...ir.control_flow import carried_outputs, sub_programs
+from ...ir.control_flow import carried_outputs, cond_p, loop_p, sub_programs, while_p
 from ...ir.core import Eqn, Literal, Program
 from ...ir.errors import QdiffError
+from ...ir.primitives import Primitive
 from ...ir.types import QState, Tensor
 from ..lang.fusion import _plan
 from ..lang.gates import gate_spec
@@ -401,8 +402,8 @@ class _Exporter:
         if quantum is not None:
             return quantum(self, eqn, args, block, where, top)
         quantum_state = any(isinstance(a.type, QState) for a in (*eqn.inputs, *eqn.outputs))
-        if name in _CONTROL and quantum_state:
-            return _CONTROL[name](self, eqn, args, block, where, top)
+        if eqn.primitive in _CONTROL and quantum_state:
+            return _CONTROL[eqn.primitive](self, eqn, args, block, where, top)
         if quantum_state:
             raise QdiffError(f"to_qiskit: {name!r} at {where} acts on the quantum state and "
                              "has no Qiskit counterpart")
@@ -895,7 +896,8 @@ def _cond(ex: _Exporter, eqn: Eqn, args: list[Any], block: Block, where: str,
     return outs
 
 
-_CONTROL: dict[str, Callable[..., list[Any]]] = {"loop": _loop, "while": _while, "cond": _cond}
+_CONTROL: dict[Primitive, Callable[..., list[Any]]] = {loop_p: _loop, while_p: _while,
+                                                       cond_p: _cond}
 
 
 # ------------------------------------------------------------------------- building circuits
