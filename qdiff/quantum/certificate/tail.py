@@ -155,8 +155,8 @@ class _Cut:
         self.program, self.runner = program, runner
         self.runs = runner.loop_masses  # every run of the one loop `_the_loop` allows
         self.nothing_left_out = runner.dropped == 0 and runner.unterminated == 0 and not any(
-            going_on[-1] > 0 for _, going_on in self.runs)
-        self.longest = max((len(going_on) - 1 for _, going_on in self.runs), default=0)
+            going_on[-1] > 0 for _, _, going_on in self.runs)
+        self.longest = max((len(going_on) - 1 for _, _, going_on in self.runs), default=0)
         self.why_unbounded: str | None = None
         self.p = 1.0
         self.loop: Eqn | None = None
@@ -168,11 +168,12 @@ class _Cut:
         if any(e.primitive.name == "sample" for e in program.all_eqns()):
             raise _Uncertified("the program draws samples (qm.sample): its outputs are draws, "
                                "not expectations")
-        cut_off = sum(going_on[-1] for _, going_on in self.runs)
+        cut_off = sum(going_on[-1] for _, _, going_on in self.runs)
         if runner.unterminated > cut_off * (1 + 1e-9) + 1e-300:
             raise _Uncertified("a bounded loop was cut at max_loop_iterations")
         if self.loop is not None:
-            self.p = _exit_probability(self.loop, self.runs, exit_probability)
+            self.p = _exit_probability(self.loop, self.runs, exit_probability,
+                                       pruned=runner.dropped > 0)
 
     def growth(self, leaves: Sequence[Any]) -> list[Any]:
         found = growth(self.program, leaves)
@@ -188,9 +189,9 @@ class _Cut:
                                         (sens.round, sens.after, sens.before, sens.first))
         p = self.p
         total = TailBound(0.0, zero)
-        for tested, going_on in self.runs:  # one tail per run of the loop (own cut-off)
+        for entering, _, going_on in self.runs:  # one tail per run of the loop (own cut-off)
             tail = loop_tail(p=p, sensitivity=round_, after=after, growth=(a, b),
-                             going_on=going_on, before=before + round_ * tested[0],
+                             going_on=going_on, before=before + round_ * entering[0],
                              first=first)
             total = TailBound(total.value + tail.value, total.derivative + tail.derivative)
         value_to_go, future = to_go(p=p, growth=(a, b), rounds=self.longest,
@@ -252,30 +253,42 @@ def _the_loop(program: Program) -> Eqn | None:
     return top[0] if top else None
 
 
-def _exit_probability(loop: Eqn, runs: list[tuple[list[float], list[float]]],
-                      promised: float | None) -> float:
+def _exit_probability(loop: Eqn, runs: list[tuple[list[float], list[float], list[float]]],
+                      promised: float | None, pruned: bool) -> float:
     """The exit probability every round has: observed when the loop is memoryless, else
     the promised one, checked against the rounds the run saw."""
-    seen = [1.0 - g / t for tested, going_on in runs
-            for t, g in zip(tested[1:], going_on[1:]) if t > 0]
+    # a lower bound per round seen: exits seen over the mass that entered the test (pruned
+    # branches may have been exits or continuations)
+    seen = [e / t for entering, exited, _ in runs
+            for t, e in zip(entering[1:], exited[1:]) if t > 0]
     if promised is not None:
         if not 0 < promised <= 1:
             raise QdiffError(f"exit_probability must be in (0, 1], got {promised}")
-        for observed in seen:
+        # the promise is checked on the rounds that nothing was pruned from (exact rates)
+        exact = [e / t for entering, exited, going_on in runs
+                 for t, e, g in zip(entering[1:], exited[1:], going_on[1:])
+                 if t > 0 and e + g >= t * (1 - 1e-12)]
+        for observed in exact:
             if observed < promised - 1e-9:
                 raise QdiffError(
                     f"the loop exits with probability {observed:.6g} in a round, below the "
                     f"promised exit_probability={promised:g}: the promise does not hold")
     memory = memory_of(loop)
     if memory is None and seen:
-        return min(seen)  # memoryless: every round exits with this probability
+        if min(seen) <= 0:
+            raise _Uncertified("branches pruned below tol² hid the loop's exits in a round: "
+                               "use a smaller tol, or pass exit_probability=")
+        return min(seen)  # memoryless: every round exits with at least this probability
     if memory is not None and promised is None:
         raise _Uncertified(f"the loop is not memoryless ({memory}); pass exit_probability= "
                            "(a lower bound on every round's exit probability) to certify it")
     if promised is not None:
         return promised
-    if any(going_on[-1] > 0 for _, going_on in runs):
+    if any(going_on[-1] > 0 for _, _, going_on in runs):
         raise _Uncertified("the loop was cut before its first round: no exit probability")
+    if pruned:  # a pruned branch may have gone on: no round tells how likely exits are
+        raise _Uncertified("branches pruned below tol² hid the loop's rounds: use a smaller "
+                           "tol, or pass exit_probability=")
     return 1.0
 
 

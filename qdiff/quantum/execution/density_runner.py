@@ -344,6 +344,7 @@ def _while(r: DensityRunner, eqn: Eqn, records: list[Record]) -> list[Record]:
     live: list[Record] = [(k, inputs[nc + nb:], rho) for k, inputs, rho in records]
     finished: list[Record] = []
     iterations = 0
+    dropped_before = r.dropped
     while live:
         tested = r.run_program(p["cond"], [(k, [*cond_consts[k], *c], rho) for k, c, rho in live])
         continuing = []
@@ -351,7 +352,7 @@ def _while(r: DensityRunner, eqn: Eqn, records: list[Record]) -> list[Record]:
             (continuing if bool(pred) else finished).append((k, carry, rho))
         if not continuing or r.stop_loop(iterations, p["max_iter"],
                                          sum(dm.trace(rho) for _, _, rho in continuing),
-                                         bool(finished)):
+                                         bool(finished) or r.dropped > dropped_before):
             break
         live = r.run_program(p["body"], [(k, [*body_consts[k], *c], rho)
                                           for k, c, rho in continuing])

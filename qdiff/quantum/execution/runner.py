@@ -129,7 +129,7 @@ class RunAccounting:
         self.samples: dict[int, np.ndarray] = {}  # arrays drawn by `sample`, by id
         # per run of a loop on a measurement: the masses of its rounds (`loop_run`), kept
         # where a certificate reads them (exact mode)
-        self.loop_masses: list[tuple[list[float], list[float]]] = []
+        self.loop_masses: list[tuple[list[float], list[float], list[float]]] = []
         self.keeps_loop_masses = False
 
     def keep_mass(self, weight: float) -> bool:
@@ -139,15 +139,18 @@ class RunAccounting:
             return False
         return True
 
-    def loop_run(self, eqn: Eqn) -> tuple[list[float], list[float]]:
-        """Fresh per-round lists for one run of the while equation ``eqn``: the mass its
-        test sees and the mass going on, round by round (kept for loops on a measurement
-        with no bound, which `tail_certificate` reads)."""
-        tested: list[float] = []
+    def loop_run(self, eqn: Eqn) -> tuple[list[float], list[float], list[float]]:
+        """Fresh per-round lists for one run of the while equation ``eqn``: the mass entering
+        its test, the mass seen exiting and the mass seen going on, round by round (kept for
+        loops on a measurement with no bound, which `qdiff.quantum.certificate.tail` reads).
+        Pruning below ``tol²`` may hide exits and continuations alike, so ``exited/entering``
+        is a lower bound on a round's exit probability, whatever pruning hid."""
+        entering: list[float] = []
+        exited: list[float] = []
         going_on: list[float] = []
         if self.keeps_loop_masses and eqn.params["max_iter"] is None:
-            self.loop_masses.append((tested, going_on))
-        return tested, going_on
+            self.loop_masses.append((entering, exited, going_on))
+        return entering, exited, going_on
 
     def stop_loop(self, iterations: int, max_iter: int | None, live_mass: float,
                   exited_any: bool) -> bool:
@@ -389,8 +392,10 @@ def _while(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]
     finished: list[Item] = []
     iterations = 0
     exited_any = False
-    tested_masses, going_masses = r.loop_run(eqn)
+    dropped_before = r.dropped
+    entering_masses, exit_masses, going_masses = r.loop_run(eqn)
     while live:
+        entering_masses.append(sum(wi for wi, _ in live))
         tested = r.run_program(p["cond"], [(wi, [*cond_consts, *c]) for wi, c in live])
         continuing = []
         for wi, (pred, *c) in tested:
@@ -400,9 +405,11 @@ def _while(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]
                 finished.append((wi, c))
                 exited_any = True
         going_on = sum(wi for wi, _ in continuing)
-        tested_masses.append(sum(wi for wi, _ in tested))
+        exit_masses.append(sum(wi for wi, _ in tested) - going_on)
         going_masses.append(going_on)
-        if not continuing or r.stop_loop(iterations, p["max_iter"], going_on, exited_any):
+        # pruned branches may have been exits: pruning never decides that a loop cannot end
+        if not continuing or r.stop_loop(iterations, p["max_iter"], going_on,
+                                         exited_any or r.dropped > dropped_before):
             break
         live = r.merge(
             r.run_program(p["body"], [(wi, [*body_consts, *c]) for wi, c in continuing]))
