@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``qdiff`` command."""
     parser = argparse.ArgumentParser(prog="qdiff", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="trace, print and run a program with loops")
+    sub.add_parser("demo", help="a hybrid program and its gradient four ways")
     sub.add_parser("info", help="versions and usable back ends")
     show_parser = sub.add_parser("show", help="pretty-print a saved program (JSON)")
     show_parser.add_argument("file")

@@ -38,7 +38,7 @@ from .autodiff.arguments import (
 from .autodiff.forward import jvp_program
 from .autodiff.reverse import vjp_program
 from .autodiff.tangents import is_differentiable
-from .autodiff.whole_program import WholeProgramRule, rule_for
+from .autodiff.whole_program import WholeProgramRule, known_options, rule_for
 from .classical.soacs import map as soac_map
 from .ir import pytree
 from .ir.core import Program
@@ -142,7 +142,14 @@ class TransformedFunction(ProgramFunction):
         self._program(example_args)
         return super().trace(*example_args)
 
-    def __call__(self, *args: Any) -> Any:
+    def signature_source(self) -> Callable[..., Any] | None:
+        source = self.source
+        if isinstance(source, ProgramFunction):
+            return source.signature_source()
+        return None if isinstance(source, Program) else source
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args = self.bind_arguments(args, kwargs)
         if not self._tracing(args) and self.whole is not None:
             program = as_program(self.source, args)
             rule = rule_for(program)
@@ -153,6 +160,11 @@ class TransformedFunction(ProgramFunction):
 
 def _classical_options(method: str, options: dict) -> None:
     """Quantum-only options must not be silently ignored on a classical program."""
+    known = known_options()
+    unknown = sorted(set(options) - set(known))
+    if unknown:
+        raise QdiffError(f"unknown keyword argument(s) {', '.join(unknown)}; the options of "
+                         f"derivatives are {', '.join(sorted({'fuse', 'method', *known}))}")
     if method != "auto" or options:
         given = ", ".join([f"method={method!r}"] * (method != "auto") + sorted(options))
         raise QdiffError(f"{given}: options of quantum gradients; this program has no quantum "

@@ -34,7 +34,8 @@ class WholeProgramRule:
     and ``grad``; ``jacobian(program, args, argnums, method, options)`` the Jacobian;
     ``vjp(program, primals, flags, method, options)`` the pair ``(value, vjp_fn)``;
     ``jvp(program, flat_primals, flat_tangents, flags, method, options)`` the pair
-    ``(value, tangent)``. ``name`` names the family in error messages.
+    ``(value, tangent)``. ``name`` names the family in error messages, ``options`` the
+    keyword options the rule takes (``method`` aside).
     """
 
     name: str
@@ -42,6 +43,7 @@ class WholeProgramRule:
     jacobian: Callable[..., Any]
     vjp: Callable[..., Any]
     jvp: Callable[..., Any]
+    options: frozenset[str] = frozenset()
 
 
 _RULES: dict[Primitive, WholeProgramRule] = {}
@@ -53,6 +55,11 @@ def register_whole_program_rule(primitives: Iterable[Primitive], rule: WholeProg
     for primitive in primitives:
         _RULES[primitive] = rule
     _FOUND.clear()
+
+
+def known_options() -> dict[str, str]:
+    """Every option some registered rule takes, with the name of the family that takes it."""
+    return {option: rule.name for rule in _RULES.values() for option in rule.options}
 
 
 def rule_for(program: Program) -> WholeProgramRule | None:

@@ -7,11 +7,13 @@ re-exports it.
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
 from . import pytree
 from .core import Program
+from .errors import QdiffError
 from .tracer import Tracer, trace, value_type
 
 
@@ -47,7 +49,39 @@ class ProgramFunction:
             self._cache[key] = program
         return program
 
-    def __call__(self, *args: Any) -> Any:
+    def signature_source(self) -> Callable[..., Any] | None:
+        """The Python function whose signature binds keyword arguments (None: none does)."""
+        return self.fn
+
+    def bind_arguments(self, args: tuple, kwargs: dict[str, Any]) -> tuple:
+        """``args`` and ``kwargs`` as positional arguments of the function, defaults filled
+        in, so that a call by keyword traces the same program as a call by position.
+
+        >>> import qdiff
+        >>> scaled = qdiff.program(lambda x, scale=2.0: x * scale)
+        >>> scaled.bind_arguments((1.0,), {"scale": 3.0}), float(scaled(1.0, scale=3.0))
+        ((1.0, 3.0), 3.0)
+        """
+        if not kwargs:
+            return args
+        source = self.signature_source()
+        try:
+            signature = inspect.signature(source)
+        except (ValueError, TypeError):
+            raise QdiffError(f"{self.name} takes positional arguments only, got keyword(s) "
+                             f"{', '.join(kwargs)}") from None
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError as error:
+            raise QdiffError(f"{self.name}: {error}") from None
+        bound.apply_defaults()
+        if bound.kwargs:
+            raise QdiffError(f"{self.name}: keyword-only arguments ({', '.join(bound.kwargs)}) "
+                             "are not supported; make them positional")
+        return bound.args
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        args = self.bind_arguments(args, kwargs)
         if any(isinstance(leaf, Tracer) for leaf in pytree.flatten(tuple(args))[0]):
             return self.fn(*args)  # inside another trace: inline the Python function
         return self.trace(*args)(*args)

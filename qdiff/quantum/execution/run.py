@@ -4,7 +4,7 @@ an external executor (Qiskit's samplers register ``mode="qiskit"``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +19,7 @@ from ...ir.tracer import trace
 from ...ir.types import QState
 from ..certificate.tail import certify_values, tighten
 from .density_runner import run_density
-from .options import RunOptions
+from .options import DEFAULTS, RunOptions
 from .runner import (
     BranchRunner,
     QuantumResult,
@@ -88,12 +88,19 @@ def run(program: Any, *args: Any, options: RunOptions | None = None,
     True
     """
     options = RunOptions.of(options, **settings)
-    mode = options.mode
     if isinstance(program, ProgramFunction):
         program = program.trace(*args)
     elif not isinstance(program, Program):
         program = trace(program, *args)
-    values = [np.asarray(v) for v in argument_leaves(program, args)]
+    return run_leaves(program, argument_leaves(program, args), options)
+
+
+def run_leaves(program: Program, leaves: Sequence[Any],
+               options: RunOptions = DEFAULTS) -> QuantumResult:
+    """`run` of a traced ``program`` on its flat inputs (what calling a quantum Program
+    does, whatever structure its arguments have)."""
+    values = [np.asarray(v) for v in leaves]
+    mode = options.mode
     for index, atom in enumerate(program.outputs):
         if isinstance(atom.type, QState):
             raise QdiffError(

@@ -17,6 +17,7 @@ True
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -88,6 +89,7 @@ def _jvp(program: Program, flat_primals: list[Any], flat_tangents: list[Any],
     return unflatten_outputs(program, value), unflatten_outputs(program, outs)
 
 
-QUANTUM_RULE = WholeProgramRule("quantum", gradient=_gradient, jacobian=_jacobian, vjp=_vjp,
-                                jvp=_jvp)
+QUANTUM_RULE = WholeProgramRule(
+    "quantum", gradient=_gradient, jacobian=_jacobian, vjp=_vjp, jvp=_jvp,
+    options=frozenset({"options", *(f.name for f in dataclasses.fields(RunOptions))}))
 register_whole_program_rule([get_primitive(name) for name in QUANTUM_PRIMITIVES], QUANTUM_RULE)

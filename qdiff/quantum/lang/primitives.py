@@ -32,7 +32,7 @@ from ...ir.primitives import register_primitive
 from ...ir.type_rules import tensor
 from ...ir.types import Bit, QState, Tensor, Type
 from .gates import gate_spec
-from .observables import PauliSum
+from .observables import PauliParseError, PauliSum
 
 QUANTUM_PRIMITIVES: list[str] = []
 
@@ -150,20 +150,49 @@ postselect_p = _register("postselect", _postselect_rule, effectful=True)
 
 
 # ------------------------------------------------------------------------------------ readout
+def as_pauli_sum(observable: Any, num_wires: int) -> PauliSum:
+    """``observable`` as a PauliSum: a Pauli string (``"0.5*ZZ + XI"``), a PauliSum, a list
+    of (coefficient, label) pairs, or a Qiskit ``SparsePauliOp`` or ``Pauli`` (converted to
+    qdiff's wire order); a sum whose terms cancel acts on the ``num_wires`` given."""
+    if isinstance(observable, PauliSum):
+        return observable
+    if type(observable).__name__ in ("SparsePauliOp", "Pauli") and hasattr(observable,
+                                                                          "num_qubits"):
+        from qiskit.quantum_info import SparsePauliOp  # qiskit loads only for its objects
+
+        return PauliSum.from_qiskit(SparsePauliOp(observable))
+    if not isinstance(observable, (str, list, tuple)):
+        raise TypeCheckError(
+            f"expval: an observable is a Pauli string such as '0.5*ZZ + XI', a PauliSum, a "
+            f"list of (coefficient, label) pairs or a Qiskit SparsePauliOp/Pauli; got "
+            f"{observable!r}")
+    try:
+        return PauliSum(observable)
+    except PauliParseError as error:
+        if "cannot infer" not in str(error):
+            raise
+        return PauliSum(observable, num_wires)  # e.g. "ZZ - ZZ": no term says its width
+
+
 def observable_terms(observable: Any, num_wires: int) -> tuple[tuple[float, str], ...]:
     """A Hermitian observable as the ``terms`` param: ((real coefficient, label), ...).
 
     >>> observable_terms("0.5*ZZ + XI", 2)
     ((0.5, 'ZZ'), (1.0, 'XI'))
+    >>> from qiskit.quantum_info import SparsePauliOp
+    >>> observable_terms(SparsePauliOp("XZ"), 2)          # Qiskit's order: Z on qubit 0
+    ((1.0, 'ZX'),)
     """
-    paulis = observable if isinstance(observable, PauliSum) else PauliSum(observable)
+    paulis = as_pauli_sum(observable, num_wires)
     if paulis.num_qubits != num_wires:
         raise TypeCheckError(
             f"observable acts on {paulis.num_qubits} qubit(s) but {num_wires} wire(s) are given")
     if not paulis.is_hermitian():
         raise TypeCheckError(
             "an expectation value needs a Hermitian observable (real coefficients)")
-    return tuple((float(np.real(c)), label) for c, label in paulis.simplify().terms)
+    # terms that cancel leave the zero observable, written on the wires so its width stays known
+    terms = paulis.simplify().terms or ((0.0, "I" * num_wires),)
+    return tuple((float(np.real(c)), label) for c, label in terms)
 
 
 def _expval_rule(state: Type, *, terms: tuple, wires: tuple[int, ...]) -> tuple[Type, ...]:

@@ -1,0 +1,100 @@
+"""Regressions from trying qdiff as a new user would (arguments, observables, messages).
+
+Each test is named after its symptom; each failed before its fix.
+"""
+
+import numpy as np
+import pytest
+
+import qdiff
+from qdiff import quantum as qm
+
+
+@qdiff.program
+def rotated_pair(x):
+    q = qm.qubits(1)
+    qm.ry(x[0] * x[1], q[0])
+    return qm.expval("Z", q)
+
+
+@qdiff.program
+def rotated_by_key(p):
+    q = qm.qubits(1)
+    qm.ry(p["a"], q[0])
+    return qm.expval("Z", q)
+
+
+@pytest.mark.parametrize("args", [[0.3, 0.5], (0.3, 0.5), np.array([0.3, 0.5])],
+                         ids=["list", "tuple", "array"])
+def test_quantum_program_called_directly_with_a_list_or_tuple(args):
+    assert np.isclose(rotated_pair(args), np.cos(0.15))
+    assert np.isclose(qm.run(rotated_pair, args).values, np.cos(0.15))
+
+
+def test_quantum_program_called_directly_with_a_dict():
+    assert np.isclose(rotated_by_key({"a": 0.3}), np.cos(0.3))
+    assert np.isclose(qdiff.grad(rotated_by_key)({"a": 0.3})["a"], -np.sin(0.3))
+
+
+@pytest.mark.parametrize("observable", [5, None, 2.5])
+def test_expval_of_a_non_observable_names_what_an_observable_is(observable):
+    def f():
+        q = qm.qubits(1)
+        return qm.expval(observable, q)
+    with pytest.raises(qdiff.QdiffError, match="an observable is a Pauli string"):
+        qdiff.trace(f)
+
+
+def test_expval_of_cancelling_terms_needs_no_num_qubits():
+    def f(t):
+        q = qm.qubits(2)
+        qm.ry(t, q[0])
+        return qm.expval("ZZ - ZZ", q)
+    assert qdiff.trace(f, 0.1)(0.1) == 0.0
+    assert qdiff.grad(f)(0.1) == 0.0
+
+
+def test_expval_accepts_qiskit_sparse_pauli_op_in_qiskit_qubit_order():
+    from qiskit.quantum_info import Pauli, SparsePauliOp
+
+    def f(t):
+        q = qm.qubits(2)
+        qm.ry(t, q[0])
+        return qm.expval(SparsePauliOp("IZ"), q), qm.expval(Pauli("ZI"), q)
+    first, second = qdiff.trace(f, 0.3)(0.3)
+    assert np.isclose(first, np.cos(0.3)) and np.isclose(second, 1.0)
+
+
+@qdiff.program
+def scaled(x, b=1.0):
+    q = qm.qubits(1)
+    qm.ry(x * b, q[0])
+    return qm.expval("Z", q)
+
+
+def test_keyword_arguments_of_a_derivative_do_not_name_an_internal_class():
+    assert np.isclose(qdiff.grad(scaled)(0.3, b=2.0), -2.0 * np.sin(0.6))
+    assert np.isclose(scaled(0.3, b=2.0), np.cos(0.6))
+    with pytest.raises(qdiff.QdiffError, match="scaled.*unexpected keyword argument 'c'"):
+        qdiff.grad(scaled)(0.3, c=2.0)
+
+
+def test_unknown_option_on_a_classical_program_is_not_called_a_quantum_option():
+    with pytest.raises(qdiff.QdiffError, match="unknown keyword argument.*has_aux"):
+        qdiff.grad(lambda x: x * x, has_aux=True)(0.3)
+    with pytest.raises(qdiff.QdiffError, match="options of quantum gradients"):
+        qdiff.grad(lambda x: x * x, tol=1e-3)(0.3)
+
+
+@pytest.mark.parametrize("settings", [dict(tol=2), dict(tol=-1), dict(tol=0),
+                                      dict(shots=0), dict(remainder_tol=-1.0),
+                                      dict(exit_probability=0.0),
+                                      dict(max_loop_iterations=1e15)])
+def test_invalid_numeric_options_are_refused_with_their_range(settings):
+    from qdiff.quantum.lang.examples import repeat_until_one
+
+    name = next(iter(settings))
+    with pytest.raises(qdiff.QdiffError, match=f"{name} must be"):
+        qm.gradient(repeat_until_one, 0.7, **settings)
+    with pytest.raises(qdiff.QdiffError, match=f"{name} must be"):
+        qm.run(repeat_until_one, 0.7, **settings)
