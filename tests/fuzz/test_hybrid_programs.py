@@ -86,8 +86,9 @@ def random_hybrid(seed: int):
             else:  # a mid-circuit measurement and a branch on its outcome
                 _, wire, target, source = step
                 bit = qm.measure(q[wire])
-                qdiff.cond(bit, lambda: qm.ry(angles[source], q[target]),
-                           lambda: qm.rx(0.5 * angles[source], q[target]))
+                angle, wire_b = angles[source], q[target]
+                qdiff.cond(bit, lambda a=angle, t=wire_b: qm.ry(a, t),
+                           lambda a=angle, t=wire_b: qm.rx(0.5 * a, t))
         first = qm.expval(f"{coefficients[0]:.6f}*{labels[0]}", q)
         second = qm.expval(f"{coefficients[1]:.6f}*{labels[1]}", q)
         return loss_weights[0] * first + loss_weights[1] * second + 0.25
