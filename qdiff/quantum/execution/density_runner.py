@@ -56,8 +56,9 @@ from ..lang.gates import gate_spec
 from ..lang.primitives import pauli_sum_of
 from ..simulator import density_matrix as dm
 from .options import DEFAULTS, RunOptions
-from .reference import draw_bits, fused_gate_ops
+from .reference import check_finite_angles, draw_bits, fused_gate_ops
 from .runner import (
+    GATE_PRIMITIVES,
     QuantumResult,
     RunAccounting,
     _eqn_is_quantum,
@@ -157,6 +158,9 @@ class DensityRunner(RunAccounting):
         else:
             inputs = [(k, [_read(env, a) for a in eqn.inputs], rho)
                       for k, (_, env, rho) in enumerate(entries)]
+            if eqn.primitive in GATE_PRIMITIVES:
+                for _, values, _ in inputs:
+                    check_finite_angles(eqn, values[1:])
             for k, outs, rho in handler(self, eqn, inputs):
                 tag, env, _ = entries[k]
                 env = dict(env)

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ...ir.core import Program
+from ...ir.core import Eqn, Program
+from ...ir.errors import QdiffError
 from ..lang.fusion import FusionStats, fuse_gates, fused_gate_p, fused_gate_parts
 from ..lang.primitives import (
     expval_p,
@@ -37,6 +38,26 @@ qalloc_p.def_impl("numpy")(lambda *, num_qubits, dtype: _backend().zero_state(nu
 @gate_p.def_impl("numpy")
 def _gate_impl(state: np.ndarray, *angles: Any, **params: Any) -> np.ndarray:
     return apply_gate_eqn(_backend(), np.array(state), angles, **params)
+
+
+def check_finite_angles(eqn: Eqn, angles: Sequence[Any]) -> None:
+    """Refuse a gate whose angle is NaN or infinite: no number it would give is meaningful,
+    and a NaN state would otherwise meet measurements as probability 0 (a finite, wrong value).
+
+    >>> import qdiff
+    >>> from qdiff.quantum.lang.examples import rotation
+    >>> check_finite_angles(qdiff.trace(rotation, 0.1).eqns[1], [float("nan")])
+    ... # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    qdiff.ir.errors.QdiffError: gate ry on wires (0,): angle nan is not finite; ...
+    """
+    for angle in angles:
+        value = np.asarray(angle)
+        if value.dtype.kind in "fc" and not np.all(np.isfinite(value)):
+            name = eqn.params.get("name", "fused_gate")
+            raise QdiffError(f"gate {name} on wires {tuple(eqn.params['wires'])}: angle "
+                             f"{value} is not finite; check the classical code that computes it")
 
 
 def apply_gate_eqn(backend: Any, state: Any, angles: Any, *, name: str,

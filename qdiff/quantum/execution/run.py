@@ -50,6 +50,11 @@ class ExternalMode:
 EXTERNAL_MODES: dict[str, ExternalMode] = {}
 
 
+def modes(*own: str) -> list[str]:
+    """The run modes by name: exact and sample, ``own`` and the registered executors."""
+    return ["exact", "sample", *own, *EXTERNAL_MODES]
+
+
 def register_mode(name: str, mode: ExternalMode) -> None:
     """Make ``mode=name`` run programs (`run`) and gradients (`gradient`) with ``mode``."""
     EXTERNAL_MODES[name] = mode
@@ -101,6 +106,8 @@ def run_leaves(program: Program, leaves: Sequence[Any],
     does, whatever structure its arguments have)."""
     values = [np.asarray(v) for v in leaves]
     mode = options.mode
+    if mode not in ("exact", "sample", "density", *EXTERNAL_MODES):
+        raise QdiffError(f"mode must be one of {', '.join(modes('density'))}, got {mode!r}")
     for index, atom in enumerate(program.outputs):
         if isinstance(atom.type, QState):
             raise QdiffError(

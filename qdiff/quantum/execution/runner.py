@@ -29,7 +29,13 @@ from ..lang.fusion import fused_gate_p
 from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
 from ..simulator import get_backend
 from .options import DEFAULTS, RunOptions
-from .reference import apply_fused_gate_eqn, apply_gate_eqn, draw_bits, fused_program
+from .reference import (
+    apply_fused_gate_eqn,
+    apply_gate_eqn,
+    check_finite_angles,
+    draw_bits,
+    fused_program,
+)
 
 Item = tuple[float, list[Any]]  # (weight, values)
 
@@ -204,8 +210,11 @@ class BranchRunner(RunAccounting):
     def _step(self, eqn: Eqn, branches: list[tuple[float, dict]]) -> list[tuple[float, dict]]:
         handler = HANDLERS.get(eqn.primitive) if _eqn_is_quantum(eqn) else None
         result = []
+        gate = eqn.primitive in GATE_PRIMITIVES
         for weight, env in branches:
             inputs = [_read(env, a) for a in eqn.inputs]
+            if gate:
+                check_finite_angles(eqn, inputs[1:])
             outcomes = self.apply(eqn, handler, weight, inputs)
             for k, (w, outs) in enumerate(outcomes):
                 target = env if k == len(outcomes) - 1 else dict(env)
@@ -466,6 +475,8 @@ def _same_state(a: Any, b: Any) -> bool:
 def _with_params(eqn: Eqn, **changes: Any) -> Eqn:
     return Eqn(eqn.primitive, eqn.inputs, eqn.outputs, {**eqn.params, **changes})
 
+
+GATE_PRIMITIVES = frozenset((qp.gate_p, fused_gate_p))
 
 # The operations on states and the control flow around them, by primitive (an equation of
 # any other primitive runs on the reference interpreter, per branch).

@@ -46,7 +46,7 @@ from ...ir.interpreter import argument_leaves
 from ..certificate.tail import certify, tighten
 from ..execution.jobs import run_jobs
 from ..execution.options import DEFAULTS, RunOptions
-from ..execution.run import EXTERNAL_MODES
+from ..execution.run import EXTERNAL_MODES, modes
 from ..execution.runner import BranchRunner, MassAccount, _structure, enumerated_outputs
 from ..lang.fusion import unfuse_gates
 from ..lang.sites import postselects
@@ -180,7 +180,7 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, cotangent: Any = None,
                              "'parameter-shift'")
         return _sampled(program, leaves, cts, positions, tree, options)
     if mode != "exact":
-        raise QdiffError(f"mode must be 'exact', 'sample' or 'qiskit', got {mode!r}")
+        raise QdiffError(f"mode must be one of {', '.join(modes())}, got {mode!r}")
 
     def attempt(cut: float) -> tuple[Any, float, str | None]:
         flat, value, extra = _exact_vjp(program, leaves, cts, positions,

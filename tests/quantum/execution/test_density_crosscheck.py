@@ -271,7 +271,8 @@ def test_density_mode_errors_are_clear():
 
     with pytest.raises(qdiff.QdiffError, match="statevector, which mode='density'"):
         qm.run(debug, mode="density")
-    with pytest.raises(qdiff.QdiffError, match="'exact', 'sample' or 'density'"):
+    with pytest.raises(qdiff.QdiffError,
+                       match="mode must be one of exact, sample, density, qiskit, got 'densty'"):
         qm.run(debug, mode="densty")
 
 
