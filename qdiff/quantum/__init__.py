@@ -13,7 +13,7 @@ True
 
 from ..ir.interpreter import register_runner
 from .execution.options import RunOptions
-from .execution.run import run, run_leaves
+from .execution.run import TruncationWarning, call_program, run
 from .execution.runner import NonTerminatingLoopError, QuantumResult, needs_runner
 from .gradients import differentiation  # noqa: F401  (registers the quantum derivative rule)
 from .gradients.gradient import QuantumGradient, gradient, jacobian
@@ -43,11 +43,11 @@ from .qiskit.exporter import to_qiskit
 from .qiskit.importer import from_qiskit
 
 globals().update(GATES)
-register_runner(needs_runner, lambda program, values, backend: run_leaves(program, values).values)
+register_runner(needs_runner, call_program)
 
 __all__ = [
     "GATES", "NonTerminatingLoopError", "PauliSum", "QuantumGradient", "QuantumResult",
-    "RunOptions",
+    "RunOptions", "TruncationWarning",
     "Register", "Wire", "apply", "expval", "from_qiskit", "gate_spec", "gradient", "jacobian",
     "known_gates",
     "mcx", "mcz", "measure", "pauli_rot", "postselect", "probs", "qubits", "reset", "run",

@@ -4,6 +4,8 @@ an external executor (Qiskit's samplers register ``mode="qiskit"``).
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +50,33 @@ class ExternalMode:
 # Modes that run programs elsewhere, by name. The executor's package registers itself on
 # import (`qdiff.quantum.qiskit.execution`: "qiskit"), so execution never imports it.
 EXTERNAL_MODES: dict[str, ExternalMode] = {}
+
+
+class TruncationWarning(UserWarning):
+    """A number computed with loops cut off may be further from the exact one than ``tol``."""
+
+
+def warn_if_truncated(what: str, left_out: float, bound: Any, tol: float,
+                      reason: str | None = None) -> None:
+    """Warn when ``left_out`` probability (pruned or cut off) exceeds ``tol`` and nothing
+    certifies that the number is still within ``tol`` (``bound``: its certified remainder).
+
+    >>> import warnings
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     warn_if_truncated("f(0.01)", 0.08, float("inf"), 1e-12, "no exit probability")
+    >>> print(caught[0].message)  # doctest: +ELLIPSIS
+    f(0.01): loops were cut off with probability 0.08 still going on, and no bound ...
+    """
+    largest = float(np.max(bound)) if bound is not None and np.size(bound) else math.inf
+    if left_out <= tol or largest <= tol:
+        return
+    size = (f"it may be off by up to {largest:.3g} (certified)" if math.isfinite(largest)
+            else f"and no bound certifies how far off it is ({reason or 'no certificate'})")
+    warnings.warn(f"{what}: loops were cut off with probability {left_out:.3g} still going "
+                  f"on, {size}; qm.run and qm.gradient report remainder_bound, and "
+                  "remainder_tol= (or a smaller tol, a larger max_loop_iterations) sums further",
+                  TruncationWarning, stacklevel=3)
 
 
 def modes(*own: str) -> list[str]:
@@ -98,6 +127,15 @@ def run(program: Any, *args: Any, options: RunOptions | None = None,
     elif not isinstance(program, Program):
         program = trace(program, *args)
     return run_leaves(program, argument_leaves(program, args), options)
+
+
+def call_program(program: Program, values: list[Any], backend: str = "numpy") -> Any:
+    """What calling a quantum Program returns: its values alone (exact mode), with a
+    `TruncationWarning` when they may be further than ``tol`` from the exact ones."""
+    result = run_leaves(program, values)
+    warn_if_truncated(f"{program.name}(...)", result.dropped_mass + result.unterminated_mass,
+                      result.remainder_bound, DEFAULTS.tol, result.remainder_reason)
+    return result.values
 
 
 def run_leaves(program: Program, leaves: Sequence[Any],

@@ -29,14 +29,23 @@ from ...ir import pytree
 from ...ir.core import Program
 from ...ir.primitives import get_primitive
 from ..execution.options import RunOptions
-from ..execution.run import run
+from ..execution.run import run, warn_if_truncated
 from ..lang.primitives import QUANTUM_PRIMITIVES
 from .adjoint import RecordedRun
 from .gradient import gradient, jacobian, jacobian_rows
 
 
 def _gradient(program: Program, args: tuple, argnums: Any, method: str, options: dict) -> Any:
-    return gradient(program, *args, argnums=argnums, method=method, **options)
+    result = gradient(program, *args, argnums=argnums, method=method, **options)
+    settings = dict(options)
+    tol = RunOptions.of(settings.pop("options", None), **settings).tol
+    bound = result.remainder_bound
+    if result.value_remainder_bound is not None and bound is not None:
+        bound = max(float(np.max(bound, initial=0.0)), result.value_remainder_bound)
+    warn_if_truncated(f"the derivative of {program.name}",
+                      result.dropped_mass + result.unterminated_mass, bound, tol,
+                      result.remainder_reason)
+    return result
 
 
 def _jacobian(program: Program, args: tuple, argnums: Any, method: str, options: dict) -> Any:
