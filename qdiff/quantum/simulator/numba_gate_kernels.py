@@ -7,7 +7,7 @@ Every kernel makes one pass over the amplitudes it touches: a 1-qubit gate reads
 each amplitude once.
 
 >>> import numpy as np
->>> psi = np.array([1, 0j]); PAIR(None, psi, 1, np.array([0]), 0, 1, True, 0j, 1, 1, 0j)
+>>> psi = np.array([1, 0j]); PAIR(None, psi, 1, np.array([0]), 0, 1, True, 0j, 1 + 0j, 1 + 0j, 0j)
 >>> psi.real.tolist()
 [0.0, 1.0]
 """
