@@ -1,17 +1,12 @@
-"""The statevector back-end interface, the index math every back end shares, and selection.
+"""The statevector back-end interface: what every back end offers, on top of five kernels.
 
 A state is a flat, C-contiguous array of ``2^n`` complex amplitudes (``complex128`` or
-``complex64``) in Qiskit's little-endian order: wire ``k`` is bit ``k`` of the index. Every
-operation works in place where that makes sense and returns the state, so calls chain.
+``complex64``) in Qiskit's little-endian order: wire ``k`` is bit ``k`` of the index (the index
+math is in :mod:`qdiff.quantum.simulator.indexing`). Every operation works in place where that
+makes sense and returns the state, so calls chain. The back ends are in ``numpy_backend``,
+``numba_backend`` and ``cupy_backend``; :func:`qdiff.quantum.simulator.get_backend` picks one.
 
-Index math (the one idea every kernel uses). A gate on ``targets`` with ``controls`` touches the
-amplitudes in groups of ``2^k`` (``k = len(targets)``). Number the groups ``g = 0 .. 2^(n-m)-1``
-(``m = len(targets) + len(controls)``); :func:`insert_zero_bits` spreads ``g`` over the bits that
-are not gate wires, OR-ing ``cmask`` sets every control to 1, and ``offsets[r]`` adds the target
-bits of row ``r`` of the gate matrix. So amplitude ``r`` of group ``g`` lives at
-``insert_zero_bits(g, positions) | cmask | offsets[r]``. Controlled gates therefore never build
-the big matrix: the groups where a control is 0 are simply never visited.
-
+>>> from qdiff.quantum.simulator import get_backend
 >>> be = get_backend("numpy")
 >>> psi = be.zero_state(2)
 >>> be.apply_gate(psi, 2, "h", [0]); be.apply_gate(psi, 2, "cx", [0, 1])  # doctest: +ELLIPSIS
@@ -27,312 +22,24 @@ from __future__ import annotations
 import abc
 import functools
 import math
-import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
-from qdiff.quantum.simulator.memory import check_statevector_memory
-
 from ..lang.gates import GateSpec, gate_spec
 from ..lang.observables import PauliSum, parity, pauli_masks
+from .gate_ops import GateOp, fused_matrix
+from .indexing import IndexLayout, check_wires, index_layout, marginal_probabilities
+from .memory import check_statevector_memory
 
-__all__ = [
-    "StatevectorBackend",
-    "GateOp",
-    "IndexLayout",
-    "index_layout",
-    "insert_zero_bits",
-    "check_wires",
-    "marginal_probabilities",
-    "fuse_single_qubit_layers",
-    "fused_matrix",
-    "random_circuit",
-    "get_backend",
-    "available_backends",
-    "numba_available",
-    "SUPPORTED_DTYPES",
-]
+__all__ = ["StatevectorBackend", "SUPPORTED_DTYPES"]
 
 SUPPORTED_DTYPES = (np.dtype(np.complex128), np.dtype(np.complex64))
 
 
-# ---------------------------------------------------------------------------------------------
-# index math shared by the NumPy, Numba and CuPy back ends (scalars or int64 arrays)
-# ---------------------------------------------------------------------------------------------
-
-def insert_zero_bits(index: Any, sorted_positions: Any) -> Any:
-    """Insert a 0 bit at each of ``sorted_positions`` (ascending, absolute in the result).
-
-    Works on Python ints, int64 NumPy/CuPy arrays and, compiled by Numba, on scalars.
-
-    >>> bin(insert_zero_bits(0b111, [1, 3]))
-    '0b10101'
-    """
-    for p in sorted_positions:
-        index = ((index >> p) << (p + 1)) | (index & ((1 << p) - 1))
-    return index
-
-
-@dataclass(frozen=True, eq=False)
-class IndexLayout:
-    """Where a gate's amplitude groups live (see the module doc). Cached by :func:`index_layout`.
-
-    Attributes:
-        num_qubits: register size ``n``.
-        targets: wires that carry the gate matrix (matrix bit ``j`` = ``targets[j]``).
-        controls: wires that must be 1.
-        positions: ``sorted(targets + controls)`` as int64: bits removed from the group counter.
-        cmask: OR of the control bits.
-        offsets: int64 ``[2^k]``, ``offsets[r]`` = target bits of matrix row ``r``.
-        num_groups: ``2^(n - len(positions))``.
-    """
-
-    num_qubits: int
-    targets: tuple[int, ...]
-    controls: tuple[int, ...]
-    positions: np.ndarray
-    cmask: int
-    offsets: np.ndarray
-    num_groups: int
-
-    def group_bases(self, xp: Any = np) -> Any:
-        """First amplitude index of every group (controls set, targets 0), as int64 ``xp`` array.
-
-        >>> index_layout(3, (0,), (2,)).group_bases().tolist()
-        [4, 6]
-        """
-        g = xp.arange(self.num_groups, dtype=xp.int64)
-        return insert_zero_bits(g, [int(p) for p in self.positions]) | self.cmask
-
-
-@functools.lru_cache(maxsize=4096)
-def index_layout(num_qubits: int, targets: tuple[int, ...],
-                 controls: tuple[int, ...] = ()) -> IndexLayout:
-    """The cached :class:`IndexLayout` of a gate placement (wires must be valid and distinct).
-
-    >>> lay = index_layout(3, (2, 0)); lay.offsets.tolist(), lay.num_groups
-    ([0, 4, 1, 5], 2)
-    """
-    positions = np.array(sorted(targets + controls), dtype=np.int64)
-    r = np.arange(1 << len(targets), dtype=np.int64)
-    offsets = np.zeros_like(r)
-    for j, t in enumerate(targets):
-        offsets |= ((r >> j) & 1) << t
-    cmask = 0
-    for c in controls:
-        cmask |= 1 << c
-    for arr in (positions, offsets):
-        arr.setflags(write=False)
-    return IndexLayout(num_qubits, targets, controls, positions, cmask, offsets,
-                       1 << (num_qubits - len(positions)))
-
-
-def marginal_probabilities(p: Any, num_qubits: int, wires: Sequence[int], xp: Any = np) -> Any:
-    """Marginal of a full probability vector ``p`` on ``wires`` (``wires[0]`` least significant).
-
-    >>> marginal_probabilities(np.array([0.1, 0.2, 0.3, 0.4]), 2, [1]).round(12).tolist()
-    [0.3, 0.7]
-    """
-    n = num_qubits
-    ws = tuple(int(w) for w in wires)
-    if ws == tuple(range(n)):
-        return p
-    # View p as a tensor whose axes are, from the most significant wire down, either one kept
-    # wire (size 2) or a run of dropped wires merged into one axis (so a 40-qubit register
-    # never needs 40 axes); sum the dropped axes, then order the kept ones so that wires[0]
-    # ends up least significant.
-    shape: list[int] = []
-    dropped_axes: list[int] = []
-    kept_axis_wire: list[int] = []
-    run = 0
-    for w in range(n - 1, -1, -1):
-        if w in ws:
-            if run:
-                dropped_axes.append(len(shape))
-                shape.append(1 << run)
-                run = 0
-            kept_axis_wire.append(w)
-            shape.append(2)
-        else:
-            run += 1
-    if run:
-        dropped_axes.append(len(shape))
-        shape.append(1 << run)
-    marg = p.reshape(shape)
-    if dropped_axes:
-        marg = xp.sum(marg, axis=tuple(dropped_axes))
-    order = [kept_axis_wire.index(w) for w in reversed(ws)]
-    return xp.ascontiguousarray(xp.transpose(marg, order)).reshape(-1)
-
-
-# ---------------------------------------------------------------------------------------------
-# operations and fusion
-# ---------------------------------------------------------------------------------------------
-
-class GateOp(NamedTuple):
-    """One gate application: a table name / :class:`GateSpec` / matrix, its wires, its params.
-
-    >>> GateOp("rx", (0,), (0.5,)).wires
-    (0,)
-    """
-
-    gate: str | GateSpec | np.ndarray
-    wires: tuple[int, ...]
-    params: tuple[float, ...] = ()
-
-
-def _op_matrix(op: GateOp) -> np.ndarray:
-    if isinstance(op.gate, np.ndarray):
-        return np.asarray(op.gate, dtype=np.complex128)
-    return gate_spec(op.gate).matrix(*op.params)
-
-
-def fuse_single_qubit_layers(ops: Iterable[GateOp]) -> list[GateOp]:
-    """Merge runs of 1-qubit gates on the same wire into one 2x2 matrix per run.
-
-    A run ends when a multi-qubit gate touches its wire; gates on other wires commute with it,
-    so they may be emitted later. Fused gates are emitted as matrices (diagonal products stay
-    diagonal, which the back ends detect). Returns a new list; the circuit's unitary is
-    unchanged.
-
-    >>> ops = [GateOp("ry", (0,), (0.3,)), GateOp("rz", (0,), (0.2,)), GateOp("cx", (0, 1))]
-    >>> [len(op.wires) for op in fuse_single_qubit_layers(ops)]
-    [1, 2]
-    """
-    pending: dict[int, np.ndarray] = {}
-    out: list[GateOp] = []
-    for op in ops:
-        op = GateOp(op.gate, tuple(int(w) for w in op.wires), tuple(op.params))
-        if len(op.wires) == 1:
-            w = op.wires[0]
-            m = _op_matrix(op)
-            if m.shape != (2, 2):
-                raise ValueError(f"1-wire gate {op.gate!r} has a matrix of shape {m.shape}")
-            pending[w] = m @ pending[w] if w in pending else m
-            continue
-        for w in op.wires:
-            if w in pending:
-                out.append(GateOp(pending.pop(w), (w,)))
-        out.append(op)
-    for w in sorted(pending):
-        out.append(GateOp(pending[w], (w,)))
-    return out
-
-
-def _apply_local(mat: np.ndarray, k: int, u: np.ndarray, local: Sequence[int]) -> np.ndarray:
-    # u (bit j of its index = local wire local[j]) applied to the row index of mat [2^k, C]
-    a = len(local)
-    t = mat.reshape((2,) * k + (-1,))  # axis i is bit k-1-i
-    ut = u.reshape((2,) * (2 * a))
-    res = np.tensordot(ut, t, axes=([a + a - 1 - j for j in range(a)],
-                                     [k - 1 - local[j] for j in range(a)]))
-    res = np.moveaxis(res, [a - 1 - j for j in range(a)], [k - 1 - local[j] for j in range(a)])
-    return res.reshape(mat.shape)
-
-
-def fused_matrix(wires: Sequence[int], ops: Iterable[GateOp]) -> np.ndarray:
-    """The ``2^k x 2^k`` matrix of a gate sequence whose wires all lie in ``wires``.
-
-    Bit ``j`` of the matrix index is ``wires[j]`` (the gate-matrix convention), and the ops
-    are applied in order, so the result is ``U_last ... U_first``.
-
-    >>> m = fused_matrix([0, 1], [GateOp("h", (0,)), GateOp("cx", (0, 1))])
-    >>> (m @ np.eye(4)[0] * np.sqrt(2)).real.round(12).tolist()  # |00> -> Bell state
-    [1.0, 0.0, 0.0, 1.0]
-    """
-    ws = tuple(int(w) for w in wires)
-    local = {w: j for j, w in enumerate(ws)}
-    k = len(ws)
-    m = np.eye(1 << k, dtype=np.complex128)
-    for op in ops:
-        op = GateOp(*op)
-        try:
-            lw = [local[int(w)] for w in op.wires]
-        except KeyError:
-            raise ValueError(f"fused gate on wires {ws}: a gate acts on {tuple(op.wires)}, "
-                             "outside them") from None
-        m = _apply_local(m, k, _op_matrix(op), lw)
-    return m
-
-
-def random_circuit(num_qubits: int, num_gates: int, rng: np.random.Generator | int | None = None,
-                   gates: Sequence[str] | None = None) -> list[GateOp]:
-    """Random gates from the whole table on random distinct wires (for tests and benchmarks).
-
-    Families get random static arguments: ``mcx``/``mcz`` a random number of controls,
-    ``pauli_rot`` a random word of up to 4 letters, ``unitary`` a random 1-3 qubit unitary.
-    Parameters are uniform in ``[-2π, 2π)``.
-
-    >>> ops = random_circuit(3, 5, rng=0); len(ops), all(len(op.wires) <= 3 for op in ops)
-    (5, True)
-    """
-    from ..lang.gates import ALIASES, GATE_TABLE, GateFamily
-
-    gen = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
-    names = sorted(GATE_TABLE) if gates is None else list(gates)
-    ops: list[GateOp] = []
-    while len(ops) < num_gates:
-        name = names[int(gen.integers(len(names)))]
-        entry = GATE_TABLE[ALIASES.get(name, name)]
-        if isinstance(entry, GateFamily):
-            width = int(gen.integers(1, min(num_qubits, 4) + 1))
-            if name in ("mcx", "mcz"):
-                spec = gate_spec(name, num_controls=width - 1)
-            elif name == "pauli_rot":
-                spec = gate_spec(name, pauli="".join(gen.choice(list("IXYZ"), size=width)))
-            else:
-                width = min(width, 3)
-                z = gen.normal(size=(1 << width, 1 << width)) + 1j * gen.normal(
-                    size=(1 << width, 1 << width))
-                q, r = np.linalg.qr(z)
-                spec = gate_spec("unitary", matrix=q * (np.diagonal(r) / np.abs(np.diagonal(r))))
-        else:
-            spec = entry
-        if spec.num_qubits > num_qubits:
-            continue
-        wires = tuple(int(w) for w in gen.permutation(num_qubits)[: spec.num_qubits])
-        params = tuple(float(p) for p in gen.uniform(-2 * np.pi, 2 * np.pi, spec.num_params))
-        ops.append(GateOp(spec if isinstance(entry, GateFamily) else name, wires, params))
-    return ops
-
-
-# ---------------------------------------------------------------------------------------------
-# the interface
-# ---------------------------------------------------------------------------------------------
-
 def _as_pauli_sum(obs: PauliSum | str | Sequence[tuple[Any, str]]) -> PauliSum:
     return obs if isinstance(obs, PauliSum) else PauliSum(obs)
-
-
-def check_wires(wires: Any, num_qubits: int, what: str) -> tuple[int, ...]:
-    """Validate wires (ints, in range, distinct) and return them as a tuple; ``what`` names the
-    operation in the error message.
-
-    >>> check_wires([2, 0], 3, "cx")
-    (2, 0)
-    >>> check_wires([0, 0], 3, "cx")
-    Traceback (most recent call last):
-    ...
-    ValueError: cx: repeated wires (0, 0); each wire may appear once
-    """
-    try:
-        ws = tuple(int(w) for w in wires)
-    except TypeError as exc:
-        raise TypeError(f"{what}: wires must be a sequence of ints, got {wires!r}") from exc
-    for w, orig in zip(ws, wires, strict=True):
-        if w != orig:
-            raise TypeError(f"{what}: wires must be integers, got {orig!r}")
-        if not 0 <= w < num_qubits:
-            raise ValueError(
-                f"{what}: wire {w} is out of range for a {num_qubits}-qubit register "
-                f"(valid wires are 0..{num_qubits - 1})"
-            )
-    if len(set(ws)) != len(ws):
-        raise ValueError(f"{what}: repeated wires {ws}; each wire may appear once")
-    return ws
 
 
 _INFER_CONTROLS = frozenset({"mcx", "mcz"})
@@ -393,6 +100,7 @@ class StatevectorBackend(abc.ABC):
         """Free memory where this back end keeps states; ``None``: host memory (see
         ``memory.available_memory_bytes``).
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> get_backend("numpy").available_bytes() is None
         True
         """
@@ -407,6 +115,7 @@ class StatevectorBackend(abc.ABC):
     def zero_state(self, num_qubits: int, dtype: Any = np.complex128) -> Any:
         """``|0...0>`` on ``num_qubits`` qubits; refuses registers that do not fit in memory.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> get_backend("numpy").zero_state(2).tolist()
         [(1+0j), 0j, 0j, 0j]
         """
@@ -415,6 +124,7 @@ class StatevectorBackend(abc.ABC):
     def basis_state(self, num_qubits: int, index: int, dtype: Any = np.complex128) -> Any:
         """Computational basis state ``|index>`` (bit k of ``index`` = wire k).
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> get_backend("numpy").basis_state(2, 2).real.tolist()
         [0.0, 0.0, 1.0, 0.0]
         """
@@ -430,6 +140,7 @@ class StatevectorBackend(abc.ABC):
     def asarray(self, state: Any, dtype: Any = None) -> Any:
         """A state in this back end's array type (copied only when needed).
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> get_backend("numpy").asarray([1, 0]).dtype
         dtype('complex128')
         """
@@ -441,6 +152,7 @@ class StatevectorBackend(abc.ABC):
     def to_numpy(self, array: Any) -> np.ndarray:
         """Host NumPy copy/view of a back-end array.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> type(get_backend("numpy").to_numpy(np.zeros(2))).__name__
         'ndarray'
         """
@@ -449,6 +161,7 @@ class StatevectorBackend(abc.ABC):
     def copy(self, state: Any) -> Any:
         """A copy of ``state``.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> get_backend("numpy").copy(np.ones(2, complex)).tolist()
         [(1+0j), (1+0j)]
         """
@@ -487,6 +200,7 @@ class StatevectorBackend(abc.ABC):
         the wires; other families take their static arguments as keywords
         (``pauli="XZ"``, ``matrix=M``).
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy"); psi = be.zero_state(3)
         >>> be.apply_gate(psi, 3, "x", [0]).real.tolist()[:2]
         [0.0, 1.0]
@@ -571,6 +285,7 @@ class StatevectorBackend(abc.ABC):
         than the passes they save, 4x4 matrices up to 13 qubits, 5-qubit blocks (32x32) from
         14 qubits on, where fewer passes over the state win.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> [get_backend("numpy").fusion_width(n) for n in (4, 12, 20)]
         [0, 2, 5]
         """
@@ -582,6 +297,7 @@ class StatevectorBackend(abc.ABC):
         over the state as the back end can (one here, as a dense matrix, up to
         ``dense_fusion_limit`` wires; gate by gate beyond).
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy")
         >>> psi = be.apply_fused(be.zero_state(2), 2, [0, 1], [("h", (0,)), ("cx", (0, 1))])
         >>> be.probs(psi, 2).round(3).tolist()
@@ -602,6 +318,7 @@ class StatevectorBackend(abc.ABC):
     def apply_circuit(self, state: Any, num_qubits: int, ops: Iterable[GateOp]) -> Any:
         """Apply a sequence of :class:`GateOp` (or ``(gate, wires, params)`` tuples) in order.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy")
         >>> psi = be.apply_circuit(be.zero_state(2), 2, [("h", (0,)), ("cx", (0, 1))])
         >>> be.probs(psi, 2).round(3).tolist()
@@ -617,6 +334,7 @@ class StatevectorBackend(abc.ABC):
                            wires: Sequence[int] | None = None, coeff: complex = 1.0) -> Any:
         """``state <- coeff * P state`` in place; letter ``k`` of ``pauli`` acts on ``wires[k]``.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy")
         >>> bool(np.allclose(be.apply_pauli_string(be.zero_state(2), 2, "YI"), [0, 1j, 0, 0]))
         True
@@ -631,6 +349,7 @@ class StatevectorBackend(abc.ABC):
                              wires: Sequence[int] | None = None) -> Any:
         """``state <- exp(-i theta P / 2) state`` in place, without a matrix.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy")
         >>> be.apply_pauli_rotation(be.zero_state(1), 1, math.pi, "X").round(12).tolist()
         [0j, -1j]
@@ -650,6 +369,7 @@ class StatevectorBackend(abc.ABC):
 
         Used for ``O|psi>`` and ``G|psi>`` in adjoint differentiation.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy")
         >>> be.apply_pauli_sum(be.zero_state(1), 1, "0.5*Z + 2*X").real.tolist()
         [0.5, 2.0]
@@ -683,6 +403,7 @@ class StatevectorBackend(abc.ABC):
 
         For an unnormalized branch state this is the branch's weighted contribution.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy")
         >>> be.expval_pauli_sum(be.zero_state(2), 2, "0.5*ZI - X1")
         0.5
@@ -694,6 +415,7 @@ class StatevectorBackend(abc.ABC):
                                wires: Sequence[int] | None = None) -> np.ndarray:
         """Expectation values of many observables; each distinct Pauli string is measured once.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy")
         >>> be.expval_pauli_sum_batch(be.zero_state(1), 1, ["Z", "X", "2*Z + 1"]).tolist()
         [1.0, 0.0, 3.0]
@@ -724,6 +446,7 @@ class StatevectorBackend(abc.ABC):
     def inner(self, a: Any, b: Any) -> complex:
         """``<a|b>`` (conjugating ``a``).
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy"); be.inner(np.array([1j, 0]), np.array([1, 0j]))
         -1j
         """
@@ -732,6 +455,7 @@ class StatevectorBackend(abc.ABC):
     def norm_squared(self, state: Any) -> float:
         """``<state|state>``: the probability weight of an unnormalized branch state.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> get_backend("numpy").norm_squared(np.array([0.6, 0.8j]))
         1.0
         """
@@ -743,6 +467,7 @@ class StatevectorBackend(abc.ABC):
         Same order as Qiskit's ``Statevector.probabilities(qargs=wires)``; unnormalized states
         give unnormalized (branch-weighted) probabilities.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy"); psi = be.apply_gate(be.zero_state(2), 2, "x", [1])
         >>> be.probs(psi, 2, [1]).tolist(), be.probs(psi, 2, [1, 0]).tolist()
         ([0.0, 1.0], [0.0, 1.0, 0.0, 0.0])
@@ -758,6 +483,7 @@ class StatevectorBackend(abc.ABC):
         The result is the unnormalized branch state whose squared norm is the outcome's
         probability, which is the semantics of measurement branches in qdiff.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy"); psi = be.apply_gate(be.zero_state(1), 1, "h", [0])
         >>> round(be.norm_squared(be.project(psi, 1, 0, 1)), 12)
         0.5
@@ -776,6 +502,7 @@ class StatevectorBackend(abc.ABC):
         A reset is the sum of both branches (``rho -> P0 rho P0 + X P1 rho P1 X``); a sampler
         picks one with probability ``norm_squared`` of the branch.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy"); psi = be.apply_gate(be.zero_state(1), 1, "x", [0])
         >>> be.reset_branch(psi, 1, 0, 1).real.tolist()
         [1.0, 0.0]
@@ -844,6 +571,7 @@ class StatevectorBackend(abc.ABC):
         The adjoint method's derivative of a gate ``exp(-iθG)`` is ``2 Im<λ|G ψ>``; this
         reads the two states once per term (the Numba back end: once for all terms).
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy"); psi = be.apply_gate(be.zero_state(1), 1, "h", [0])
         >>> round(be.inner_pauli_sum(be.zero_state(1), psi, 1, "X - 2*Z").real, 6)
         -0.707107
@@ -863,6 +591,7 @@ class StatevectorBackend(abc.ABC):
         returns ``out``. The adjoint of a readout ``<ψ|O|ψ>`` with cotangent ``ē`` adds
         ``ē O ψ`` to ``λ`` this way (the Numba back end in one pass, no temporaries).
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy"); out = np.ones(2, complex)
         >>> be.add_pauli_sum(out, be.zero_state(1), 1, "0.5*Z + 2*X", scale=2.0).real.tolist()
         [2.0, 5.0]
@@ -881,6 +610,7 @@ class StatevectorBackend(abc.ABC):
         """The widest block of gates :meth:`adjoint_block` should be given (the fusion width
         unless a back end knows better).
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy"); be.adjoint_width(20) == be.fusion_width(20)
         True
         """
@@ -904,6 +634,7 @@ class StatevectorBackend(abc.ABC):
         Here gate by gate: one pass over each state per gate and one over both per
         derivative (:meth:`inner_pauli_sum`); the Numba back end does a block in one pass.
 
+        >>> from qdiff.quantum.simulator import get_backend
         >>> be = get_backend("numpy")
         >>> psi = be.apply_gate(be.zero_state(1), 1, "ry", [0], [0.4]); lam = psi * [1, -1]
         >>> g = be.adjoint_block(psi, lam, 1, [0], [GateOp("ry", (0,), (0.4,))], [True])
@@ -933,86 +664,3 @@ class StatevectorBackend(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
-
-
-# ---------------------------------------------------------------------------------------------
-# selection
-# ---------------------------------------------------------------------------------------------
-
-_INSTANCES: dict[str, StatevectorBackend] = {}
-_LOCK = threading.Lock()
-
-
-@functools.lru_cache(maxsize=1)
-def numba_available() -> bool:
-    """True when Numba imports.
-
-    >>> isinstance(numba_available(), bool)
-    True
-    """
-    try:
-        import numba  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-def available_backends() -> list[str]:
-    """Names :func:`get_backend` can return here (``cupy`` only with a working GPU).
-
-    >>> "numpy" in available_backends()
-    True
-    """
-    from qdiff.gpu.array_module import cupy_available
-
-    names = ["numpy"]
-    if numba_available():
-        names.append("numba")
-    if cupy_available():
-        names.append("cupy")
-    return names
-
-
-def get_backend(name: str | StatevectorBackend = "auto") -> StatevectorBackend:
-    """A shared back-end instance: ``"numpy"``, ``"numba"``, ``"cupy"``, ``"auto"``, ``"auto-gpu"``.
-
-    ``auto`` is Numba when it imports, else NumPy; ``auto-gpu`` is CuPy when CuPy and a GPU are
-    present, else ``auto``. CuPy is never chosen unless asked for.
-
-    >>> get_backend("numpy").name
-    'numpy'
-    """
-    if isinstance(name, StatevectorBackend):
-        return name
-    key = name.lower()
-    if key == "auto-gpu":
-        from qdiff.gpu.array_module import cupy_available
-
-        key = "cupy" if cupy_available() else "auto"
-    if key == "auto":
-        key = "numba" if numba_available() else "numpy"
-    with _LOCK:
-        if key not in _INSTANCES:
-            _INSTANCES[key] = _make_backend(key)
-        return _INSTANCES[key]
-
-
-def _make_backend(key: str) -> StatevectorBackend:
-    if key == "numpy":
-        from qdiff.quantum.simulator.numpy_backend import NumpyBackend
-
-        return NumpyBackend()
-    if key == "numba":
-        if not numba_available():
-            raise ImportError("the 'numba' back end needs the numba package (pip install numba)")
-        from qdiff.quantum.simulator.numba_backend import NumbaBackend
-
-        return NumbaBackend()
-    if key == "cupy":
-        from qdiff.quantum.simulator.cupy_backend import CupyBackend
-
-        return CupyBackend()
-    raise ValueError(
-        f"unknown back end {key!r}; choose one of 'numpy', 'numba', 'cupy', 'auto', 'auto-gpu'"
-    )
-

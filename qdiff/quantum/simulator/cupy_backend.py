@@ -4,7 +4,7 @@ for the hot gates.
 CuPy is imported lazily, inside the methods, so importing qdiff never needs it. The dense
 1-qubit, diagonal and 1-qubit permutation gates (every rotation, every CNOT) run as
 ``cupy.ElementwiseKernel``s with one GPU thread per amplitude group; their index math is a
-line-by-line transcription of :func:`qdiff.quantum.simulator.backend.insert_zero_bits` and of
+line-by-line transcription of :func:`qdiff.quantum.simulator.indexing.insert_zero_bits` and of
 the Numba bodies. Everything else (2-qubit and wider dense gates, Pauli strings, expectation
 values, probabilities) uses the array-module code of :class:`ArrayModuleBackend`, which is the
 same code the NumPy reference runs.
@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 
 from qdiff.gpu.array_module import import_cupy
-from qdiff.quantum.simulator.backend import IndexLayout
-from qdiff.quantum.simulator.numpy_backend import ArrayModuleBackend
+
+from .indexing import IndexLayout
+from .numpy_backend import ArrayModuleBackend
+from .registry import register_backend
 
 __all__ = ["CupyBackend"]
 
@@ -145,3 +147,6 @@ class CupyBackend(ArrayModuleBackend):
         ph = np.asarray(phases)
         self._kernel("perm1")(*self._layout_args(layout), 1 << layout.targets[0],
                               t(ph[0]), t(ph[1]), state, size=layout.num_groups)
+
+
+register_backend("cupy", CupyBackend)

@@ -24,11 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from qdiff.quantum.simulator.backend import check_wires, marginal_probabilities
-from qdiff.quantum.simulator.memory import check_statevector_memory
-
 from ..lang.gates import GateSpec, gate_spec
 from ..lang.observables import PauliSum
+from .indexing import check_wires, marginal_probabilities
+from .memory import check_statevector_memory
 
 __all__ = [
     "MAX_DENSITY_QUBITS",

@@ -1,6 +1,6 @@
 """Reference back end: vectorized array code over any NumPy-compatible array module.
 
-Every kernel builds the explicit index arrays of :mod:`qdiff.quantum.simulator.backend`'s index
+Every kernel builds the explicit index arrays of :mod:`qdiff.quantum.simulator.indexing`'s index
 math (group bases ``|`` offsets) and gathers/scatters through them. That is not the fastest way
 to simulate, but it is the most direct transcription of the shared index math, which is what a
 reference is for; the same class runs on CuPy arrays (see ``cupy_backend``).
@@ -12,9 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from qdiff.quantum.simulator.backend import IndexLayout, StatevectorBackend
-
 from ..lang.observables import parity
+from .backend import StatevectorBackend
+from .indexing import IndexLayout
+from .registry import register_backend
 
 __all__ = ["ArrayModuleBackend", "NumpyBackend"]
 
@@ -71,3 +72,6 @@ class NumpyBackend(ArrayModuleBackend):
 
     def __init__(self) -> None:
         super().__init__(np)
+
+
+register_backend("numpy", NumpyBackend)

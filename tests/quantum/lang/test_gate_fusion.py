@@ -8,7 +8,7 @@ import pytest
 
 import qdiff
 import qdiff.numpy as qnp
-import qdiff.quantum.simulator.numba_backend as numba_module
+import qdiff.quantum.simulator.numba_block_kernels as numba_module
 from qdiff import quantum as qm
 from qdiff.ir.core import Program
 from qdiff.ir.errors import VerificationError
@@ -18,7 +18,7 @@ from qdiff.quantum.execution.runner import BranchRunner
 from qdiff.quantum.lang.fusion import FusionStats, fuse_gates, plan_blocks
 from qdiff.quantum.lang.gates import GATE_TABLE, gate_spec
 from qdiff.quantum.simulator import GateOp, get_backend, random_circuit
-from qdiff.quantum.simulator.backend import fused_matrix
+from qdiff.quantum.simulator.gate_ops import fused_matrix
 from qdiff.quantum.simulator.numba_backend import NumbaBackend, encode_block
 
 ALL_GATES = sorted(GATE_TABLE)
@@ -329,7 +329,7 @@ def test_numba_block_kernel_on_every_gather_layout(wires, dtype):
         assert np.abs(got - reference).max() < tol
     # the threaded driver itself, whatever the thread count here
     layout_positions = np.array(sorted(wires), np.int64)
-    from qdiff.quantum.simulator.backend import index_layout
+    from qdiff.quantum.simulator.indexing import index_layout
 
     layout = index_layout(n, tuple(sorted(wires)))
     state = psi.copy()

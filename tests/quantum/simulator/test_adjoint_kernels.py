@@ -199,7 +199,7 @@ def test_numba_block_kernel_falls_back_for_wide_and_family_gates():
 
 
 def test_block_encoding_merges_diagonal_runs_and_pairs_rotations():
-    from qdiff.quantum.simulator.numba_adjoint import (
+    from qdiff.quantum.simulator.adjoint_encoding import (
         A_DIAGRUN,
         A_PERM,
         A_ROT1,

@@ -13,9 +13,16 @@ from qiskit.quantum_info import SparsePauliOp, Statevector
 
 import qdiff.gpu.array_module as array_module
 import qdiff.quantum.simulator.backend as backend_module
+import qdiff.quantum.simulator.block_encoding as block_encoding_module
+import qdiff.quantum.simulator.gate_ops as gate_ops_module
+import qdiff.quantum.simulator.indexing as indexing_module
 import qdiff.quantum.simulator.memory as memory_module
 import qdiff.quantum.simulator.numba_backend as numba_module
+import qdiff.quantum.simulator.numba_block_kernels as numba_block_module
+import qdiff.quantum.simulator.numba_gate_kernels as numba_gate_module
+import qdiff.quantum.simulator.numba_ranges as numba_ranges_module
 import qdiff.quantum.simulator.numpy_backend as numpy_module
+import qdiff.quantum.simulator.registry as registry_module
 from qdiff.gpu import cupy_available, get_array_module, import_cupy
 from qdiff.quantum.lang.gates import UnknownGateError, gate_spec
 from qdiff.quantum.lang.observables import PauliSum
@@ -359,7 +366,9 @@ def test_cupy_matches_numpy(use_kernels: bool, dtype: type) -> None:
 
 
 @pytest.mark.parametrize(
-    "module", [backend_module, numpy_module, numba_module, memory_module, array_module])
+    "module", [backend_module, numpy_module, numba_module, memory_module, array_module,
+               indexing_module, gate_ops_module, registry_module, numba_ranges_module,
+               numba_gate_module, numba_block_module, block_encoding_module])
 def test_docstring_examples(module: object) -> None:
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0

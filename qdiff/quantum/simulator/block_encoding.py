@@ -1,0 +1,310 @@
+"""Encoding a gate sequence for the Numba block kernel (:mod:`.numba_block_kernels`).
+
+The structure of a block (which gates on which wires) is encoded once and cached: the op
+kinds, masks and pool offsets, and which one-qubit gates fold into one 2x2. Each call only
+computes the matrices from the parameters, one vectorized NumPy step per gate type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..lang.gates import GateSpec, gate_spec
+
+__all__ = ["encode_block", "op_table", "OP_DENSE1", "OP_DENSE2", "OP_DENSEK", "OP_DIAG",
+           "OP_PERM", "OP_REAL1", "OP_REAL2"]
+
+OP_DENSE1, OP_DENSE2, OP_DENSEK, OP_DIAG, OP_PERM, OP_REAL1, OP_REAL2 = 0, 1, 2, 3, 4, 5, 6
+"""Op kinds of the block kernel (see :func:`encode_block`)."""
+
+@dataclass(eq=False)
+class _Skeleton:
+    keep: tuple[Any, ...]  # gates named by id() in the cache key stay alive with the entry
+    kinds: np.ndarray
+    cmasks: np.ndarray
+    ntg: np.ndarray
+    tgts: np.ndarray
+    moffs: np.ndarray
+    perm: np.ndarray
+    poffs: np.ndarray
+    pool_fixed: np.ndarray  # the pool with constant data filled in
+    # runs of one-qubit gates multiplied into one 2x2, grouped by the gates they multiply:
+    # (gates, op indices [runs, len(gates)], entry numbers, pool offsets, mode), mode "real"
+    # or "complex" (the kind follows the product: diagonal, anti-diagonal or full) or
+    # "fixed" (one half of a pair of real runs)
+    folds: list[tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, str]]
+    # multi-qubit ops computed at every call: (entry number, op index, spec, kind), kind
+    # "dense" | "perm" for parametric table gates, "matrix" for raw matrices
+    dynamic: list[tuple[int, int, GateSpec | None, str]]
+    # merged diagonals: (pool offset, size, [([(spec, op index)], control ok, index)]):
+    # each item's diagonal d (2^targets) enters as d[index] where its controls are 1
+    diagonals: list[tuple[int, int, list[tuple[list[tuple[GateSpec, int]], np.ndarray,
+                                               np.ndarray]]]]
+
+
+def _split(spec: GateSpec, wires: tuple[int, ...]) -> tuple[GateSpec, tuple[int, ...],
+                                                             tuple[int, ...], str]:
+    """(the gate acting on the targets, controls, targets, kind) of one table gate."""
+    controls: tuple[int, ...] = ()
+    if spec.structure == "controlled":
+        controls, wires, spec = wires[:spec.num_controls], wires[spec.num_controls:], spec.base
+    kind = {"diagonal": "diag", "permutation": "perm"}.get(spec.structure, "dense")
+    return spec, controls, wires, kind
+
+
+def _op_data(spec: GateSpec, kind: str, params: tuple[float, ...]) -> np.ndarray:
+    if kind == "diag":
+        return spec.diagonal(*params)
+    if kind == "perm":
+        return np.asarray(spec.permutation()[1], np.complex128)
+    return spec.matrix(*params)
+
+
+def op_table(count: int, width: int) -> tuple[np.ndarray, ...]:
+    """The zeroed op arrays of ``count`` ops of a block kernel (this one's and the adjoint
+    one's): kinds, control masks, numbers of targets, target masks ``[count, width]``, pool
+    offsets, perm offsets."""
+    return (np.zeros(count, np.int64), np.zeros(count, np.int64), np.zeros(count, np.int64),
+            np.zeros((count, width), np.int64), np.zeros(count, np.int64),
+            np.zeros(count, np.int64))
+
+
+def _always_real(spec: GateSpec) -> bool:
+    """Whether a one-qubit table gate's matrix is real for every parameter (ry, h, x, z)."""
+    probes = [()] if spec.num_params == 0 else [(0.37,) * spec.num_params,
+                                                 (-1.9,) * spec.num_params]
+    return all(not np.any(spec.matrix(*p).imag) for p in probes)
+
+
+def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]]) -> _Skeleton:
+    # Encoding order: one-qubit gates wait on their wire (pending) until a multi-qubit gate
+    # comes; then every wire's run is emitted, split into its part up to the last
+    # non-diagonal gate (a real or complex 2x2) and its trailing diagonal gates, which join
+    # the diagonal gates of all wires, and diagonal multi-qubit gates, in ONE diagonal op.
+    local = {w: j for j, w in enumerate(ws)}
+    entries: list[list[Any]] = []  # [kind, cmask, tmasks, size, payload]
+    pending: dict[int, list[int]] = {}
+    diag_items: list[tuple[list[int], int, tuple[int, ...]]] = []  # (ops, cmask, tbits)
+    specs: list[GateSpec | None] = []
+    info: list[tuple[str, bool]] = []  # per op: kind, real
+
+    def emit_diagonal() -> None:
+        if diag_items:
+            bits = sorted({b for _, cmask, tbits in diag_items for b in tbits}
+                          | {b for _, cmask, _ in diag_items for b in range(len(ws))
+                             if cmask >> b & 1})
+            entries.append(["diagonal", 0, tuple(1 << b for b in bits), 1 << len(bits),
+                            (bits, list(diag_items))])
+            diag_items.clear()
+
+    def flush_all() -> None:
+        if pending and diag_items:
+            emit_diagonal()  # diagonals gathered before the pending runs come first
+        real_heads: list[tuple[int, list[int]]] = []
+        for bit in sorted(pending):
+            chain = pending[bit]
+            last = max((k for k, i in enumerate(chain) if info[i][0] != "diag"), default=-1)
+            head, tail = chain[:last + 1], chain[last + 1:]
+            if head and not all(info[i][1] for i in head):
+                head, tail = chain, []  # a complex 2x2 anyway: fold the diagonals into it
+            if head and all(info[i][1] for i in head) and not all(
+                    info[i][0] in ("perm", "diag") for i in head):
+                real_heads.append((bit, head))  # (x, z, ... alone cost nothing: not paired)
+            elif head:
+                entries.append(["fold", 0, (1 << bit,), 4, head])
+            if tail:
+                diag_items.append((tail, 0, (bit,)))
+        for k in range(0, len(real_heads) - 1, 2):  # real runs two by two: one sweep each
+            (a, head_a), (b, head_b) = real_heads[k], real_heads[k + 1]
+            entries.append(["fold2", 0, (1 << a, 1 << b), 8, (head_a, head_b)])
+        if len(real_heads) % 2:
+            bit, head = real_heads[-1]
+            entries.append(["fold", 0, (1 << bit,), 4, head])
+        pending.clear()
+
+    for index, (gate, wires) in enumerate(ops):
+        if any(w not in local for w in wires):
+            raise ValueError(f"fused gate on wires {ws}: a gate acts on {wires}, outside them")
+        if isinstance(gate, np.ndarray):
+            m = np.asarray(gate, np.complex128)
+            if m.shape != (1 << len(wires),) * 2:
+                raise ValueError(f"a matrix of shape {m.shape} cannot act on wires {wires}")
+            spec, controls, targets, kind, real = None, (), wires, "matrix", False
+        else:
+            full = gate_spec(gate)
+            if len(wires) != full.num_qubits:
+                raise ValueError(f"gate {full.name!r} acts on {full.num_qubits} wire(s), "
+                                 f"got {wires}")
+            spec, controls, targets, kind = _split(full, wires)
+            real = not controls and len(targets) == 1 and _always_real(spec)
+        specs.append(spec)
+        info.append((kind, real))
+        if not controls and len(targets) == 1:
+            pending.setdefault(local[targets[0]], []).append(index)
+            continue
+        flush_all()
+        cbits = [local[w] for w in controls]
+        tbits = tuple(local[w] for w in targets)
+        cmask = sum(1 << b for b in cbits)
+        if kind == "diag":
+            diag_items.append(([index], cmask, tbits))
+            continue
+        emit_diagonal()
+        size = (1 << len(tbits)) ** (2 if kind in ("dense", "matrix") else 1)
+        entries.append([kind, cmask, tuple(1 << b for b in tbits), size, index])
+    flush_all()
+    emit_diagonal()
+
+    count = len(entries)
+    width = max([len(e[2]) for e in entries] + [1])
+    kinds, cmasks, ntg, tgts, moffs, poffs = op_table(count, width)
+    perms: list[int] = [1, 0]  # slot 0: the swap of a folded anti-diagonal 2x2
+    size = 0
+    fold_groups: dict[tuple[Any, ...], list[tuple[int, list[int], int]]] = {}
+    dynamic: list[tuple[int, int, GateSpec | None, str]] = []
+    diagonals: list[tuple[int, int, list[tuple[list[tuple[GateSpec, int]], np.ndarray,
+                                               np.ndarray]]]] = []
+    fixed: list[tuple[int, np.ndarray]] = []
+    for q, (kind, cmask, tmasks, sz, payload) in enumerate(entries):
+        m = len(tmasks)
+        cmasks[q], ntg[q], moffs[q] = cmask, m, size
+        tgts[q, :m] = tmasks
+        size += sz
+        if kind in ("fold", "fold2"):
+            halves = [payload] if kind == "fold" else list(payload)
+            if kind == "fold2":
+                kinds[q] = OP_REAL2
+            for half, chain in enumerate(halves):
+                mode = ("fixed" if kind == "fold2" else
+                        "real" if all(info[i][1] for i in chain) else "complex")
+                key = (mode, *(id(specs[i]) if specs[i] is not None else -1 - i
+                               for i in chain))
+                fold_groups.setdefault(key, []).append((q, chain, int(moffs[q]) + 4 * half))
+            continue
+        if kind == "diagonal":
+            kinds[q] = OP_DIAG
+            bits, items = payload
+            t = np.arange(1 << len(bits))
+            rows = sum(((t >> j) & 1) << b for j, b in enumerate(bits))  # local row bits
+            expanded = []
+            for op_indices, icmask, tbits in items:
+                ok = (rows & icmask) == icmask
+                idx = sum(((rows >> b) & 1) << j for j, b in enumerate(tbits))
+                expanded.append(([(specs[i], i) for i in op_indices], ok, idx))
+            diagonals.append((int(moffs[q]), sz, expanded))
+            continue
+        kinds[q] = {"perm": OP_PERM}.get(
+            kind, OP_DENSE1 if m == 1 else OP_DENSE2 if m == 2 else OP_DENSEK)
+        spec = specs[payload]
+        if kind == "perm":
+            poffs[q] = len(perms)
+            perms.extend(int(p) for p in spec.permutation()[0])
+        if kind == "matrix":  # read at every call: the array may change in place
+            dynamic.append((q, payload, spec, kind))
+        elif spec.num_params == 0:
+            fixed.append((q, np.ravel(_op_data(spec, kind, ()))))
+        else:
+            dynamic.append((q, payload, spec, kind))
+    pool = np.zeros(max(size, 1), np.complex128)
+    for q, data in fixed:
+        pool[moffs[q]:moffs[q] + data.size] = data
+    folds = []
+    for key, group in fold_groups.items():
+        chain = group[0][1]
+        folds.append((tuple(specs[i] if specs[i] is not None else ops[i][0] for i in chain),
+                      np.array([g[1] for g in group], np.int64),
+                      np.array([g[0] for g in group], np.int64),
+                      np.array([g[2] for g in group], np.int64), key[0]))
+    keep = tuple(g for g, _ in ops if not isinstance(g, str))
+    return _Skeleton(keep, kinds, cmasks, ntg, tgts, moffs, np.array(perms, np.int64), poffs,
+                     pool, folds, dynamic, diagonals)
+
+
+def _stacked_matrices(spec: Any, params: list[tuple[float, ...]]) -> np.ndarray:
+    """The 2x2 matrices of one one-qubit gate for many parameter tuples: [N, 2, 2]."""
+    count = len(params)
+    if isinstance(spec, np.ndarray):
+        return np.broadcast_to(np.asarray(spec, np.complex128), (count, 2, 2))
+    if spec.num_params == 0:
+        return np.broadcast_to(spec.matrix(), (count, 2, 2))
+    theta = np.array(params, np.float64)
+    if spec.pauli_word is not None:
+        half = 0.5 * theta[:, 0]
+        c, s = np.cos(half), np.sin(half)
+        pauli = {"X": ((0, 1), (1, 0)), "Y": ((0, -1j), (1j, 0)), "Z": ((1, 0), (0, -1)),
+                 "I": ((1, 0), (0, 1))}[spec.pauli_word]
+        return (c[:, None, None] * np.eye(2) - 1j * s[:, None, None]
+                * np.array(pauli, np.complex128))
+    if spec.structure == "diagonal":
+        return np.stack([np.diag(spec.diagonal(*p)) for p in params])
+    return np.stack([spec.matrix(*p) for p in params])
+
+
+_SKELETONS: dict[Any, _Skeleton] = {}
+
+
+def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, ...]:
+    """The op arrays of the block kernel for ``ops`` (``GateOp``s or ``(gate, wires, params)``
+    with global wires, all inside ``wires``).
+
+    Local row bit ``j`` is ``sorted(wires)[j]``. Runs of one-qubit gates on a wire are
+    multiplied into one 2x2 (real when the gates are, like ``ry``: half the arithmetic, and
+    real runs on two wires share one sweep); a product that is diagonal or anti-diagonal
+    becomes a diagonal or row-permutation op. Diagonal gates (``rz`` after a real run,
+    ``cz``, ``rzz``, ...) merge into one diagonal op over all their wires. Returns
+    ``(kinds, cmasks, ntargets, targets, matrix offsets, matrix pool, perm pool, perm
+    offsets)``; ``targets[q]`` holds row bit masks.
+
+    >>> from qdiff.quantum.simulator.gate_ops import GateOp
+    >>> kinds, *_ = encode_block([0, 1], [GateOp("ry", (0,), (0.3,)), GateOp("rz", (0,), (0.2,)),
+    ...                                    GateOp("rx", (1,), (0.1,)), GateOp("cx", (0, 1))])
+    >>> kinds.tolist()  # rx (complex), ry (real), rz as a diagonal op, cx a row permutation
+    [0, 5, 3, 4]
+    """
+    ws = tuple(sorted(int(w) for w in wires))
+    gates = [(op[0], tuple(op[1])) for op in ops]
+    params = [tuple(op[2]) if len(op) > 2 else () for op in ops]
+    key = (ws, tuple((g if isinstance(g, str) else id(g), w) for g, w in gates))
+    skel = _SKELETONS.get(key)
+    if skel is None:
+        skel = _build_skeleton(ws, gates)
+        if len(_SKELETONS) > 2048:
+            _SKELETONS.clear()
+        _SKELETONS[key] = skel
+    kinds = skel.kinds.copy()
+    pool = skel.pool_fixed.copy()
+    for q, index, spec, kind in skel.dynamic:
+        if kind == "matrix":
+            data = np.asarray(gates[index][0], np.complex128).ravel()
+        else:
+            data = np.ravel(_op_data(spec, kind, params[index]))
+        pool[skel.moffs[q]:skel.moffs[q] + data.size] = data
+    for chain, indices, entries, offsets, mode in skel.folds:
+        m = _stacked_matrices(chain[0], [params[i] for i in indices[:, 0]])
+        for j in range(1, len(chain)):
+            m = _stacked_matrices(chain[j], [params[i] for i in indices[:, j]]) @ m
+        if mode == "fixed":  # half of a pair of real runs: the kind is fixed
+            pool[offsets[:, None] + np.arange(4)] = m.reshape(-1, 4).real
+            continue
+        real = mode == "real"
+        diag = (m[:, 0, 1] == 0) & (m[:, 1, 0] == 0)
+        anti = ~diag & (m[:, 0, 0] == 0) & (m[:, 1, 1] == 0)
+        kinds[entries] = np.where(diag, OP_DIAG, np.where(anti, OP_PERM,
+                                                          OP_REAL1 if real else OP_DENSE1))
+        flat = m.reshape(-1, 4).copy()
+        flat[diag, 1] = flat[diag, 3]  # diagonal ops read d0, d1
+        flat[anti, 0], flat[anti, 1] = m[anti, 1, 0], m[anti, 0, 1]  # phases of |0>, |1>
+        pool[offsets[:, None] + np.arange(4)] = flat
+    for offset, size, items in skel.diagonals:
+        d = np.ones(size, np.complex128)
+        for parts, ok, idx in items:
+            part = parts[0][0].diagonal(*params[parts[0][1]])
+            for spec, i in parts[1:]:
+                part = spec.diagonal(*params[i]) * part
+            d *= np.where(ok, part[idx], 1)
+        pool[offset:offset + size] = d
+    return (kinds, skel.cmasks, skel.ntg, skel.tgts, skel.moffs, pool, skel.perm, skel.poffs)

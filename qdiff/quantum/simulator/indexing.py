@@ -1,0 +1,161 @@
+"""Index math every statevector back end shares, and wire checks.
+
+A state is a flat, C-contiguous array of ``2^n`` complex amplitudes in Qiskit's little-endian
+order: wire ``k`` is bit ``k`` of the index. A gate on ``targets`` with ``controls`` touches the
+amplitudes in groups of ``2^k`` (``k = len(targets)``). Number the groups ``g = 0 .. 2^(n-m)-1``
+(``m = len(targets) + len(controls)``); :func:`insert_zero_bits` spreads ``g`` over the bits that
+are not gate wires, OR-ing ``cmask`` sets every control to 1, and ``offsets[r]`` adds the target
+bits of row ``r`` of the gate matrix. So amplitude ``r`` of group ``g`` lives at
+``insert_zero_bits(g, positions) | cmask | offsets[r]``. Controlled gates therefore never build
+the big matrix: the groups where a control is 0 are simply never visited.
+
+>>> lay = index_layout(2, (1,), (0,))   # a gate on wire 1 controlled by wire 0
+>>> (lay.group_bases() | lay.offsets[1]).tolist()   # its |1> row: amplitude 0b11
+[3]
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = ["insert_zero_bits", "IndexLayout", "index_layout", "marginal_probabilities",
+           "check_wires"]
+
+
+def insert_zero_bits(index: Any, sorted_positions: Any) -> Any:
+    """Insert a 0 bit at each of ``sorted_positions`` (ascending, absolute in the result).
+
+    Works on Python ints, int64 NumPy/CuPy arrays and, compiled by Numba, on scalars.
+
+    >>> bin(insert_zero_bits(0b111, [1, 3]))
+    '0b10101'
+    """
+    for p in sorted_positions:
+        index = ((index >> p) << (p + 1)) | (index & ((1 << p) - 1))
+    return index
+
+
+@dataclass(frozen=True, eq=False)
+class IndexLayout:
+    """Where a gate's amplitude groups live (see the module doc). Cached by :func:`index_layout`.
+
+    Attributes:
+        num_qubits: register size ``n``.
+        targets: wires that carry the gate matrix (matrix bit ``j`` = ``targets[j]``).
+        controls: wires that must be 1.
+        positions: ``sorted(targets + controls)`` as int64: bits removed from the group counter.
+        cmask: OR of the control bits.
+        offsets: int64 ``[2^k]``, ``offsets[r]`` = target bits of matrix row ``r``.
+        num_groups: ``2^(n - len(positions))``.
+    """
+
+    num_qubits: int
+    targets: tuple[int, ...]
+    controls: tuple[int, ...]
+    positions: np.ndarray
+    cmask: int
+    offsets: np.ndarray
+    num_groups: int
+
+    def group_bases(self, xp: Any = np) -> Any:
+        """First amplitude index of every group (controls set, targets 0), as int64 ``xp`` array.
+
+        >>> index_layout(3, (0,), (2,)).group_bases().tolist()
+        [4, 6]
+        """
+        g = xp.arange(self.num_groups, dtype=xp.int64)
+        return insert_zero_bits(g, [int(p) for p in self.positions]) | self.cmask
+
+
+@functools.lru_cache(maxsize=4096)
+def index_layout(num_qubits: int, targets: tuple[int, ...],
+                 controls: tuple[int, ...] = ()) -> IndexLayout:
+    """The cached :class:`IndexLayout` of a gate placement (wires must be valid and distinct).
+
+    >>> lay = index_layout(3, (2, 0)); lay.offsets.tolist(), lay.num_groups
+    ([0, 4, 1, 5], 2)
+    """
+    positions = np.array(sorted(targets + controls), dtype=np.int64)
+    r = np.arange(1 << len(targets), dtype=np.int64)
+    offsets = np.zeros_like(r)
+    for j, t in enumerate(targets):
+        offsets |= ((r >> j) & 1) << t
+    cmask = 0
+    for c in controls:
+        cmask |= 1 << c
+    for arr in (positions, offsets):
+        arr.setflags(write=False)
+    return IndexLayout(num_qubits, targets, controls, positions, cmask, offsets,
+                       1 << (num_qubits - len(positions)))
+
+
+def marginal_probabilities(p: Any, num_qubits: int, wires: Sequence[int], xp: Any = np) -> Any:
+    """Marginal of a full probability vector ``p`` on ``wires`` (``wires[0]`` least significant).
+
+    >>> marginal_probabilities(np.array([0.1, 0.2, 0.3, 0.4]), 2, [1]).round(12).tolist()
+    [0.3, 0.7]
+    """
+    n = num_qubits
+    ws = tuple(int(w) for w in wires)
+    if ws == tuple(range(n)):
+        return p
+    # View p as a tensor whose axes are, from the most significant wire down, either one kept
+    # wire (size 2) or a run of dropped wires merged into one axis (so a 40-qubit register
+    # never needs 40 axes); sum the dropped axes, then order the kept ones so that wires[0]
+    # ends up least significant.
+    shape: list[int] = []
+    dropped_axes: list[int] = []
+    kept_axis_wire: list[int] = []
+    run = 0
+    for w in range(n - 1, -1, -1):
+        if w in ws:
+            if run:
+                dropped_axes.append(len(shape))
+                shape.append(1 << run)
+                run = 0
+            kept_axis_wire.append(w)
+            shape.append(2)
+        else:
+            run += 1
+    if run:
+        dropped_axes.append(len(shape))
+        shape.append(1 << run)
+    marg = p.reshape(shape)
+    if dropped_axes:
+        marg = xp.sum(marg, axis=tuple(dropped_axes))
+    order = [kept_axis_wire.index(w) for w in reversed(ws)]
+    return xp.ascontiguousarray(xp.transpose(marg, order)).reshape(-1)
+
+
+
+def check_wires(wires: Any, num_qubits: int, what: str) -> tuple[int, ...]:
+    """Validate wires (ints, in range, distinct) and return them as a tuple; ``what`` names the
+    operation in the error message.
+
+    >>> check_wires([2, 0], 3, "cx")
+    (2, 0)
+    >>> check_wires([0, 0], 3, "cx")
+    Traceback (most recent call last):
+    ...
+    ValueError: cx: repeated wires (0, 0); each wire may appear once
+    """
+    try:
+        ws = tuple(int(w) for w in wires)
+    except TypeError as exc:
+        raise TypeError(f"{what}: wires must be a sequence of ints, got {wires!r}") from exc
+    for w, orig in zip(ws, wires, strict=True):
+        if w != orig:
+            raise TypeError(f"{what}: wires must be integers, got {orig!r}")
+        if not 0 <= w < num_qubits:
+            raise ValueError(
+                f"{what}: wire {w} is out of range for a {num_qubits}-qubit register "
+                f"(valid wires are 0..{num_qubits - 1})"
+            )
+    if len(set(ws)) != len(ws):
+        raise ValueError(f"{what}: repeated wires {ws}; each wire may appear once")
+    return ws

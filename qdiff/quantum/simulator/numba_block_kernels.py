@@ -1,0 +1,445 @@
+"""The Numba block kernel: a gate sequence confined to k wires, one pass over the state.
+
+The state splits into 2^(n-k) groups of 2^k amplitudes (one per setting of the other wires).
+A batch of B consecutive groups is gathered into a split real/imaginary buffer of 2^k rows
+by B columns (row r = amplitude r of each group), every gate of the block is applied to the
+buffer, and the batch is scattered back. Each gate then works on whole rows, contiguous
+runs of B doubles, so the inner loops vectorize whatever the gate's wires are. Permutation
+gates (x, cx, swap, mcx, ...) only permute a row map; rows move once, at the scatter.
+:mod:`qdiff.quantum.simulator.block_encoding` turns a gate sequence into the op arrays
+this kernel reads.
+
+The adjoint block kernel (:mod:`qdiff.quantum.simulator.numba_adjoint_kernels`) runs the same
+batches on two states at once, with the gather, the scatter and the ops below: an op takes
+``buf``, a tuple of the split buffers of one or more states (buf[2s] and buf[2s + 1]: the real
+and imaginary parts of state s, each 2^k rows of B columns), and applies itself to every
+state in it, under one row map.
+
+>>> import numpy as np
+>>> from qdiff.quantum.simulator.block_encoding import encode_block
+>>> from qdiff.quantum.simulator.indexing import index_layout
+>>> psi = np.zeros(64, complex); psi[0] = 1; lay = index_layout(6, (0,))
+>>> BLOCK(None, psi, 1, 32, lay.positions, lay.offsets, *encode_block([0], [("x", (0,))]))
+>>> psi[:2].real.tolist()
+[0.0, 1.0]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .block_encoding import (
+    OP_DENSE1,
+    OP_DENSE2,
+    OP_DENSEK,
+    OP_DIAG,
+    OP_PERM,
+    OP_REAL1,
+    OP_REAL2,
+)
+from .indexing import insert_zero_bits
+from .numba_ranges import range_kernel
+
+__all__ = ["BLOCK", "MAX_BLOCK_WIRES", "MIN_BATCH", "FUSION_MIN_QUBITS", "BLOCK_AMPS",
+           "block_gather", "block_scatter", "block_start", "block_workspace", "block_low",
+           "block_dense1", "block_densek", "block_perm", "block_quad", "block_scale",
+           "local_offsets", "row_pattern", "target_rows", "quad_rows"]
+
+MAX_BLOCK_WIRES = 8
+"""Widest block of gates the block kernel is given (see ``NumbaBackend.fusion_width``)."""
+
+MIN_BATCH = 32
+"""Fewest groups of the other wires the block kernel needs (its rows' length)."""
+
+FUSION_MIN_QUBITS = 9
+"""Registers below this size have fewer than ``MIN_BATCH`` groups for any block: the block
+kernel takes the whole register as one block (one group), a call per run of gates."""
+
+BLOCK_AMPS = 1 << 15
+"""Amplitudes per gathered batch (512 KiB as split re/im): in L2."""
+
+# the block kernels: FMA contraction only (a product rounds once instead of twice), so that
+# the complex 2x2 and 4x4 arithmetic compiles to fused multiply-adds
+_jit_blk = njit(cache=True, nogil=True, fastmath={"contract"})
+# the block ops that the adjoint kernel shares: inlined where they are called, so that each
+# kernel compiles them with its own flags (the adjoint's rounding stays its own)
+_jit_op = njit(cache=True, nogil=True, inline="always")
+
+_insert = njit(inline="always", cache=True)(insert_zero_bits)
+
+
+@_jit_blk
+def block_low(offs):
+    # the block's wires 0, 1, ..., log2(low) - 1 are wires 0, 1, ... of the state: each group
+    # is 2^k / low runs of `low` contiguous amplitudes
+    low = 1
+    while low < offs.shape[0] and offs[low] == low:
+        low *= 2
+    return low
+
+
+@_jit_blk
+def block_workspace(R, B, dim):
+    # what a range of batches needs besides its buffers: the row map, the group bases, and
+    # the scratch of an op on up to `dim` rows (row numbers, row offsets, a column's re, im)
+    return (np.empty(R, np.int64), np.empty(B, np.int64), np.empty(dim, np.int64),
+            np.empty(dim, np.int64), np.empty(dim), np.empty(dim))
+
+
+@_jit_blk
+def block_start(g0, B, pos, bases, rowmap):
+    # A batch of groups g0..g0+B-1: the identity row map, and the layout of the groups, with
+    # their bases: 0, contiguous, when B is below the lowest block wire (bases[0]); 1, runs of
+    # 2^pos[0] >= 8 contiguous groups (bases[b] at the start of each run); 2, a transpose
+    # (every bases[b]).
+    for r in range(rowmap.shape[0]):
+        rowmap[r] = r
+    if (np.int64(1) << pos[0]) >= B:
+        bases[0] = _insert(g0, pos)
+        return 0
+    if pos[0] >= 3:
+        run = np.int64(1) << pos[0]
+        for b in range(0, B, run):
+            bases[b] = _insert(g0 + b, pos)
+        return 1
+    for b in range(B):
+        bases[b] = _insert(g0 + b, pos)
+    return 2
+
+
+@_jit_blk
+def block_gather(psi, re, im, B, offs, low, layout, bases, pos):
+    # the batch of `psi` into re/im: row r = amplitude r of each group (`low` as block_low)
+    R = offs.shape[0]
+    if layout == 0:
+        for r in range(R):
+            o = bases[0] | offs[r]
+            src = psi[o:o + B]
+            dr = re[r * B:(r + 1) * B]
+            di = im[r * B:(r + 1) * B]
+            for b in range(B):
+                v = src[b]
+                dr[b] = v.real
+                di[b] = v.imag
+    elif layout == 1:
+        run = np.int64(1) << pos[0]
+        for r in range(R):
+            o = offs[r]
+            for b0 in range(0, B, run):
+                s = bases[b0] | o
+                src = psi[s:s + run]
+                dr = re[r * B + b0:r * B + b0 + run]
+                di = im[r * B + b0:r * B + b0 + run]
+                for b in range(run):
+                    v = src[b]
+                    dr[b] = v.real
+                    di[b] = v.imag
+    else:  # a transpose, by tiles of 8 groups so that buffer writes fill cache lines
+        for b0 in range(0, B, 8):
+            for rh in range(0, R, low):
+                oh = offs[rh]
+                for rl in range(low):
+                    p = (rh + rl) * B + b0
+                    for t in range(8):
+                        v = psi[(bases[b0 + t] | oh) + rl]
+                        re[p + t] = v.real
+                        im[p + t] = v.imag
+
+
+@_jit_blk
+def block_scatter(psi, re, im, rowmap, B, offs, low, layout, bases, pos):
+    # re/im back into the batch of `psi`, reading each logical row from where the row map put it
+    R = offs.shape[0]
+    if layout == 0:
+        for r in range(R):
+            o = bases[0] | offs[r]
+            p = rowmap[r] * B
+            dst = psi[o:o + B]
+            sr = re[p:p + B]
+            si = im[p:p + B]
+            for b in range(B):
+                dst[b] = complex(sr[b], si[b])
+    elif layout == 1:
+        run = np.int64(1) << pos[0]
+        for r in range(R):
+            o = offs[r]
+            p = rowmap[r] * B
+            for b0 in range(0, B, run):
+                s = bases[b0] | o
+                dst = psi[s:s + run]
+                sr = re[p + b0:p + b0 + run]
+                si = im[p + b0:p + b0 + run]
+                for b in range(run):
+                    dst[b] = complex(sr[b], si[b])
+    else:
+        for b0 in range(0, B, 8):
+            for rh in range(0, R, low):
+                oh = offs[rh]
+                for rl in range(low):
+                    p = rowmap[rh + rl] * B + b0
+                    for t in range(8):
+                        psi[(bases[b0 + t] | oh) + rl] = complex(re[p + t], im[p + t])
+
+
+@_jit_op
+def block_scale(xr, xi, dr, di):
+    # one row times d = dr + i di
+    for b in range(xr.shape[0]):
+        ar = xr[b]
+        ai = xi[b]
+        xr[b] = dr * ar - di * ai
+        xi[b] = dr * ai + di * ar
+
+
+@_jit_blk
+def local_offsets(tgt, m, out):
+    # out[t] = the local row bits of target pattern t (bit j of t -> target bit tgt[j]);
+    # returns the mask of all targets
+    for t in range(1 << m):
+        o = 0
+        for j in range(m):
+            if (t >> j) & 1:
+                o |= tgt[j]
+        out[t] = o
+    return out[(1 << m) - 1]
+
+
+@_jit_blk
+def row_pattern(r, tgt, m):
+    # the target pattern of row r (bit j set where r has target bit tgt[j])
+    t = 0
+    for j in range(m):
+        if r & tgt[j]:
+            t |= 1 << j
+    return t
+
+
+@_jit_op
+def block_dense1(buf, rowmap, B, tb, cmask, pool, mo, real):
+    # a 2x2 on row bit tb; `real`: the matrix is (ry, h, products of real gates), half the
+    # arithmetic
+    m00r, m00i = pool[mo].real, pool[mo].imag
+    m01r, m01i = pool[mo + 1].real, pool[mo + 1].imag
+    m10r, m10i = pool[mo + 2].real, pool[mo + 2].imag
+    m11r, m11i = pool[mo + 3].real, pool[mo + 3].imag
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & tb) != 0 or (r0 & cmask) != cmask:
+            continue
+        p0 = rowmap[r0] * B
+        p1 = rowmap[r0 | tb] * B
+        for s in range(0, len(buf), 2):
+            xr = buf[s][p0:p0 + B]
+            xi = buf[s + 1][p0:p0 + B]
+            yr = buf[s][p1:p1 + B]
+            yi = buf[s + 1][p1:p1 + B]
+            if real:
+                for b in range(B):
+                    ar = xr[b]
+                    ai = xi[b]
+                    br = yr[b]
+                    bi = yi[b]
+                    xr[b] = m00r * ar + m01r * br
+                    xi[b] = m00r * ai + m01r * bi
+                    yr[b] = m10r * ar + m11r * br
+                    yi[b] = m10r * ai + m11r * bi
+                continue
+            for b in range(B):
+                ar = xr[b]
+                ai = xi[b]
+                br = yr[b]
+                bi = yi[b]
+                xr[b] = m00r * ar - m00i * ai + m01r * br - m01i * bi
+                xi[b] = m00r * ai + m00i * ar + m01r * bi + m01i * br
+                yr[b] = m10r * ar - m10i * ai + m11r * br - m11i * bi
+                yi[b] = m10r * ai + m10i * ar + m11r * bi + m11i * br
+
+
+@_jit_blk
+def block_quad(rowmap, r0, ta, tb, B):
+    # the buffer offsets of rows r0, r0 | ta, r0 | tb, r0 | ta | tb
+    return (rowmap[r0] * B, rowmap[r0 | ta] * B, rowmap[r0 | tb] * B,
+            rowmap[r0 | ta | tb] * B)
+
+
+@_jit_blk
+def _real2_rows(s0, s1, s2, s3, B, a00, a01, a10, a11, b00, b01, b10, b11):
+    for b in range(B):
+        x0 = s0[b]
+        x1 = s1[b]
+        x2 = s2[b]
+        x3 = s3[b]
+        y0 = a00 * x0 + a01 * x1
+        y1 = a10 * x0 + a11 * x1
+        y2 = a00 * x2 + a01 * x3
+        y3 = a10 * x2 + a11 * x3
+        s0[b] = b00 * y0 + b01 * y2
+        s2[b] = b10 * y0 + b11 * y2
+        s1[b] = b00 * y1 + b01 * y3
+        s3[b] = b10 * y1 + b11 * y3
+
+
+@_jit_blk
+def _blk_real2(buf, rowmap, B, ta, tb, pool, mo):
+    # two real 2x2 on two wires in one sweep (A on ta, then B on tb): half the buffer traffic
+    a00, a01, a10, a11 = pool[mo].real, pool[mo + 1].real, pool[mo + 2].real, pool[mo + 3].real
+    b00, b01, b10, b11 = (pool[mo + 4].real, pool[mo + 5].real, pool[mo + 6].real,
+                          pool[mo + 7].real)
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & (ta | tb)) != 0:
+            continue
+        p0, p1, p2, p3 = block_quad(rowmap, r0, ta, tb, B)
+        for s in range(len(buf)):  # a real matrix: re and im alike
+            _real2_rows(buf[s][p0:p0 + B], buf[s][p1:p1 + B], buf[s][p2:p2 + B],
+                        buf[s][p3:p3 + B], B, a00, a01, a10, a11, b00, b01, b10, b11)
+
+
+@_jit_op
+def quad_rows(re, im, p0, p1, p2, p3, B):
+    """The real and imaginary rows at buffer offsets p0..p3 (B columns each), interleaved:
+    (re0, im0, re1, im1, re2, im2, re3, im3)."""
+    return (re[p0:p0 + B], im[p0:p0 + B], re[p1:p1 + B], im[p1:p1 + B],
+            re[p2:p2 + B], im[p2:p2 + B], re[p3:p3 + B], im[p3:p3 + B])
+
+
+@_jit_op
+def _cdot4(mr, mi, e, x):
+    # row e // 4 of a 4x4 (mr + i mi, row-major) times x = (x0r, x0i, ..., x3i): (re, im)
+    x0r, x0i, x1r, x1i, x2r, x2i, x3r, x3i = x
+    re = (mr[e] * x0r - mi[e] * x0i + mr[e + 1] * x1r - mi[e + 1] * x1i
+          + mr[e + 2] * x2r - mi[e + 2] * x2i + mr[e + 3] * x3r - mi[e + 3] * x3i)
+    im = (mr[e] * x0i + mi[e] * x0r + mr[e + 1] * x1i + mi[e + 1] * x1r
+          + mr[e + 2] * x2i + mi[e + 2] * x2r + mr[e + 3] * x3i + mi[e + 3] * x3r)
+    return re, im
+
+
+@_jit_blk
+def _blk_dense2(buf, rowmap, B, t0, t1, cmask, pool, mo):
+    mr = np.empty(16)
+    mi = np.empty(16)
+    for e in range(16):
+        mr[e] = pool[mo + e].real
+        mi[e] = pool[mo + e].imag
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & (t0 | t1)) != 0 or (r0 & cmask) != cmask:
+            continue
+        p0, p1, p2, p3 = block_quad(rowmap, r0, t0, t1, B)
+        for s in range(0, len(buf), 2):
+            ar, ai, br, bi, cr, ci, dr, di = quad_rows(buf[s], buf[s + 1], p0, p1, p2, p3, B)
+            for b in range(B):
+                x = (ar[b], ai[b], br[b], bi[b], cr[b], ci[b], dr[b], di[b])
+                ar[b], ai[b] = _cdot4(mr, mi, 0, x)
+                br[b], bi[b] = _cdot4(mr, mi, 4, x)
+                cr[b], ci[b] = _cdot4(mr, mi, 8, x)
+                dr[b], di[b] = _cdot4(mr, mi, 12, x)
+
+
+@_jit_op
+def target_rows(rowmap, r0, tmask, cmask, toff, dim, scale, rows):
+    """False unless row r0 starts a group an op acts on (its targets 0, its controls 1);
+    then ``rows[t]`` = the buffer row of the group's target pattern t, times ``scale``."""
+    if (r0 & tmask) != 0 or (r0 & cmask) != cmask:
+        return False
+    for t in range(dim):
+        rows[t] = rowmap[r0 | toff[t]] * scale
+    return True
+
+
+@_jit_op
+def block_densek(buf, rowmap, B, tgt, m, cmask, pool, mo, toff, rows, xr, xi):
+    dim = 1 << m
+    tmask = local_offsets(tgt, m, toff)
+    for r0 in range(rowmap.shape[0]):
+        if not target_rows(rowmap, r0, tmask, cmask, toff, dim, B, rows):
+            continue
+        for s in range(0, len(buf), 2):
+            re = buf[s]
+            im = buf[s + 1]
+            for b in range(B):
+                for t in range(dim):
+                    xr[t] = re[rows[t] + b]
+                    xi[t] = im[rows[t] + b]
+                for u in range(dim):
+                    accr = 0.0
+                    acci = 0.0
+                    for t in range(dim):
+                        v = pool[mo + u * dim + t]
+                        accr += v.real * xr[t] - v.imag * xi[t]
+                        acci += v.real * xi[t] + v.imag * xr[t]
+                    re[rows[u] + b] = accr
+                    im[rows[u] + b] = acci
+
+
+@_jit_blk
+def _blk_diag(buf, rowmap, B, tgt, m, cmask, pool, mo):
+    for r in range(rowmap.shape[0]):
+        if (r & cmask) != cmask:
+            continue
+        d = pool[mo + row_pattern(r, tgt, m)]
+        if d == 1:
+            continue
+        p = rowmap[r] * B
+        for s in range(0, len(buf), 2):
+            block_scale(buf[s][p:p + B], buf[s + 1][p:p + B], d.real, d.imag)
+
+
+@_jit_op
+def block_perm(buf, rowmap, B, tgt, m, cmask, pool, mo, perm, po, toff, rows):
+    # U|t> = phases[t] |perm[t]>: logical row t moves to perm[t] (only the row map changes)
+    tmask = local_offsets(tgt, m, toff)
+    dim = 1 << m
+    for r0 in range(rowmap.shape[0]):
+        if not target_rows(rowmap, r0, tmask, cmask, toff, dim, 1, rows):
+            continue
+        for t in range(dim):
+            rowmap[r0 | toff[perm[po + t]]] = rows[t]
+            d = pool[mo + t]
+            if d != 1:
+                p = rows[t] * B
+                for s in range(0, len(buf), 2):
+                    block_scale(buf[s][p:p + B], buf[s + 1][p:p + B], d.real, d.imag)
+
+
+@_jit_blk
+def _blk_batch(psi, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs,
+               buf, rowmap, bases, toff, rows, xr, xi):
+    layout = block_start(g0, B, pos, bases, rowmap)
+    block_gather(psi, buf[0], buf[1], B, offs, low, layout, bases, pos)
+    for q in range(kinds.shape[0]):
+        kind = kinds[q]
+        cm = cmasks[q]
+        mo = moffs[q]
+        if kind == OP_DENSE1:  # `real` constant: the inlined op keeps one of its two loops
+            block_dense1(buf, rowmap, B, tgts[q, 0], cm, pool, mo, False)
+        elif kind == OP_REAL1:
+            block_dense1(buf, rowmap, B, tgts[q, 0], cm, pool, mo, True)
+        elif kind == OP_DENSE2:
+            _blk_dense2(buf, rowmap, B, tgts[q, 0], tgts[q, 1], cm, pool, mo)
+        elif kind == OP_DENSEK:
+            block_densek(buf, rowmap, B, tgts[q], ntg[q], cm, pool, mo, toff, rows, xr, xi)
+        elif kind == OP_DIAG:
+            _blk_diag(buf, rowmap, B, tgts[q], ntg[q], cm, pool, mo)
+        elif kind == OP_REAL2:
+            _blk_real2(buf, rowmap, B, tgts[q, 0], tgts[q, 1], pool, mo)
+        elif kind == OP_PERM:
+            block_perm(buf, rowmap, B, tgts[q], ntg[q], cm, pool, mo, perm, poffs[q], toff, rows)
+    block_scatter(psi, buf[0], buf[1], rowmap, B, offs, low, layout, bases, pos)
+
+
+@_jit_blk
+def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs):
+    R = offs.shape[0]
+    low = block_low(offs)
+    buf = (np.empty(R * B), np.empty(R * B))  # separate arrays: rows of one 2-D array ran slower
+    rowmap, bases, toff, rows, xr, xi = block_workspace(R, B, 1 << tgts.shape[1])
+    for batch in range(lo, hi):
+        _blk_batch(psi, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
+                   perm, poffs, buf, rowmap, bases, toff, rows, xr, xi)
+
+
+BLOCK = range_kernel(_blk_range)
+"""The block kernel over a range of batches:
+``BLOCK(items, psi, nb, B, pos, offs, *encode_block(wires, ops))`` (``items``: None, serial;
+else the number of threaded work items)."""
+
+_blk_par = BLOCK.threaded
