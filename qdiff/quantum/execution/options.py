@@ -97,7 +97,12 @@ class RunOptions:
         base = cls() if options is None else options
         if not isinstance(base, RunOptions):
             raise QdiffError(f"options= must be a qdiff.quantum.RunOptions, got {base!r}")
-        return dataclasses.replace(base, **settings) if settings else base
+        built = dataclasses.replace(base, **settings) if settings else base
+        if "shots" in settings and built.mode in ("exact", "density"):
+            raise QdiffError(f"shots={settings['shots']!r} counts samples, but mode="
+                             f"{built.mode!r} computes expectations exactly; pass "
+                             "mode='sample' (or 'qiskit') to sample")
+        return built
 
     def replace(self, **changes: Any) -> RunOptions:
         """A copy with ``changes`` (validated again)."""

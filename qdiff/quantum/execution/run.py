@@ -132,7 +132,7 @@ def run(program: Any, *args: Any, options: RunOptions | None = None,
 def call_program(program: Program, values: list[Any], backend: str = "numpy") -> Any:
     """What calling a quantum Program returns: its values alone (exact mode), with a
     `TruncationWarning` when they may be further than ``tol`` from the exact ones."""
-    result = run_leaves(program, values)
+    result = run_leaves(program, values, DEFAULTS)
     warn_if_truncated(f"{program.name}(...)", result.dropped_mass + result.unterminated_mass,
                       result.remainder_bound, DEFAULTS.tol, result.remainder_reason)
     return result.values

@@ -75,10 +75,11 @@ qextend_p = _register("qextend", _qextend_rule, effectful=True)
 
 @qextend_p.def_impl("numpy")
 def _qextend_impl(state: np.ndarray, *, num_qubits: int) -> np.ndarray:
-    # new wires are the high bits: |new>|old>, index = new * 2^old + old
-    fresh = np.zeros(2 ** num_qubits, state.dtype)
-    fresh[0] = 1.0
-    return np.kron(fresh, state)
+    # new wires are the high bits: |0..0>|old>, index = new * 2^old + old, so the old
+    # amplitudes are the first 2^old; a fresh buffer that owns its memory (gates run in place)
+    extended = np.zeros(2 ** num_qubits * state.size, state.dtype)
+    extended[:state.size] = state
+    return extended
 
 
 # ------------------------------------------------------------------------------------- gates
