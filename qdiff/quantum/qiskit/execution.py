@@ -36,6 +36,7 @@ True
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -52,7 +53,13 @@ from ...ir.types import Bit
 from ..execution.options import RunOptions
 from ..execution.run import ExternalMode, register_mode
 from ..gradients.adjoint import RecordedRun
-from ..gradients.shift_gradient import ShiftResult, _Masses, occurrence_plan
+from ..gradients.shift_gradient import (
+    Occurrences,
+    ShiftResult,
+    _Masses,
+    _shifted_outcome,
+    occurrence_plan,
+)
 from ..lang.sites import branches, check_readout_use
 from .exporter import QiskitExport, to_qiskit
 
@@ -652,15 +659,21 @@ def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
                               cotangents: Sequence[Any], positions: Sequence[int], *,
                               sampler: Any = None, shots: int = 4000, seed: Any = None,
                               tol: float = 1e-12, backend: str = "auto",
-                              max_iterations: int = 16) -> Any:
+                              max_iterations: int = 256) -> Any:
     """``Σ_j c_j ∂E_j/∂inputs`` by parameter shift from shots: every shifted circuit (one
     per occurrence of each gate angle, its shifts as rows) and the unshifted one in ONE
     sampler call. The chain rule through the classical code is exact (host side); the
     standard errors propagate the shots' variances through it. A loop that ends on a
     measurement which the sampler cannot run goes to the host (one call per round, up to
-    ``max_iterations`` tests; occurrences beyond are part of the cut-off mass, reported).
-    Occurrences that runs reach with probability below ``1/shots`` are not shifted (their
-    share of the derivative is below what the shots resolve)."""
+    ``max_iterations`` tests: ``RunOptions.max_loop_iterations``, at most 256).
+
+    Occurrences that are not sampled, those that runs reach with probability below
+    ``1/shots`` and those beyond ``max_iterations`` tests, are not dropped: for an unbounded
+    loop their shares add up to a bias of the order of the gradient's standard error or
+    more (each run that gets that far weighs a long history). Their shares are computed
+    exactly on the simulator (the ideal device's) and added, so the estimate is unbiased
+    on an ideal device; when that part exceeds the standard error a `SamplerTailWarning`
+    says how much of the gradient did not come from shots."""
     leaves = [np.asarray(v) for v in leaves]
     sampler = as_primitive(sampler, seed)
     branching = branches(program)
@@ -683,12 +696,14 @@ def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
                          "the tests' outcomes), not an estimator")
     programs: list[tuple[Program, list[list[Any]]]] = [(_with_arguments(program, leaves), [[]])]
     slots = []
+    unsampled: list[tuple[Occurrences, int]] = []
     for occurrences in plans:
         terms = occurrences.site.rule.terms()
         for k in sorted(occurrences.groups):
             reach = sum(r.weight_in for r in occurrences.groups[k])
             if (host and k >= max_iterations) or reach < 1 / shots:
-                # beyond the cap, or reached less often than a shot resolves: the cut-off
+                # beyond the cap, or reached less often than a shot resolves
+                unsampled.append((occurrences, k))
                 continue
             shifted = _with_arguments(_at_occurrence(occurrences.inst.program, k), leaves,
                                       keep=1)  # the shift stays a circuit parameter
@@ -696,9 +711,15 @@ def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
             slots.append((occurrences, k, [c for _, c in terms]))
     unterminated = 0.0
     if host:
-        estimates, going, _, _ = host_estimates(programs, sampler, shots, 1e-3,
+        estimates, going, _, _ = host_estimates(programs, sampler, shots, _HOST_TOL,
                                                 max_iterations, flat_ct)
         unterminated = float(going.mean[0])
+        if unterminated > _HOST_TOL:
+            warnings.warn(SamplerTailWarning(
+                f"the loop was cut off after {max_iterations} tests (max_loop_iterations) "
+                f"with a mass of {unterminated:.3g} still going: every shifted expectation "
+                "misses those runs, so the gradient is biased; raise max_loop_iterations="),
+                stacklevel=3)
     else:
         jobs = [job for n, (p, rows) in enumerate(programs)
                 for job in plan(p, [], sampler, group=n, rows=rows)]
@@ -713,13 +734,57 @@ def shift_gradient_on_sampler(program: Program, leaves: Sequence[Any],
         for slot, j in enumerate(positions):
             grads[slot] = grads[slot] + d * tangent[j]
             variances[slot] = variances[slot] + d_variance * np.asarray(tangent[j]) ** 2
+    tail = _exact_shares(unsampled, leaves, cotangents, positions, options)
+    stderr = [np.sqrt(v) for v in variances]
+    grads = [g + t for g, t in zip(grads, tail)]
+    if any(np.any(np.abs(t) > s) for t, s in zip(tail, stderr)):
+        warnings.warn(SamplerTailWarning(
+            f"{len(unsampled)} occurrence(s) of shifted gates are reached by fewer than one "
+            f"shot in {shots} or lie beyond {max_iterations} loop tests: their share of the "
+            f"gradient, {_describe(tail)}, was computed exactly on the simulator (standard "
+            f"error of the sampled part {_describe(stderr)}); raise shots= or "
+            "max_loop_iterations= to sample more of it"), stacklevel=3)
     derivative_programs = len(slots)
     return ShiftResult(
         _split(value.mean, program), grads, _Masses(0.0, unterminated),
         num_derivative_programs=derivative_programs,
         num_evaluations=sum(len(c) for _, _, c in slots),
         value_stderr=_split(np.sqrt(value.variance), program),
-        grad_stderr=[np.sqrt(v) for v in variances], shots=shots)
+        grad_stderr=stderr, shots=shots)
+
+
+# a host-run loop stops once the mass still going is below this (or at the cap)
+_HOST_TOL = 1e-3
+
+
+class SamplerTailWarning(UserWarning):
+    """A sampler gradient is not all from shots: occurrences the shots do not reach were
+    computed exactly on the simulator (more than the standard error), or a host-run loop
+    was cut off at ``max_loop_iterations`` (a bias)."""
+
+
+def _exact_shares(unsampled: Sequence[tuple[Occurrences, int]], leaves: Sequence[Any],
+                  cotangents: Sequence[Any], positions: Sequence[int],
+                  options: RunOptions) -> list[np.ndarray]:
+    """``Σ_k D_k ∂θ_k/∂inputs`` over the occurrences not sampled, exactly (the shifted
+    programs run on the simulator, as exact-mode parameter shift does)."""
+    cts = [np.asarray(c, np.float64) for c in cotangents]
+    total = [np.zeros(np.shape(leaves[j])) for j in positions]
+    for occurrences, k in unsampled:
+        d = 0.0
+        for shift, coefficient in occurrences.site.rule.terms():
+            raw, _, _ = _shifted_outcome(occurrences.inst.program,
+                                         [*leaves, np.int64(k), np.float64(shift)],
+                                         options=options, readouts=False)
+            d += coefficient * sum(float(np.vdot(c, v)) for c, v in zip(cts, raw))
+        tangent = occurrences.tangent(k)
+        for slot, j in enumerate(positions):
+            total[slot] = total[slot] + d * np.asarray(tangent[j], np.float64)
+    return total
+
+
+def _describe(values: Sequence[np.ndarray]) -> str:
+    return np.array2string(np.concatenate([np.ravel(v) for v in values]), precision=4)
 
 
 def _at_occurrence(instrumented: Program, k: int) -> Program:
@@ -730,10 +795,9 @@ def _at_occurrence(instrumented: Program, k: int) -> Program:
 
 
 def _run(program: Program, values: Sequence[Any], options: RunOptions) -> SampledRun:
-    # a sampler call per round of a host-run loop: at most 256 of them
     return run_on_sampler(program, values, sampler=options.estimator or options.sampler,
                           shots=options.shots, seed=options.seed, tol=options.tol,
-                          max_iterations=min(options.max_loop_iterations, 256))
+                          max_iterations=_host_rounds_cap(options))
 
 
 def _shift_gradient(program: Program, leaves: Sequence[Any], cotangents: Sequence[Any],
@@ -741,7 +805,14 @@ def _shift_gradient(program: Program, leaves: Sequence[Any], cotangents: Sequenc
     return shift_gradient_on_sampler(program, leaves, cotangents, positions,
                                      sampler=options.estimator or options.sampler,
                                      shots=options.shots, seed=options.seed,
-                                     backend=options.backend)
+                                     backend=options.backend,
+                                     max_iterations=_host_rounds_cap(options))
+
+
+def _host_rounds_cap(options: RunOptions) -> int:
+    """Loop tests a host-run loop may unroll: ``max_loop_iterations``, at most 256 (a
+    sampler call per round, circuits as deep as the tests)."""
+    return min(options.max_loop_iterations, 256)
 
 
 register_mode("qiskit", ExternalMode(run=_run, shift_gradient=_shift_gradient))

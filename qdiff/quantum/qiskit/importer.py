@@ -43,6 +43,7 @@ Anything else raises a `QdiffError` that names the instruction and where it sits
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -50,11 +51,13 @@ import numpy as np
 from ... import numpy as qnp
 from ...ir.control_flow import cond as qd_cond
 from ...ir.control_flow import fori_loop, switch, while_loop
+from ...ir.core import Program
 from ...ir.errors import QdiffError
 from ...ir.tracer import Cell, trace
 from ..lang import frontend as qm
 from ..lang.gates import _QISKIT_CLASSES
-from ..lang.observables import PauliSum
+from .evolution import evolve_hermitian, evolve_paulis
+from .observables import as_pauli_sums, as_sparse_pauli_op
 
 # Qiskit class name -> qdiff table name (same matrix and parameter order).
 _TABLE_BY_CLASS = {cls: name for name, cls in _QISKIT_CLASSES.items()}
@@ -70,7 +73,7 @@ def from_qiskit(circuit: Any, observables: Any = None, name: str | None = None) 
     if circuit.num_qubits < 1:
         raise QdiffError("from_qiskit: the circuit has no qubits")
     parameters = list(circuit.parameters)
-    ops = _observables(observables, circuit.num_qubits)
+    ops = None if observables is None else as_pauli_sums(observables, circuit.num_qubits)
 
     def program(*values: Any) -> Any:
         env = dict(zip(parameters, _entries(values[0], len(parameters)))) if values else {}
@@ -88,21 +91,57 @@ def from_qiskit(circuit: Any, observables: Any = None, name: str | None = None) 
         return qm.probs(list(register))
 
     examples = (np.zeros(len(parameters)),) if parameters else ()
-    return trace(program, *examples, name=name or circuit.name or "qiskit_circuit")
+    traced = trace(program, *examples, name=name or circuit.name or "qiskit_circuit")
+    return ImportedCircuit(traced.inputs, traced.eqns, traced.outputs, name=traced.name,
+                           in_tree=traced.in_tree, out_tree=traced.out_tree,
+                           parameters=tuple(parameters))
 
 
-def _observables(observables: Any, num_qubits: int) -> list[PauliSum] | None:
-    if observables is None:
-        return None
-    items = observables if isinstance(observables, (list, tuple)) else [observables]
-    result = []
-    for k, item in enumerate(items):
-        op = item if isinstance(item, PauliSum) else PauliSum.from_qiskit(item)
-        if op.num_qubits != num_qubits:
-            raise QdiffError(f"observable {k} acts on {op.num_qubits} qubits; the circuit "
-                             f"has {num_qubits}")
-        result.append(op)
-    return result
+@dataclass(eq=False)
+class ImportedCircuit(Program):
+    """The Program of an imported circuit, which also takes its parameter values as a dict
+    ``{Parameter or name: value}`` (any order); ``parameters`` is Qiskit's sorted order of
+    the array it takes otherwise."""
+
+    parameters: tuple = ()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and isinstance(args[0], dict):
+            args = (self.values_of(args[0]),)
+        shapes = [np.shape(a) for a in args]
+        if self.parameters and len(args) == 1 and shapes[0] != (len(self.parameters),):
+            names = ", ".join(p.name for p in self.parameters)
+            raise QdiffError(f"the circuit has {len(self.parameters)} parameter(s) ({names}); "
+                             f"pass their values as one array in that order or as a dict "
+                             f"{{Parameter: value}}, got arguments of shapes {shapes}")
+        return super().__call__(*args, **kwargs)
+
+    def values_of(self, values: dict) -> np.ndarray:
+        """The array of parameter values of ``{Parameter or name: value}``, checked: every
+        parameter once, nothing else.
+
+        >>> from qiskit import QuantumCircuit
+        >>> from qiskit.circuit import Parameter
+        >>> a, b = Parameter("a"), Parameter("b")
+        >>> qc = QuantumCircuit(1); _ = qc.rx(a, 0); _ = qc.ry(b, 0)
+        >>> from_qiskit(qc).values_of({b: 2.0, "a": 1.0})
+        array([1., 2.])
+        """
+        by_name = {p.name: k for k, p in enumerate(self.parameters)}
+        result: list[Any] = [None] * len(self.parameters)
+        for key, value in values.items():
+            name = key if isinstance(key, str) else getattr(key, "name", None)
+            k = by_name.get(name) if name is not None else None
+            if k is None or (not isinstance(key, str) and self.parameters[k] != key):
+                raise QdiffError(f"{key!r} is not a parameter of the circuit; its parameters "
+                                 f"are {', '.join(by_name) or 'none'}")
+            if result[k] is not None:
+                raise QdiffError(f"parameter {name!r} is given twice")
+            result[k] = value
+        missing = [p.name for p, v in zip(self.parameters, result) if v is None]
+        if missing:
+            raise QdiffError(f"no value for the parameter(s) {', '.join(missing)}")
+        return np.array([float(v) for v in result], np.float64)
 
 
 def _entries(values: Any, count: int) -> list[Any]:
@@ -177,6 +216,14 @@ def _gate(op: Any, wires: list[Any], qubits: Sequence[Any], clbits: Sequence[Any
         qm.mcz(wires[:-1], wires[-1])
         return
     free = any(_is_expression(p) for p in op.params)
+    evolution = _EVOLUTIONS.get(op.name)
+    if evolution is not None and not controls:
+        evolution(op, wires, scope, where)
+        return
+    if free and getattr(getattr(op, "base_gate", op), "name", None) in _EVOLUTIONS:
+        raise _unsupported(op.name, where, "a controlled evolution gate with a free "
+                           "parameter: its definition is a product formula, not exp(-itH); "
+                           "bind the time, or control the gates of an exact decomposition")
     if not free:
         try:
             matrix = np.asarray(op.to_matrix(), complex)
@@ -190,6 +237,28 @@ def _gate(op: Any, wires: list[Any], qubits: Sequence[Any], clbits: Sequence[Any
         raise _unsupported(op.name, where, "no definition to decompose it with")
     _replay(definition, scope.inner(definition, qubits, clbits),
             f"{where}({op.name}).definition")
+
+
+def _pauli_evolution(op: Any, wires: list[Any], scope: _Scope, where: str) -> None:
+    # a list of operators means their sum (Qiskit's matrix of the gate)
+    what = f"PauliEvolutionGate at {where}"
+    parts = op.operator if isinstance(op.operator, list) else [op.operator]
+    operators = [as_sparse_pauli_op(part, what) for part in parts]
+    operator = sum(operators[1:], operators[0])
+    evolve_paulis(operator.simplify(atol=0.0).to_list(),
+                  _angle(op.params[0], scope.env, where), wires, what)
+
+
+def _hamiltonian_evolution(op: Any, wires: list[Any], scope: _Scope, where: str) -> None:
+    matrix, time = op.params
+    evolve_hermitian(matrix, _angle(time, scope.env, where), wires,
+                     f"HamiltonianGate at {where}")
+
+
+# evolution gates: exact exp(-itH) whether the time is a number or a parameter
+_EVOLUTIONS: dict[str, Callable[[Any, list[Any], _Scope, str], None]] = {
+    "PauliEvolution": _pauli_evolution, "hamiltonian": _hamiltonian_evolution,
+}
 
 
 def _is_expression(value: Any) -> bool:
