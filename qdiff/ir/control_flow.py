@@ -145,6 +145,11 @@ while_p = register_primitive("while", _while_rule, multiple_results=True,
                              subprogram_params=("cond", "body"))
 
 
+# A classical while loop without max_iter stops with an error after this many iterations
+# instead of hanging; reverse mode sizes its buffers by the same number (loops.reversal).
+UNBOUNDED_WHILE_LIMIT = 2 ** 20
+
+
 @while_p.def_impl("numpy")
 def _while_impl(*args: Any, cond: Any, body: Any, num_cond_consts: int, num_body_consts: int,
                 max_iter: int | None, checkpoint: int | None = None) -> list[Any]:
@@ -152,13 +157,17 @@ def _while_impl(*args: Any, cond: Any, body: Any, num_cond_consts: int, num_body
     bc = list(args[num_cond_consts:num_cond_consts + num_body_consts])
     carry = list(args[num_cond_consts + num_body_consts:])
     iterations = 0
+    limit = UNBOUNDED_WHILE_LIMIT if max_iter is None else max_iter
     while True:
         pred, *carry = evaluate(cond, *cc, *carry)
         if not bool(pred):
             return carry
-        if max_iter is not None and iterations >= max_iter:
+        if iterations >= limit:
             raise LoopLimitError(
-                f"while loop still running after max_iter={max_iter} iterations")
+                f"while loop still running after max_iter={max_iter} iterations"
+                if max_iter is not None else
+                f"while loop still running after {limit} iterations with no max_iter: it may "
+                "never end; pass max_iter= to bound it (or allow more rounds)")
         carry = evaluate(body, *bc, *carry)
         iterations += 1
 

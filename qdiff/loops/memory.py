@@ -25,12 +25,18 @@ from typing import Any
 import numpy as np
 
 from ..autodiff.rules import def_zero_derivative
+from ..ir.errors import QdiffError
+from ..ir.host import available_memory_bytes, format_bytes
 from ..ir.primitives import register_primitive
 from ..ir.tracer import record
 from ..ir.type_rules import tensor
 from ..ir.types import Type
 
 _site_ids = itertools.count()
+
+
+class CheckpointMemoryError(QdiffError, MemoryError):
+    """A loop reversal would store more than the memory available."""
 
 
 class CheckpointMemory:
@@ -74,6 +80,13 @@ checkpoint_buffer_p = register_primitive("checkpoint_buffer", _buffer_rule)
 @checkpoint_buffer_p.def_impl("numpy")
 def _buffer_impl(like: np.ndarray, *, slots: int, site: int) -> np.ndarray:
     like = np.asarray(like)
+    needed = slots * like.nbytes
+    if needed > available_memory_bytes():
+        raise CheckpointMemoryError(
+            f"reverse mode would store {slots} loop carries of {format_bytes(like.nbytes)} "
+            f"each ({format_bytes(needed)}), more than the {format_bytes(available_memory_bytes())}"
+            " available; bound the loop with a smaller max_iter, or pass checkpoint=k to "
+            "keep about k·N^(1/k) carries instead of N")
     for memory in _measurements:
         memory.note(site, slots * like.size)
     return np.zeros((slots, *like.shape), like.dtype)

@@ -28,7 +28,7 @@ import numpy as np
 from .. import numpy as qnp
 from ..autodiff.reverse import vjp_program
 from ..autodiff.tangents import is_differentiable, zeros
-from ..ir.control_flow import fori_loop, loop_p, while_loop
+from ..ir.control_flow import UNBOUNDED_WHILE_LIMIT, fori_loop, loop_p, while_loop
 from ..ir.core import Program
 from ..ir.interpreter import inline
 from ..ir.tracer import bind, value_type
@@ -38,7 +38,7 @@ from .memory import checkpoint_buffer
 
 # Buffer capacity for loops whose trip count is only known at run time and not bounded by
 # the program (a while loop without max_iter, traced fori_loop bounds).
-DEFAULT_CAPACITY = 2 ** 20
+DEFAULT_CAPACITY = UNBOUNDED_WHILE_LIMIT
 DEFAULT_DYNAMIC_LEVELS = 2
 
 
@@ -86,8 +86,10 @@ def reverse_loop(step: Program, num_consts: int, start: Any, stop: Any, consts: 
         slots = slots_per_level(count, levels)
         length: Any = np.asarray(count, np.int64)
     else:
-        levels = checkpoint or DEFAULT_DYNAMIC_LEVELS
         limit = capacity or DEFAULT_CAPACITY
+        # about a thousand slots a level: a loop bounded by max_iter=1e15 keeps ~5 levels of
+        # 1000 carries (one more forward run a level), not 3e7 carries for the bound alone
+        levels = checkpoint or max(DEFAULT_DYNAMIC_LEVELS, math.ceil(math.log2(limit) / 10))
         slots = slots_per_level(limit, levels)
         length = qnp.maximum(qnp.subtract(stop, start), 0)
         _check_capacity(length, slots ** levels)

@@ -39,9 +39,11 @@ def _gradient(program: Program, args: tuple, argnums: Any, method: str, options:
     result = gradient(program, *args, argnums=argnums, method=method, **options)
     settings = dict(options)
     tol = RunOptions.of(settings.pop("options", None), **settings).tol
-    bound = result.remainder_bound
-    if result.value_remainder_bound is not None and bound is not None:
-        bound = max(float(np.max(bound, initial=0.0)), result.value_remainder_bound)
+    bound = None
+    if result.remainder_bound is not None:  # the structure of the gradient, and the value's
+        bound = max([float(np.max(np.asarray(b), initial=0.0))
+                     for b in pytree.flatten(result.remainder_bound)[0]]
+                    + [result.value_remainder_bound or 0.0])
     warn_if_truncated(f"the derivative of {program.name}",
                       result.dropped_mass + result.unterminated_mass, bound, tol,
                       result.remainder_reason)
