@@ -14,7 +14,11 @@ use) and ``numba_backend`` with its kernels (``numba_ranges``, ``numba_gate_kern
 1.0
 """
 
-from qdiff.quantum.simulator import cupy_backend, numpy_backend  # noqa: F401  (they register)
+from qdiff.quantum.simulator import (  # noqa: F401  (they register)
+    cupy_backend,
+    numba_backend,  # noqa: F401  (registers; numba is a core dependency)
+    numpy_backend,
+)
 from qdiff.quantum.simulator.backend import SUPPORTED_DTYPES, StatevectorBackend
 from qdiff.quantum.simulator.gate_ops import GateOp, fuse_single_qubit_layers, random_circuit
 from qdiff.quantum.simulator.indexing import IndexLayout, index_layout, insert_zero_bits
@@ -25,9 +29,6 @@ from qdiff.quantum.simulator.memory import (
     statevector_bytes,
 )
 from qdiff.quantum.simulator.registry import available_backends, get_backend, numba_available
-
-if numba_available():
-    from qdiff.quantum.simulator import numba_backend  # noqa: F401  (it registers)
 
 __all__ = [
     "SUPPORTED_DTYPES",
