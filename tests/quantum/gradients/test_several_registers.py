@@ -7,6 +7,7 @@ buffer, and the adjoint recorder applied its gates to that buffer).
 
 import numpy as np
 import pytest
+from oracles import central_difference
 
 import qdiff
 from qdiff import quantum as qm
@@ -24,28 +25,19 @@ def two_registers(x):
     return qm.expval("Z", a) + 0.5 * qm.expval("ZZ", b)
 
 
-def _finite_differences(x, h=1e-6):
-    grad = np.zeros_like(x)
-    for k in range(x.size):
-        e = np.zeros_like(x)
-        e[k] = h
-        grad[k] = (two_registers(x + e) - two_registers(x - e)) / (2 * h)
-    return grad
-
-
 @pytest.mark.parametrize("settings", [dict(), dict(method="parameter-shift"),
                                       dict(method="finite-diff")],
                          ids=["adjoint", "parameter-shift", "finite-diff"])
 def test_two_registers_differentiate_by_every_method(settings):
     x = np.array([0.4, -0.7])
-    expected = _finite_differences(x)
+    expected = central_difference(two_registers, x)
     np.testing.assert_allclose(qm.gradient(two_registers, x, **settings).grad, expected,
                                atol=1e-6)
 
 
 def test_two_registers_grad_jacobian_and_sampled_gradient():
     x = np.array([0.4, -0.7])
-    expected = _finite_differences(x)
+    expected = central_difference(two_registers, x)
     np.testing.assert_allclose(qdiff.grad(two_registers)(x), expected, atol=1e-6)
     np.testing.assert_allclose(qdiff.jacobian(two_registers)(x), expected, atol=1e-6)
     sampled = qm.gradient(two_registers, x, mode="sample", shots=2000, seed=3)
