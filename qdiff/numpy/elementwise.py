@@ -99,10 +99,19 @@ def clip(x: Any, lower: Any, upper: Any) -> Any:
     return minimum(maximum(x, lower), upper)
 
 
-def logaddexp(x: Any, y: Any) -> Any:
-    """``log(exp(x) + exp(y))`` computed stably."""
-    big = maximum(x, y)
-    return add(big, log1p(exp(negative(abs(subtract(x, y))))))
+def isfinite(x: Any) -> Any:
+    """Whether each element is neither infinite nor NaN."""
+    return less(abs(x), np.inf)
+
+
+def isinf(x: Any) -> Any:
+    """Whether each element is ``+inf`` or ``-inf``."""
+    return equal(abs(x), np.inf)
+
+
+def isnan(x: Any) -> Any:
+    """Whether each element is NaN (the one value not equal to itself)."""
+    return not_equal(x, x)
 
 
 def sigmoid(x: Any) -> Any:

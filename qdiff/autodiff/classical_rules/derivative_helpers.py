@@ -33,17 +33,31 @@ def expand_back(value: Any, shape: tuple[int, ...], axes: tuple[int, ...]) -> An
 def product_of_others(x: Any, axes: tuple[int, ...]) -> Any:
     """For each element, the product of the other elements along ``axes``.
 
-    With no zero in the group it is ``P / x_i``; with one zero, only the zero element gets
-    the product of the nonzero ones; with two or more zeros, all get zero.
+    Computed without dividing by zero: ``Π_{j≠i} x_j = (P / s_i) · Z_i`` where ``s`` is x
+    with its zeros replaced by ones, ``P = Π s`` and ``Z_i`` is the product of the zero
+    elements other than i. ``Z_i`` is 1 when there are none and 0 otherwise, but its
+    derivatives are not: with m other zeros, its m-th derivative along them is 1. So ``Z_i``
+    is written as the elementary symmetric polynomial ``e_m`` of those zeros (value 0 for
+    m ≥ 1, the right derivatives up to second order), which makes the derivative rules that
+    use this function differentiable again: Hessians of products stay right with zeros.
     """
     shape = value_type(x).shape
     is_zero = qnp.equal(x, 0)
     safe = qnp.where(is_zero, 1.0, x)
-    zero_count = expand_back(qnp.sum(qnp.astype(is_zero, np.int64), axes), shape, axes)
     nonzero_product = expand_back(qnp.prod(safe, axes), shape, axes)
-    only_zero = qnp.logical_and(qnp.equal(zero_count, 1), is_zero)
-    return qnp.where(qnp.equal(zero_count, 0), nonzero_product / safe,
-                     qnp.where(only_zero, nonzero_product, 0.0))
+    zeros_only = qnp.where(is_zero, x, 0.0)  # the zero elements, traced (their values are 0)
+
+    def others(values: Any) -> Any:
+        # Σ_{j≠i} over the zero elements, for each i
+        return expand_back(qnp.sum(values, axes), shape, axes) - values
+
+    other_zeros = others(qnp.astype(is_zero, np.int64))
+    e1 = others(zeros_only)
+    e2 = (e1 * e1 - others(zeros_only * zeros_only)) * 0.5
+    zero_factor = qnp.where(qnp.equal(other_zeros, 0), 1.0,
+                            qnp.where(qnp.equal(other_zeros, 1), e1,
+                                      qnp.where(qnp.equal(other_zeros, 2), e2, 0.0)))
+    return nonzero_product / safe * zero_factor
 
 
 def first_extremum_mask(x: Any, axes: tuple[int, ...], kind: str) -> Any:

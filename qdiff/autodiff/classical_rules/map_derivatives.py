@@ -94,7 +94,10 @@ def _projected(body: Program, k: int, inputs: list, cts: list, unit: np.ndarray)
     outs = inline(jvp_program(body, only), [*inputs, unit])[len(body.outputs):]
     total = None
     for ct, partial in zip(cts, outs):
-        term = qnp.sum(qnp.multiply(qnp.conj(partial) if _complex(partial) else partial, ct))
+        weight = qnp.conj(partial) if _complex(partial) else partial
+        # a zero partial (the branch a `where` did not take) contributes nothing, even
+        # against an infinite or NaN cotangent, as in reverse mode
+        term = qnp.sum(qnp.where(qnp.equal(weight, 0), 0, qnp.multiply(weight, ct)))
         total = term if total is None else total + term
     return total
 
