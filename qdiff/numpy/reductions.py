@@ -11,7 +11,7 @@ import numpy as np
 from ..ir.errors import TypeCheckError
 from ..ir.tracer import as_operand
 from ._core import apply, astype, float_dtype, promote, shape_of
-from .elementwise import add, exp, isfinite, log, subtract, where
+from .elementwise import add, equal, exp, isfinite, log, subtract, where
 from .shape import reshape, stack
 
 
@@ -94,9 +94,11 @@ def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) ->
 def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     """``log(sum(exp(x)))`` over ``axis``, shifted by the maximum for stability.
 
-    As in JAX, an infinite or NaN maximum is not used as the shift (0 is), so a group of
-    only ``-inf`` gives ``-inf`` (a fully masked row stays masked) and ``+inf`` gives
-    ``+inf`` instead of NaN. The shift cancels in the derivatives, ties included.
+    As in JAX, an infinite or NaN maximum is not used as the shift (0 is), so a group
+    holding ``+inf`` gives ``+inf`` instead of NaN, and a group of only ``-inf`` (a fully
+    masked row) gives ``-inf``. The shift cancels in the derivatives, ties included. The
+    derivative with respect to a fully masked group is 0 (JAX gives NaN there, and lets it
+    reach the other groups' gradients when their sum is differentiated).
 
     >>> import qdiff.numpy as qnp
     >>> round(float(qnp.logsumexp(np.array([1000.0, 1000.0]))), 6)
@@ -108,7 +110,9 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     shift = max(x, axis, keepdims=True)
     shift = where(isfinite(shift), shift, 0.0)
     total = sum(exp(subtract(x, shift)), axis, keepdims=True)
-    result = add(log(total), shift)
+    masked = equal(total, 0)
+    # log(0) would send an infinite derivative (times a zero cotangent: NaN) into the group
+    result = add(where(masked, -np.inf, log(where(masked, 1.0, total))), shift)
     if keepdims:
         return result
     axes = _axes(axis, len(shape_of(x)), "logsumexp")
