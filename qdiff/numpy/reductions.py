@@ -87,8 +87,10 @@ def mean(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False) ->
     x = as_operand(x)
     shape = shape_of(x)
     count = int(np.prod([shape[a] for a in _axes(axis, len(shape), "mean")], dtype=np.int64))
-    total = sum(x, axis, dtype=dtype or float_dtype(x), keepdims=keepdims)
-    return total / np.asarray(count, total.dtype if dtype is None else dtype)
+    total = sum(x, axis, dtype=float_dtype(x) if dtype is None or np.dtype(dtype).kind in "biu"
+                else dtype, keepdims=keepdims)
+    average = total / np.asarray(count, total.dtype)
+    return average if dtype is None else astype(average, dtype)
 
 
 def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
@@ -107,15 +109,19 @@ def logsumexp(x: Any, axis: Any = None, keepdims: bool = False) -> Any:
     -inf
     """
     x = as_operand(x, float_dtype(x))
-    shift = max(x, axis, keepdims=True)
-    shift = where(isfinite(shift), shift, 0.0)
+    axes = _axes(axis, len(shape_of(x)), "logsumexp")
+    if any(shape_of(x)[a] == 0 for a in axes):  # empty groups: log(0), no maximum to shift by
+        shift = np.zeros(tuple(1 if i in axes else d for i, d in enumerate(shape_of(x))),
+                         x.dtype)
+    else:
+        shift = max(x, axis, keepdims=True)
+        shift = where(isfinite(shift), shift, 0.0)
     total = sum(exp(subtract(x, shift)), axis, keepdims=True)
     masked = equal(total, 0)
     # log(0) would send an infinite derivative (times a zero cotangent: NaN) into the group
     result = add(where(masked, -np.inf, log(where(masked, 1.0, total))), shift)
     if keepdims:
         return result
-    axes = _axes(axis, len(shape_of(x)), "logsumexp")
     return reshape(result, tuple(d for i, d in enumerate(shape_of(result)) if i not in axes))
 
 
