@@ -17,7 +17,8 @@ import pytest
 
 import qdiff
 import qdiff.numpy as qnp
-from qdiff.ir.primitives import all_primitives
+from qdiff.ir.primitives import all_primitives, get_primitive
+from qdiff.ir.tracer import bind
 
 jax.config.update("jax_enable_x64", True)
 
@@ -80,17 +81,97 @@ MATRICES = (np.array([[0.3, -1.2, 2.0], [1.5, 0.4, -0.6]]),
 # attaining the extremum (as argmax); JAX splits it evenly. Checked against a first-index
 # reference below.
 TIED_MATRIX = np.array([[1.0, 3.0, 3.0], [2.0, 2.0, -1.0]])
+VECTOR = np.array([0.3, -0.7, 1.2, 0.5])
+IDX = np.array([0, 2, 0, 3])
+DISTINCT = np.array([2, 0])
+
+
+def _unpack(x):
+    return qnp.stack(bind(get_primitive("unpack"), x, indices=(0, 2, 0)))
+
+
+def _fold(op, neutral, xs):
+    """A left fold in JAX: the reference of qdiff's reduce with a general operator."""
+    acc = neutral
+    for k in range(xs.shape[0]):
+        acc = op(acc, xs[k])
+    return acc
+
+
+def _cumulative(op, neutral, xs):
+    acc, out = neutral, []
+    for k in range(xs.shape[0]):
+        acc = op(acc, xs[k])
+        out.append(acc)
+    return jnp.stack(out)
+
+
+def _associative(a, b):
+    return a + b + a * b  # (1 + a)(1 + b) - 1: associative, not one of the named monoids
+
+
+def _step(i, c, x):
+    return c * x[i % 4] + qnp.sin(c)
+
+
+def _jax_step(i, c, x):
+    return c * x[i % 4] + jnp.sin(c)
+
+
+# structural, SOAC and control-flow primitives: (qdiff f, JAX g) of one vector, scalar valued
+STRUCTURAL = {
+    "dynamic_slice": (lambda x: qnp.sin(x[qnp.argmax(x)]) * x[0],
+                      lambda x: jnp.sin(x[jnp.argmax(x)]) * x[0]),
+    "dynamic_update_slice": (lambda x: qnp.sum(qnp.sin(x.at[qnp.argmin(x)].set(x[0] * x[1]))),
+                             lambda x: jnp.sum(jnp.sin(x.at[jnp.argmin(x)].set(x[0] * x[1])))),
+    "gather": (lambda x: qnp.sum(qnp.sin(x[IDX]) * x[IDX]),
+               lambda x: jnp.sum(jnp.sin(x[IDX]) * x[IDX])),
+    "unpack": (lambda x: qnp.sum(qnp.sin(_unpack(x)) * _unpack(x)),
+               lambda x: jnp.sum(jnp.sin(x[np.array([0, 2, 0])]) * x[np.array([0, 2, 0])])),
+    "einsum": (lambda x: qnp.sum(qnp.sin(qnp.einsum("i,j->ij", x, x * x))),
+               lambda x: jnp.sum(jnp.sin(jnp.einsum("i,j->ij", x, x * x)))),
+    "reshape": (lambda x: qnp.sum(qnp.sin(qnp.reshape(x, (2, 2))[0]) * x[:2]),
+                lambda x: jnp.sum(jnp.sin(jnp.reshape(x, (2, 2))[0]) * x[:2])),
+    "transpose": (lambda x: qnp.sum(qnp.sin(qnp.reshape(x, (2, 2)).T[0]) * x[:2]),
+                  lambda x: jnp.sum(jnp.sin(jnp.reshape(x, (2, 2)).T[0]) * x[:2])),
+    "broadcast_in_dim": (lambda x: qnp.sum(qnp.sin(qnp.broadcast_to(x, (4, 4)) * x[:, None])),
+                         lambda x: jnp.sum(jnp.sin(jnp.broadcast_to(x, (4, 4)) * x[:, None]))),
+    "concatenate": (
+        lambda x: qnp.sum(qnp.sin(qnp.concatenate([x, x * x])) * qnp.concatenate([x, x])),
+        lambda x: jnp.sum(jnp.sin(jnp.concatenate([x, x * x])) * jnp.concatenate([x, x]))),
+    "slice": (lambda x: qnp.sum(qnp.sin(x[1:4:2]) * x[0:2]),
+              lambda x: jnp.sum(jnp.sin(x[1:4:2]) * x[0:2])),
+    "rev": (lambda x: qnp.sum(qnp.sin(x[::-1]) * x), lambda x: jnp.sum(jnp.sin(x[::-1]) * x)),
+    "scatter": (lambda x: qnp.sum(qnp.sin(x.at[DISTINCT].set(x[:2] * x[3]))),
+                lambda x: jnp.sum(jnp.sin(x.at[DISTINCT].set(x[:2] * x[3])))),
+    # JAX differentiates a multiplying scatter only at indices it is told are distinct
+    "hist": (lambda x: qnp.sum(qnp.sin(x.at[IDX].add(x * x)) + x.at[DISTINCT].multiply(x[1:3])),
+             lambda x: jnp.sum(jnp.sin(x.at[IDX].add(x * x))
+                               + x.at[DISTINCT].multiply(x[1:3], unique_indices=True))),
+    "map": (lambda x: qnp.sum(qdiff.map(lambda v: qnp.sin(v) * v, x)),
+            lambda x: jnp.sum(jax.vmap(lambda v: jnp.sin(v) * v)(x))),
+    "reduce": (lambda x: qdiff.reduce(_associative, 0.0, qnp.sin(x)),
+               lambda x: _fold(_associative, 0.0, jnp.sin(x))),
+    "scan": (lambda x: qnp.sum(qdiff.scan(_associative, 0.0, x) ** 2),
+             lambda x: jnp.sum(_cumulative(_associative, 0.0, x) ** 2)),
+    "loop": (lambda x: qdiff.fori_loop(0, 3, lambda i, c: _step(i, c, x), x[1]),
+             lambda x: jax.lax.fori_loop(0, 3, lambda i, c: _jax_step(i, c, x), x[1])),
+    # JAX's while_loop has no reverse mode: the reference is its fori_loop (3 iterations here)
+    "while": (lambda x: qdiff.while_loop(lambda c: c[0] < 3, lambda c: (
+        c[0] + 1, _step(c[0], c[1], x)), (0, x[1]))[1],
+        lambda x: jax.lax.fori_loop(0, 3, lambda i, c: _jax_step(i, c, x), x[1])),
+    "cond": (lambda x: qdiff.cond(x[0] > 0, lambda v: qnp.sin(v) * v, lambda v: v * v, x[2]),
+             lambda x: jax.lax.cond(x[0] > 0, lambda v: jnp.sin(v) * v, lambda v: v * v, x[2])),
+    "stop_gradient": (lambda x: qnp.sum(qdiff.stop_gradient(x * x) * qnp.sin(x)),
+                      lambda x: jnp.sum(jax.lax.stop_gradient(x * x) * jnp.sin(x))),
+}
 NOT_IN_TABLE = {
-    # no derivative: boolean-valued or integer-valued
+    # no derivative: boolean-valued or integer-valued (their zero derivative is checked by
+    # tests/classical/test_primitive_derivatives.py)
     **dict.fromkeys(("eq", "ne", "lt", "le", "gt", "ge", "and", "or", "xor", "not",
                      "argmax", "argmin", "floor_div", "iota"), "integer/boolean valued"),
-    # structural primitives: derivatives checked by tests/classical/test_primitive_derivatives
-    # (forward vs reverse vs finite differences); their JAX counterparts differ in signature
-    **dict.fromkeys(("dynamic_slice", "dynamic_update_slice", "gather", "unpack", "einsum",
-                     "reshape", "transpose", "broadcast_in_dim", "concatenate", "slice", "rev",
-                     "map", "reduce", "scan", "hist", "scatter", "loop", "while", "cond",
-                     "checkpoint_buffer", "stop_gradient"),
-                    "structural or control flow: not yet compared with JAX here"),
+    # made only by reverse-mode loops (a zero buffer for checkpoints), never by user code
+    "checkpoint_buffer": "internal to the derivative of loops; no JAX counterpart",
 }
 
 
@@ -139,6 +220,18 @@ def test_binary_primitive_derivatives_match_jax(name):
                  f"{name} d/dy at {x}, {y}")
 
 
+@pytest.mark.parametrize("name", STRUCTURAL)
+def test_structural_primitive_derivatives_match_jax(name):
+    ours, theirs = STRUCTURAL[name]
+    program = qdiff.trace(ours, VECTOR)
+    used = {e.primitive.name for e in program.eqns}
+    assert name in used or name == "unpack" or any(
+        name in {s.primitive.name for s in sub.eqns} for e in program.eqns
+        for sub in e.params.values() if isinstance(sub, qdiff.Program)), (name, used)
+    for x in (VECTOR, np.zeros(4), np.array([1.0, 1.0, -2.0, 0.0])):
+        _compare(ours, theirs, x, f"{name} at {x}")
+
+
 @pytest.mark.parametrize("name", REDUCTIONS)
 def test_reduction_derivatives_match_jax(name):
     ours, theirs = REDUCTIONS[name]
@@ -164,11 +257,28 @@ def test_empty_and_infinite_inputs():
     empty = np.zeros((0,))
     assert qdiff.grad(lambda v: qnp.sum(qnp.exp(v)))(empty).shape == (0,)
     assert qdiff.hessian(lambda v: qnp.sum(qnp.sin(v)))(empty).shape == (0, 0)
-    x = np.array([np.inf, -np.inf, 1.0])
-    for ours, theirs in ((qnp.exp, jnp.exp), (qnp.tanh, jnp.tanh), (qnp.arctan, jnp.arctan)):
+    x = np.array([np.inf, -np.inf, np.nan, 1.0])
+    for ours, theirs in ((qnp.exp, jnp.exp), (qnp.tanh, jnp.tanh), (qnp.arctan, jnp.arctan),
+                         (qnp.sin, jnp.sin), (lambda v: v * v, lambda v: v * v)):
         np.testing.assert_allclose(qdiff.grad(_sum_of(ours))(x),
                                    jax.grad(_jax_sum_of(theirs))(jnp.asarray(x)),
                                    equal_nan=True)
+        np.testing.assert_allclose(qdiff.hessian(_sum_of(ours))(x),
+                                   jax.hessian(_jax_sum_of(theirs))(jnp.asarray(x)),
+                                   equal_nan=True)
+
+
+def test_integer_inputs_have_no_derivative():
+    # JAX refuses integer inputs to grad; qdiff refuses an integer-valued function and
+    # gives a float argument's gradient when another argument is an integer array
+    ints = np.array([1, 2])
+    with pytest.raises(TypeError):
+        jax.grad(lambda v: jnp.sum(v * v))(jnp.asarray(ints))
+    with pytest.raises(qdiff.QdiffError, match="float scalar"):
+        qdiff.grad(lambda v: qnp.sum(v * v))(ints)
+    grad = qdiff.grad(lambda x, n: qnp.sum(x * x * n))(np.array([1.0, 2.0]), ints)
+    np.testing.assert_array_equal(grad, jax.grad(lambda x: jnp.sum(x * x * ints))(
+        jnp.array([1.0, 2.0])))
 
 
 def test_every_classical_primitive_is_compared_or_listed():
@@ -176,7 +286,8 @@ def test_every_classical_primitive_is_compared_or_listed():
                  if p.impls.get("numpy") is not None and not p.impls["numpy"].__module__
                  .startswith("qdiff.quantum")} | {"stop_gradient", "checkpoint_buffer"}
     classical -= {"bit_to_int", "qextend"}
-    compared = set(UNARY) | set(BINARY) | set(REDUCTIONS)
+    compared = set(UNARY) | set(BINARY) | set(REDUCTIONS) | set(STRUCTURAL)
+    assert compared | set(NOT_IN_TABLE) <= classical
     assert classical - compared - set(NOT_IN_TABLE) == set()
 
 

@@ -30,16 +30,28 @@ def expand_back(value: Any, shape: tuple[int, ...], axes: tuple[int, ...]) -> An
                   broadcast_dimensions=kept)
 
 
+def product_of_zeros(count: Any, first: Any, second: Any) -> Any:
+    """The product of ``count`` elements that are all 0, given ``first = Σ z`` and
+    ``second = Σ z²`` over them, written so that its derivatives up to second order are right.
+
+    The value is 1 for no element and 0 otherwise, but the m-th derivative along m zero
+    elements is 1: this is the elementary symmetric polynomial ``e_count`` of the elements
+    (``e_1 = Σ z``, ``e_2 = ((Σ z)² - Σ z²) / 2``), whose value is 0 and whose derivatives
+    up to second order are those of the product. Products computed by counting zeros use it
+    so that their derivative rules can be differentiated again (Hessians stay right).
+    """
+    return qnp.where(qnp.equal(count, 0), 1.0,
+                     qnp.where(qnp.equal(count, 1), first,
+                               qnp.where(qnp.equal(count, 2), (first * first - second) * 0.5,
+                                         0.0)))
+
+
 def product_of_others(x: Any, axes: tuple[int, ...]) -> Any:
     """For each element, the product of the other elements along ``axes``.
 
     Computed without dividing by zero: ``Π_{j≠i} x_j = (P / s_i) · Z_i`` where ``s`` is x
-    with its zeros replaced by ones, ``P = Π s`` and ``Z_i`` is the product of the zero
-    elements other than i. ``Z_i`` is 1 when there are none and 0 otherwise, but its
-    derivatives are not: with m other zeros, its m-th derivative along them is 1. So ``Z_i``
-    is written as the elementary symmetric polynomial ``e_m`` of those zeros (value 0 for
-    m ≥ 1, the right derivatives up to second order), which makes the derivative rules that
-    use this function differentiable again: Hessians of products stay right with zeros.
+    with its zeros replaced by ones, ``P = Π s`` and ``Z_i`` is the `product_of_zeros` of
+    the zero elements other than i, so that its derivatives are right too.
     """
     shape = value_type(x).shape
     is_zero = qnp.equal(x, 0)
@@ -48,15 +60,11 @@ def product_of_others(x: Any, axes: tuple[int, ...]) -> Any:
     zeros_only = qnp.where(is_zero, x, 0.0)  # the zero elements, traced (their values are 0)
 
     def others(values: Any) -> Any:
-        # Σ_{j≠i} over the zero elements, for each i
+        # Σ_{j≠i} along axes, for each i
         return expand_back(qnp.sum(values, axes), shape, axes) - values
 
-    other_zeros = others(qnp.astype(is_zero, np.int64))
-    e1 = others(zeros_only)
-    e2 = (e1 * e1 - others(zeros_only * zeros_only)) * 0.5
-    zero_factor = qnp.where(qnp.equal(other_zeros, 0), 1.0,
-                            qnp.where(qnp.equal(other_zeros, 1), e1,
-                                      qnp.where(qnp.equal(other_zeros, 2), e2, 0.0)))
+    zero_factor = product_of_zeros(others(qnp.astype(is_zero, np.int64)), others(zeros_only),
+                                   others(zeros_only * zeros_only))
     return nonzero_product / safe * zero_factor
 
 
