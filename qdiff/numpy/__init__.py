@@ -47,11 +47,13 @@ from .elementwise import (
     greater,
     greater_equal,
     imag,
+    isfinite,
+    isinf,
+    isnan,
     less,
     less_equal,
     log,
     log1p,
-    logaddexp,
     logical_and,
     logical_not,
     logical_or,
@@ -82,7 +84,19 @@ from .elementwise import (
 )
 from .indexing import IndexUpdateHelper, getitem, take
 from .linalg import dot, einsum, inner, matmul, outer, vdot
-from .reductions import amax, amin, argmax, argmin, logsumexp, max, mean, min, prod, sum
+from .reductions import (
+    amax,
+    amin,
+    argmax,
+    argmin,
+    logaddexp,
+    logsumexp,
+    max,
+    mean,
+    min,
+    prod,
+    sum,
+)
 from .shape import (
     broadcast_to,
     concatenate,

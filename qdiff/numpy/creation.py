@@ -8,7 +8,7 @@ import numpy as np
 
 from ..ir.tracer import Tracer, as_operand
 from ._core import shape_of
-from .shape import broadcast_to
+from .shape import broadcast_to, stack
 
 
 def zeros(shape: Any, dtype: Any = np.float64) -> np.ndarray:
@@ -63,13 +63,34 @@ def linspace(start: float, stop: float, num: int = 50, endpoint: bool = True) ->
     return np.linspace(start, stop, num, endpoint=endpoint)
 
 
-def eye(n: int, m: int | None = None, dtype: Any = np.float64) -> np.ndarray:
-    """The identity matrix."""
-    return np.eye(n, m, dtype=dtype)
+def eye(n: int, m: int | None = None, k: int = 0, dtype: Any = np.float64) -> np.ndarray:
+    """Ones on the ``k``-th diagonal of an ``n`` by ``m`` matrix (NumPy's eye).
+
+    >>> import qdiff.numpy as qnp
+    >>> qnp.eye(2, 3, k=1).tolist()
+    [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    """
+    return np.eye(n, m, k=k, dtype=dtype)
+
+
+def _holds_tracer(x: Any) -> bool:
+    if isinstance(x, Tracer):
+        return True
+    return isinstance(x, (list, tuple)) and any(_holds_tracer(e) for e in x)
 
 
 def asarray(x: Any, dtype: Any = None) -> Any:
-    """A traced value as is (converted to ``dtype``), anything else as a NumPy array."""
+    """``x`` as an array: a traced value as is (converted to ``dtype``), nested lists and
+    tuples holding traced values stacked into one traced array, anything else a NumPy array.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> qdiff.trace(lambda a, b: qnp.asarray([[a, 1.0], [b, a]]), 2.0, 3.0)(2.0, 3.0).tolist()
+    [[2.0, 1.0], [3.0, 2.0]]
+    """
+    if isinstance(x, (list, tuple)) and _holds_tracer(x):
+        if not x:
+            return np.asarray(x, dtype)
+        return as_operand(stack([asarray(e) for e in x]), dtype)
     return as_operand(x, dtype)
 
 

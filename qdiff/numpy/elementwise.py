@@ -44,9 +44,9 @@ def _family(operands: str | None, arity: int, names: str) -> list[Callable[..., 
 
 
 # Float-valued functions: ints and bools promote to float64 first.
-(exp, log, log1p, expm1, sin, cos, tan, arcsin, arccos, arctan, sinh, cosh, tanh, sqrt, floor,
- ceil) = _family("float", 1, "exp log log1p expm1 sin cos tan asin=arcsin acos=arccos "
-                             "atan=arctan sinh cosh tanh sqrt floor ceil")
+(exp, log, log1p, expm1, sin, cos, tan, arcsin, arccos, arctan, sinh, cosh, tanh, sqrt,
+ _float_floor, _float_ceil) = _family("float", 1, "exp log log1p expm1 sin cos tan asin=arcsin "
+                                      "acos=arccos atan=arctan sinh cosh tanh sqrt floor ceil")
 divide, arctan2 = _family("float", 2, "div=divide atan2=arctan2")
 # NumPy's common dtype.
 negative, abs, sign, conj, real, imag = _family(  # noqa: A001 - abs mirrors numpy.abs
@@ -65,10 +65,27 @@ true_divide = divide
 mod = remainder
 
 
-def round(x: Any) -> Any:  # noqa: A001 - mirrors numpy.round
+def _integers_unchanged(rounding: Callable[[Any], Any], kinds: str) -> Callable[[Any], Any]:
+    """A rounding function that, as NumPy's, returns integers (dtype kinds ``kinds``)
+    unchanged."""
+    def fn(x: Any) -> Any:
+        x = as_operand(x)
+        return x if x.dtype.kind in kinds else rounding(x)
+
+    fn.__name__ = fn.__qualname__ = rounding.__name__.lstrip("_").replace("float_", "")
+    fn.__doc__ = rounding.__doc__ + " Integers stay integers, as in NumPy."
+    return fn
+
+
+def _float_round(x: Any) -> Any:
     """Round half to even, elementwise (NumPy's ``round`` with 0 decimals)."""
     (operand,), _ = promote("round", x, dtype=float_dtype(x))
     return apply("round", operand)
+
+
+floor = _integers_unchanged(_float_floor, "biu")
+ceil = _integers_unchanged(_float_ceil, "biu")
+round = _integers_unchanged(_float_round, "iu")  # noqa: A001 - NumPy rounds bools to floats
 
 
 def where(condition: Any, x: Any, y: Any) -> Any:
@@ -99,10 +116,21 @@ def clip(x: Any, lower: Any, upper: Any) -> Any:
     return minimum(maximum(x, lower), upper)
 
 
-def logaddexp(x: Any, y: Any) -> Any:
-    """``log(exp(x) + exp(y))`` computed stably."""
-    big = maximum(x, y)
-    return add(big, log1p(exp(negative(abs(subtract(x, y))))))
+def isfinite(x: Any) -> Any:
+    """Whether each element is neither infinite nor NaN (integers always are)."""
+    x = as_operand(x)
+    return equal(x, x) if x.dtype.kind in "biu" else less(abs(x), np.inf)
+
+
+def isinf(x: Any) -> Any:
+    """Whether each element is ``+inf`` or ``-inf`` (integers never are)."""
+    x = as_operand(x)
+    return not_equal(x, x) if x.dtype.kind in "biu" else equal(abs(x), np.inf)
+
+
+def isnan(x: Any) -> Any:
+    """Whether each element is NaN (the one value not equal to itself)."""
+    return not_equal(x, x)
 
 
 def sigmoid(x: Any) -> Any:

@@ -287,9 +287,18 @@ def _box(x: Any, index: Any) -> tuple[list[Any], tuple[int, ...], list[bool]] | 
     return starts, tuple(sizes), kept
 
 
-def take(x: Any, indices: Any, axis: int = 0) -> Any:
-    """Elements of ``x`` at ``indices`` along ``axis`` (NumPy's take, without wrap modes)."""
+def take(x: Any, indices: Any, axis: int | None = None) -> Any:
+    """Elements of ``x`` at ``indices`` along ``axis`` (NumPy's take, without wrap modes).
+
+    As in NumPy, ``axis=None`` (the default) takes from the flattened array.
+
+    >>> import qdiff.numpy as qnp
+    >>> qnp.take(np.arange(12).reshape(4, 3), [1, 3]).tolist()
+    [1, 3]
+    """
     x = as_operand(x)
+    if axis is None:
+        x, axis = reshape(x, (-1,)), 0
     ndim = len(shape_of(x))
     if not -ndim <= axis < ndim:
         raise TypeCheckError(f"take: axis {axis} is out of range for {ndim} dimensions")

@@ -52,11 +52,33 @@ def swapaxes(x: Any, axis1: int, axis2: int) -> Any:
     return transpose(x, perm)
 
 
-def moveaxis(x: Any, source: int, destination: int) -> Any:
-    """Move one axis to a new position."""
+def _axis_list(axes: int | Sequence[int], ndim: int, name: str) -> list[int]:
+    """``axes`` (one or several, negative counting from the end) as distinct axes >= 0."""
+    listed = [axes] if isinstance(axes, (int, np.integer)) else list(axes)
+    for a in listed:
+        if not -ndim <= a < ndim:
+            raise TypeCheckError(f"{name}: axis {a} is out of range for {ndim} dimensions")
+    found = [int(a) % ndim for a in listed]
+    if len(set(found)) != len(found):
+        raise TypeCheckError(f"{name}: repeated axis in {listed}")
+    return found
+
+
+def moveaxis(x: Any, source: int | Sequence[int], destination: int | Sequence[int]) -> Any:
+    """Move axes to new positions; the other axes keep their order (NumPy's moveaxis).
+
+    >>> import qdiff.numpy as qnp
+    >>> qnp.moveaxis(np.zeros((2, 3, 4)), [0, 1], [-1, -2]).shape
+    (4, 3, 2)
+    """
     ndim = len(shape_of(x))
-    perm = [a for a in range(ndim) if a != source % ndim]
-    perm.insert(destination % ndim, source % ndim)
+    sources = _axis_list(source, ndim, "moveaxis")
+    destinations = _axis_list(destination, ndim, "moveaxis")
+    if len(sources) != len(destinations):
+        raise TypeCheckError("moveaxis: source and destination need the same number of axes")
+    perm = [a for a in range(ndim) if a not in sources]
+    for dest, src in sorted(zip(destinations, sources)):
+        perm.insert(dest, src)
     return transpose(x, perm)
 
 

@@ -30,20 +30,42 @@ def expand_back(value: Any, shape: tuple[int, ...], axes: tuple[int, ...]) -> An
                   broadcast_dimensions=kept)
 
 
+def product_of_zeros(count: Any, first: Any, second: Any) -> Any:
+    """The product of ``count`` elements that are all 0, given ``first = Σ z`` and
+    ``second = Σ z²`` over them, written so that its derivatives up to second order are right.
+
+    The value is 1 for no element and 0 otherwise, but the m-th derivative along m zero
+    elements is 1: this is the elementary symmetric polynomial ``e_count`` of the elements
+    (``e_1 = Σ z``, ``e_2 = ((Σ z)² - Σ z²) / 2``), whose value is 0 and whose derivatives
+    up to second order are those of the product. Products computed by counting zeros use it
+    so that their derivative rules can be differentiated again (Hessians stay right).
+    """
+    return qnp.where(qnp.equal(count, 0), 1.0,
+                     qnp.where(qnp.equal(count, 1), first,
+                               qnp.where(qnp.equal(count, 2), (first * first - second) * 0.5,
+                                         0.0)))
+
+
 def product_of_others(x: Any, axes: tuple[int, ...]) -> Any:
     """For each element, the product of the other elements along ``axes``.
 
-    With no zero in the group it is ``P / x_i``; with one zero, only the zero element gets
-    the product of the nonzero ones; with two or more zeros, all get zero.
+    Computed without dividing by zero: ``Π_{j≠i} x_j = (P / s_i) · Z_i`` where ``s`` is x
+    with its zeros replaced by ones, ``P = Π s`` and ``Z_i`` is the `product_of_zeros` of
+    the zero elements other than i, so that its derivatives are right too.
     """
     shape = value_type(x).shape
     is_zero = qnp.equal(x, 0)
     safe = qnp.where(is_zero, 1.0, x)
-    zero_count = expand_back(qnp.sum(qnp.astype(is_zero, np.int64), axes), shape, axes)
     nonzero_product = expand_back(qnp.prod(safe, axes), shape, axes)
-    only_zero = qnp.logical_and(qnp.equal(zero_count, 1), is_zero)
-    return qnp.where(qnp.equal(zero_count, 0), nonzero_product / safe,
-                     qnp.where(only_zero, nonzero_product, 0.0))
+    zeros_only = qnp.where(is_zero, x, 0.0)  # the zero elements, traced (their values are 0)
+
+    def others(values: Any) -> Any:
+        # Σ_{j≠i} along axes, for each i
+        return expand_back(qnp.sum(values, axes), shape, axes) - values
+
+    zero_factor = product_of_zeros(others(qnp.astype(is_zero, np.int64)), others(zeros_only),
+                                   others(zeros_only * zeros_only))
+    return nonzero_product / safe * zero_factor
 
 
 def first_extremum_mask(x: Any, axes: tuple[int, ...], kind: str) -> Any:

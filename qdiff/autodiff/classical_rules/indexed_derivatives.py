@@ -3,10 +3,12 @@
 ``h = hist(dest, ⊙, is, vs)``: ``h[b] = dest[b] ⊙ (⊙_{i: is_i = b} vs_i)``; indices out of
 range are ignored (so are their derivatives). Rewrites, with ``b = is_i``:
 - ``+``: ``ḣ = hist(+, ḋest, is, v̇s)``; ``d̄est = h̄``, ``v̄s_i = h̄[b]`` (a gather).
-- ``*``: per bin, ``nz[b]`` = product of its nonzero values and ``zc[b]`` = its zero count;
-  the bin's product is ``P[b] = zc[b] == 0 ? nz[b] : 0`` and ``h = dest·P``;
-  ``∂P[b]/∂v_i = zc[b] == 0 ? nz[b]/v_i : (zc[b] == 1 and v_i == 0 ? nz[b] : 0)``;
-  ``d̄est = P·h̄``, ``v̄s_i = dest[b]·h̄[b]·∂P[b]/∂v_i``.
+- ``*``: per bin, ``nz[b]`` = product of its nonzero values and ``Z[b]`` the product of its
+  zero values (`product_of_zeros`: 1 without zeros, else 0 with the right derivatives); the
+  bin's product is ``P[b] = nz[b]·Z[b]`` and ``h = dest·P``;
+  ``∂P[b]/∂v_i = nz[b]/s_i · Z_i[b]`` (``s_i``: v_i, or 1 when v_i = 0; ``Z_i[b]``: the
+  product of the bin's zeros other than v_i); ``d̄est = P·h̄``,
+  ``v̄s_i = dest[b]·h̄[b]·∂P[b]/∂v_i``.
 - ``max``/``min``: the derivative goes to the winner of each bin: ``dest[b]`` when it attains
   ``h[b]`` (dest wins ties), else the first index i attaining it.
 - any other operator: the forward sweep replays the updates and saves each overwritten bin
@@ -36,6 +38,7 @@ from ...ir.types import Tensor
 from ..forward import jvp_program
 from ..reverse import vjp_program
 from ..tangents import instantiate, zeros
+from .derivative_helpers import product_of_zeros
 
 
 def hist_rows(dest: Any, op: str, fill: Any, indices: Any, values: Any) -> Any:
@@ -76,14 +79,19 @@ def _product_parts(dest: Any, indices: Any, values: Any) -> tuple[Any, Any]:
     valid = _rows(_in_range(indices, d_type.shape[0]), values)
     is_zero = qnp.logical_and(valid, qnp.equal(values, 0))
     safe = qnp.where(qnp.logical_or(is_zero, qnp.logical_not(valid)), 1.0, values)
-    counts = hist_rows(zeros(d_type.with_dtype("int64")), "add", 0, indices,
-                       qnp.astype(is_zero, np.int64))
+    zero_flags = qnp.astype(is_zero, np.int64)
+    zeros_only = qnp.where(is_zero, values, 0.0)  # the zero values, traced (they are 0)
+    squares = zeros_only * zeros_only
+    counts, firsts, seconds = (
+        hist_rows(zeros(d_type.with_dtype(value_type(v).dtype)), "add", 0, indices, v)
+        for v in (zero_flags, zeros_only, squares))
     nonzero = hist_rows(qnp.full_like(zeros(d_type), 1.0), "mul", 1.0, indices, safe)
-    product = qnp.where(qnp.equal(counts, 0), nonzero, 0.0)
-    bin_count, bin_nonzero = gather_rows(counts, indices), gather_rows(nonzero, indices)
-    partial = qnp.where(qnp.equal(bin_count, 0), bin_nonzero / safe,
-                        qnp.where(qnp.logical_and(qnp.equal(bin_count, 1), is_zero),
-                                  bin_nonzero, 0.0))
+    product = nonzero * product_of_zeros(counts, firsts, seconds)
+    # the partial of v_i: the bin's nonzero values but v_i, times the bin's other zeros
+    bin_count, bin_first, bin_second, bin_nonzero = (gather_rows(t, indices) for t in (
+        counts, firsts, seconds, nonzero))
+    partial = bin_nonzero / safe * product_of_zeros(bin_count - zero_flags,
+                                                    bin_first - zeros_only, bin_second - squares)
     return product, partial
 
 

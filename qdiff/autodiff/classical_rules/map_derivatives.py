@@ -94,7 +94,12 @@ def _projected(body: Program, k: int, inputs: list, cts: list, unit: np.ndarray)
     outs = inline(jvp_program(body, only), [*inputs, unit])[len(body.outputs):]
     total = None
     for ct, partial in zip(cts, outs):
-        term = qnp.sum(qnp.multiply(qnp.conj(partial) if _complex(partial) else partial, ct))
+        weight = qnp.conj(partial) if _complex(partial) else partial
+        # a zero partial (the branch a `where` did not take) contributes nothing, even
+        # against an infinite or NaN cotangent, as in reverse mode; only then is the product
+        # replaced, so that its derivatives (second-order ones) stay those of weight·ȳ
+        blocked = qnp.logical_and(qnp.equal(weight, 0), qnp.logical_not(qnp.isfinite(ct)))
+        term = qnp.sum(qnp.where(blocked, 0, qnp.multiply(weight, ct)))
         total = term if total is None else total + term
     return total
 
