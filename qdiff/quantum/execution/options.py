@@ -11,7 +11,7 @@ is: runners, recorders and shifted-program jobs read what they need from it.
 Traceback (most recent call last):
     ...
 qdiff.ir.errors.QdiffError: tol must be a number in (0, 1), got 0
->>> RunOptions.of(None, shots=10).replace(seed=3).shots
+>>> RunOptions.of(None, mode="sample", shots=10).replace(seed=3).shots
 10
 """
 

@@ -188,13 +188,15 @@ def test_qdiff_transformations_dispatch_on_quantum_programs():
 
 
 def test_independent_evaluations_run_on_a_process_pool():
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     f = random_circuit(7, depth=len(PARAMETRIC))
     w = np.array([0.1, 0.5, -0.3, 0.8])
     cotangent = (1.0, 0.5, np.array([0.0, 1.0, 0.0, 0.0]))
     local = gradient(f, w, cotangent=cotangent, method="finite-diff")
-    with ProcessPoolExecutor(2) as pool:
+    # spawned workers: forking a process that runs threads (JAX's, in this suite) can deadlock
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
         pooled = gradient(f, w, cotangent=cotangent, method="finite-diff", executor=pool)
     np.testing.assert_allclose(pooled.grad, local.grad, atol=1e-12)
     np.testing.assert_allclose(pooled.grad, gradient(f, w, cotangent=cotangent).grad, atol=1e-7)

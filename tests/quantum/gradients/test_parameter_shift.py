@@ -1,6 +1,7 @@
 """Parameter shift: shift rules, the shifted-program transformation, exact and sampled
 gradients, checked against the adjoint method, central differences and closed forms."""
 
+import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
@@ -261,7 +262,8 @@ def test_unbounded_loops_exact_closed_forms():
 
 def test_shifted_programs_run_on_a_process_pool():
     w = np.array([0.3, -0.8, 1.1])
-    with ProcessPoolExecutor(max_workers=2) as pool:
+    # spawned workers: forking a process that runs threads (JAX's, in this suite) can deadlock
+    with ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn")) as pool:
         pooled = gradient(_hybrid, w, 0.25, method="parameter-shift", executor=pool)
     assert np.allclose(pooled.grad, gradient(_hybrid, w, 0.25).grad, atol=1e-10)
 
