@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from ... import numpy as qnp
+from ...classical.elementwise import select_p
 from ...classical.soacs import map_p
 from ...ir.core import Program
 from ...ir.interpreter import inline
@@ -95,13 +96,25 @@ def _projected(body: Program, k: int, inputs: list, cts: list, unit: np.ndarray)
     total = None
     for ct, partial in zip(cts, outs):
         weight = qnp.conj(partial) if _complex(partial) else partial
-        # a zero partial (the branch a `where` did not take) contributes nothing, even
-        # against an infinite or NaN cotangent, as in reverse mode; only then is the product
-        # replaced, so that its derivatives (second-order ones) stay those of weight·ȳ
-        blocked = qnp.logical_and(qnp.equal(weight, 0), qnp.logical_not(qnp.isfinite(ct)))
-        term = qnp.sum(qnp.where(blocked, 0, qnp.multiply(weight, ct)))
+        # the branch a `where` did not take contributes nothing, even against an infinite
+        # or NaN cotangent (its zero partial times ȳ is NaN only then), as in reverse mode;
+        # only then is the product replaced, so its derivatives stay those of weight·ȳ
+        product = qnp.multiply(weight, ct)
+        if _selects(body):
+            blocked = qnp.logical_and(qnp.equal(weight, 0), qnp.isnan(product))
+            product = qnp.where(blocked, 0, product)
+        term = qnp.sum(product)
         total = term if total is None else total + term
     return total
+
+
+def _selects(program: Program) -> bool:
+    """Whether ``program`` (its sub-programs included) has a `select`: only a branch not
+    taken gives a partial that is zero whatever the cotangent."""
+    return any(eqn.primitive is select_p or any(
+        _selects(sub) for value in eqn.params.values()
+        for sub in (value if isinstance(value, (tuple, list)) else (value,))
+        if isinstance(sub, Program)) for eqn in program.eqns)
 
 
 def _complex(value: Any) -> bool:
