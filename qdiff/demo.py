@@ -51,7 +51,7 @@ def smooth(x: Any, y: Any) -> Any:
     return qnp.sum(qnp.exp(qnp.sin(x) * y) + x)
 
 
-def run_demo(shots: int = 400) -> str:
+def run_demo(shots: int = 200) -> str:
     """The demo's text: the hybrid program, its value, its gradients; a classical gradient
     program. ``shots`` sets the sampled estimators' budget.
 
@@ -69,7 +69,7 @@ def run_demo(shots: int = 400) -> str:
     return "\n".join(lines)
 
 
-def gradient_rows(shots: int = 400) -> list[tuple[str, Any]]:
+def gradient_rows(shots: int = 200) -> list[tuple[str, Any]]:
     """The hybrid program's gradient four ways: (label, `QuantumGradient`) per method.
 
     >>> rows = dict(gradient_rows(shots=40))
