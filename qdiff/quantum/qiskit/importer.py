@@ -108,6 +108,8 @@ class ImportedCircuit(Program):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if len(args) == 1 and isinstance(args[0], dict):
             args = (self.values_of(args[0]),)
+        if not self.parameters and len(args) == 1 and np.size(args[0]) == 0:
+            args = ()  # a circuit without parameters takes its (empty) array of values too
         shapes = [np.shape(a) for a in args]
         if self.parameters and len(args) == 1 and shapes[0] != (len(self.parameters),):
             names = ", ".join(p.name for p in self.parameters)

@@ -213,3 +213,11 @@ def test_sampler_gradient_of_repeat_until_success_matches_the_closed_form():
     # the case: θ = 1.3, closed form -3.5916; before: -3.3175 ± 0.086
     grad, stderr, _ = _sampler_gradient(1.3, shots=4000, seed=2)
     assert abs(grad - _rounds_slope(1.3)) < 4 * stderr
+
+
+def test_circuit_without_parameters_takes_no_argument_or_an_empty_array():
+    # the README says the program takes one array: for no parameters, an empty one works too
+    qc = QuantumCircuit(1)
+    qc.h(0)
+    program = qm.from_qiskit(qc, "Z")
+    assert program() == program(np.zeros(0)) == program([]) == 0.0
