@@ -98,3 +98,16 @@ def test_invalid_numeric_options_are_refused_with_their_range(settings):
         qm.gradient(repeat_until_one, 0.7, **settings)
     with pytest.raises(qdiff.QdiffError, match=f"{name} must be"):
         qm.run(repeat_until_one, 0.7, **settings)
+
+
+def test_readme_parameter_shift_figure_is_what_qdiff_returns():
+    # the README said "-23.29 exactly" for a run that returns -23.29817 (cut off at 1e-6)
+    from pathlib import Path
+
+    from qdiff.quantum.lang.examples import repeat_until_one
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "-23.29 exactly" not in readme and "-23.29817" in readme
+    shifted = qm.gradient(repeat_until_one, 0.7, method="parameter-shift", tol=1e-6).grad
+    assert abs(shifted - (-23.29817)) < 5e-6
+    assert abs(shifted - (-23.299350)) > 1e-3  # the cut-off is real: no certificate here
