@@ -111,3 +111,20 @@ def test_readme_parameter_shift_figure_is_what_qdiff_returns():
     shifted = qm.gradient(repeat_until_one, 0.7, method="parameter-shift", tol=1e-6).grad
     assert abs(shifted - (-23.29817)) < 5e-6
     assert abs(shifted - (-23.299350)) > 1e-3  # the cut-off is real: no certificate here
+
+
+def test_full_with_an_int_shape_and_a_traced_fill():
+    import qdiff.numpy as qnp
+
+    filled = qdiff.trace(lambda x: qnp.full(5, x), 1.0)
+    assert filled(2.0).tolist() == [2.0] * 5
+    assert qdiff.grad(lambda x: qnp.sum(qnp.full(5, x)))(1.0) == 5.0
+
+
+def test_arrays_built_from_constants_have_at_updates_as_in_jax():
+    import qdiff.numpy as qnp
+
+    placed = qdiff.trace(lambda v: qnp.zeros(3).at[1].set(v), 1.0)
+    assert placed(2.0).tolist() == [0.0, 2.0, 0.0]
+    assert qdiff.grad(lambda v: qnp.sum(qnp.ones((2, 2)).at[0, 1].multiply(v)))(3.0) == 1.0
+    assert qnp.eye(2).at[0, 1].add(4.0).tolist() == [[1.0, 4.0], [0.0, 1.0]]

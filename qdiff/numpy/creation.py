@@ -8,17 +8,37 @@ import numpy as np
 
 from ..ir.tracer import Tracer, as_operand
 from ._core import shape_of
+from .indexing import IndexUpdateHelper
 from .shape import broadcast_to, stack
+
+
+class ConstantArray(np.ndarray):
+    """A NumPy array made by `qdiff.numpy`'s constructors, with JAX's functional updates:
+    ``x.at[idx].set(v)`` (and ``add``, ``multiply``, ``min``, ``max``) returns the updated
+    array, traced when ``v`` is, so code written for JAX runs as it is.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> qdiff.trace(lambda v: qnp.zeros(3).at[1].set(v), 1.0)(2.0).tolist()
+    [0.0, 2.0, 0.0]
+    """
+
+    @property
+    def at(self) -> IndexUpdateHelper:
+        return IndexUpdateHelper(np.asarray(self))
+
+
+def _constant(values: np.ndarray) -> ConstantArray:
+    return values.view(ConstantArray)
 
 
 def zeros(shape: Any, dtype: Any = np.float64) -> np.ndarray:
     """An array of zeros (a constant)."""
-    return np.zeros(shape, dtype)
+    return _constant(np.zeros(shape, dtype))
 
 
 def ones(shape: Any, dtype: Any = np.float64) -> np.ndarray:
     """An array of ones (a constant)."""
-    return np.ones(shape, dtype)
+    return _constant(np.ones(shape, dtype))
 
 
 def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
@@ -27,10 +47,15 @@ def full(shape: Any, fill_value: Any, dtype: Any = None) -> Any:
     >>> import qdiff.numpy as qnp
     >>> qnp.full((2,), 3.0).tolist()
     [3.0, 3.0]
+    >>> import qdiff
+    >>> qdiff.trace(lambda x: qnp.full(3, x), 1.0)(2.0).tolist()
+    [2.0, 2.0, 2.0]
     """
     if isinstance(fill_value, Tracer):
-        return broadcast_to(as_operand(fill_value, dtype), shape)
-    return np.full(shape, fill_value, dtype)
+        # NumPy takes an int for a 1-D shape
+        dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        return broadcast_to(as_operand(fill_value, dtype), dims)
+    return _constant(np.full(shape, fill_value, dtype))
 
 
 def _like(x: Any, dtype: Any) -> tuple[tuple[int, ...], Any]:
@@ -39,12 +64,12 @@ def _like(x: Any, dtype: Any) -> tuple[tuple[int, ...], Any]:
 
 def zeros_like(x: Any, dtype: Any = None) -> np.ndarray:
     """Zeros of ``x``'s shape and dtype."""
-    return np.zeros(*_like(x, dtype))
+    return _constant(np.zeros(*_like(x, dtype)))
 
 
 def ones_like(x: Any, dtype: Any = None) -> np.ndarray:
     """Ones of ``x``'s shape and dtype."""
-    return np.ones(*_like(x, dtype))
+    return _constant(np.ones(*_like(x, dtype)))
 
 
 def full_like(x: Any, fill_value: Any, dtype: Any = None) -> Any:
@@ -70,7 +95,7 @@ def eye(n: int, m: int | None = None, k: int = 0, dtype: Any = np.float64) -> np
     >>> qnp.eye(2, 3, k=1).tolist()
     [[0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
     """
-    return np.eye(n, m, k=k, dtype=dtype)
+    return _constant(np.eye(n, m, k=k, dtype=dtype))
 
 
 def _holds_tracer(x: Any) -> bool:
