@@ -45,8 +45,8 @@ from .ir.core import Program
 from .ir.errors import QdiffError
 from .ir.interpreter import call_program, inline
 from .ir.passes import fuse_elementwise, simplify
-from .ir.program_function import ProgramFunction
-from .ir.tracer import Tracer, trace
+from .ir.program_function import ProgramFunction, holds_tracer
+from .ir.tracer import trace
 from .ir.types import Tensor
 from .loops import control_flow_rules  # noqa: F401  (rules of loop, while, cond)
 
@@ -130,10 +130,6 @@ class TransformedFunction(ProgramFunction):
                 "derivatives run on the simulator: use grad, jacobian, jvp or vjp)")
         return program
 
-    @staticmethod
-    def _tracing(args: tuple) -> bool:
-        return any(isinstance(leaf, Tracer) for leaf in pytree.flatten(tuple(args))[0])
-
     def _traced(self, *args: Any) -> Any:
         return call_program(self.build(self._program(args)), args)
 
@@ -150,7 +146,7 @@ class TransformedFunction(ProgramFunction):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = self.bind_arguments(args, kwargs)
-        if not self._tracing(args) and self.whole is not None:
+        if not holds_tracer(args) and self.whole is not None:
             program = as_program(self.source, args)
             rule = rule_for(program)
             if rule is not None:

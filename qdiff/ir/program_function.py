@@ -17,6 +17,11 @@ from .errors import QdiffError
 from .tracer import Tracer, trace, value_type
 
 
+def holds_tracer(args: tuple) -> bool:
+    """Whether any leaf of ``args`` is traced (the call happens inside another trace)."""
+    return any(isinstance(leaf, Tracer) for leaf in pytree.flatten(tuple(args))[0])
+
+
 class ProgramFunction:
     """A Python function and the programs traced from it, one per argument signature.
 
@@ -82,7 +87,7 @@ class ProgramFunction:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = self.bind_arguments(args, kwargs)
-        if any(isinstance(leaf, Tracer) for leaf in pytree.flatten(tuple(args))[0]):
+        if holds_tracer(args):
             return self.fn(*args)  # inside another trace: inline the Python function
         return self.trace(*args)(*args)
 

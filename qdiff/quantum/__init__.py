@@ -13,7 +13,7 @@ True
 
 from ..ir.interpreter import register_runner
 from .execution.options import RunOptions
-from .execution.run import TruncationWarning, call_program, run
+from .execution.run import TruncationWarning, call_quantum_program, run
 from .execution.runner import NonTerminatingLoopError, QuantumResult, needs_runner
 from .gradients import differentiation  # noqa: F401  (registers the quantum derivative rule)
 from .gradients.gradient import QuantumGradient, gradient, jacobian
@@ -43,7 +43,7 @@ from .qiskit.exporter import to_qiskit
 from .qiskit.importer import from_qiskit
 
 globals().update(GATES)
-register_runner(needs_runner, call_program)
+register_runner(needs_runner, call_quantum_program)
 
 __all__ = [
     "GATES", "NonTerminatingLoopError", "PauliSum", "QuantumGradient", "QuantumResult",

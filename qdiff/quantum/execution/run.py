@@ -129,7 +129,7 @@ def run(program: Any, *args: Any, options: RunOptions | None = None,
     return run_leaves(program, argument_leaves(program, args), options)
 
 
-def call_program(program: Program, values: list[Any], backend: str = "numpy") -> Any:
+def call_quantum_program(program: Program, values: list[Any], backend: str = "numpy") -> Any:
     """What calling a quantum Program returns: its values alone (exact mode), with a
     `TruncationWarning` when they may be further than ``tol`` from the exact ones."""
     result = run_leaves(program, values, DEFAULTS)
@@ -144,7 +144,7 @@ def run_leaves(program: Program, leaves: Sequence[Any],
     does, whatever structure its arguments have)."""
     values = [np.asarray(v) for v in leaves]
     mode = options.mode
-    if mode not in ("exact", "sample", "density", *EXTERNAL_MODES):
+    if mode not in modes("density"):
         raise QdiffError(f"mode must be one of {', '.join(modes('density'))}, got {mode!r}")
     for index, atom in enumerate(program.outputs):
         if isinstance(atom.type, QState):

@@ -35,10 +35,15 @@ from .adjoint import RecordedRun
 from .gradient import gradient, jacobian, jacobian_rows
 
 
+def _run_options(options: dict) -> RunOptions:
+    """The API's keyword options (``options=`` and the settings) as one RunOptions."""
+    settings = dict(options)
+    return RunOptions.of(settings.pop("options", None), **settings)
+
+
 def _gradient(program: Program, args: tuple, argnums: Any, method: str, options: dict) -> Any:
     result = gradient(program, *args, argnums=argnums, method=method, **options)
-    settings = dict(options)
-    tol = RunOptions.of(settings.pop("options", None), **settings).tol
+    tol = _run_options(options).tol
     bound = None
     if result.remainder_bound is not None:  # the structure of the gradient, and the value's
         bound = max([float(np.max(np.asarray(b), initial=0.0))
@@ -84,8 +89,7 @@ def _vjp(program: Program, primals: tuple, flags: list[bool], method: str,
 def _jvp(program: Program, flat_primals: list[Any], flat_tangents: list[Any],
          flags: list[bool], method: str, options: dict) -> tuple[Any, Any]:
     # J·t, one row of the Jacobian per output element (the reverse sweep per row)
-    settings = dict(options)
-    given = RunOptions.of(settings.pop("options", None), **settings)
+    given = _run_options(options)
     value, rows = jacobian_rows(program, flat_primals, None,
                                 given if method == "auto" else given.replace(method=method))
     tangents = [np.asarray(t, np.float64) if flag else None

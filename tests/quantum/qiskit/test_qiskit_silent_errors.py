@@ -2,21 +2,24 @@
 evolution gates, sampler gradients of unbounded loops without a hidden cut-off bias,
 observables and parameter values in Qiskit's own types, and clear errors for bad input."""
 
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.linalg
+from qiskit import QuantumCircuit
+from qiskit.circuit import Gate, Parameter
+from qiskit.circuit.library import HamiltonianGate, PauliEvolutionGate
+from qiskit.quantum_info import Operator, Pauli, SparsePauliOp, Statevector
 
 import qdiff
 from qdiff import quantum as qm
 from qdiff.ir.errors import QdiffError
 
-pytest.importorskip("qiskit")
-from qiskit import QuantumCircuit  # noqa: E402
-from qiskit.circuit import Gate, Parameter  # noqa: E402
-from qiskit.circuit.library import HamiltonianGate, PauliEvolutionGate  # noqa: E402
-from qiskit.quantum_info import Operator, Pauli, SparsePauliOp, Statevector  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "case_studies"))
+from repeat_until_success import rus_rounds_and_z  # noqa: E402  (the case study's program)
 
 pytestmark = pytest.mark.filterwarnings("ignore::scipy.sparse.SparseEfficiencyWarning")
 
@@ -69,8 +72,14 @@ def test_pauli_evolution_of_an_operator_list_is_the_exact_evolution_of_their_sum
 
 def test_commuting_pauli_evolution_with_a_parameter_is_exact_and_differentiable():
     commuting = SparsePauliOp.from_list([("ZZI", 0.8), ("IZZ", -0.3), ("XXX", 0.2)])
+    terms = [Pauli(label).to_matrix() for label in commuting.paulis.to_labels()]
+    assert all(np.allclose(a @ b, b @ a) for a in terms for b in terms)  # they do commute
     t = Parameter("t")
     program = qm.from_qiskit(_evolution_circuit(t, commuting), OBSERVABLE)
+    # the commuting path: one Pauli rotation per term, no eigenbasis change
+    rotations = [e for e in program.all_eqns() if e.primitive.name == "gate"
+                 and e.params["name"] == "pauli_rot"]
+    assert len(rotations) == len(terms)
     assert float(program(np.array([1.1]))) == pytest.approx(
         _statevector_value(1.1, commuting), abs=1e-12)
     h = 1e-5
@@ -162,21 +171,9 @@ def test_bad_input_errors_name_the_problem():
 
 # ----------------------------------------------------- sampler gradients of unbounded loops
 def _rus(theta):
-    """Repeat-until-success (case_studies/repeat_until_success.py): E[rounds] =
-    1/sin²(θ/2), d/dθ = -cos(θ/2)/sin³(θ/2)."""
-    q = qm.qubits(2)
-    qm.h(q[0])
-    rounds = qdiff.Cell(0)
-
-    def round_():
-        qm.reset(q[1])
-        qm.ry(theta, q[1])
-        qm.cry(theta / 2, q[1], q[0])
-        rounds.set(rounds.value + 1)
-
-    round_()
-    qdiff.while_loop(lambda: qm.measure(q[1]) == 0, round_)
-    return qdiff.numpy.asarray(rounds.value) * 1.0
+    """Repeat-until-success's rounds (the case study's program): E[rounds] = 1/sin²(θ/2),
+    d/dθ = -cos(θ/2)/sin³(θ/2)."""
+    return rus_rounds_and_z(theta)[0]
 
 
 def _rounds_slope(theta):
