@@ -1,4 +1,5 @@
-"""Classical array primitives (elementwise, reductions, shape, indexing, einsum, SOACs).
+"""Classical array primitives (elementwise, reductions, shape, indexing, einsum, SOACs,
+dense solvers).
 
 Importing this package registers them with their type rules and NumPy implementations;
 their derivative rules are registered by `qdiff.autodiff` (`autodiff.classical_rules`).
@@ -11,4 +12,5 @@ from . import (  # noqa: F401  (registers the primitives)
     reductions,
     shape,
     soacs,
+    solvers,
 )

@@ -12,6 +12,7 @@ import numpy as _np
 
 from . import tracer_methods  # noqa: F401  (gives traced values their operators and methods)
 from ._core import astype
+from .arrange import cross, repeat, roll, take_along_axis, tile
 from .creation import (
     arange,
     array,
@@ -25,6 +26,8 @@ from .creation import (
     zeros,
     zeros_like,
 )
+from .cumulative import cumprod, cumsum, diff
+from .diagonals import diag, diagonal, trace, tril, tril_indices, triu, triu_indices
 from .elementwise import (
     abs,
     absolute,

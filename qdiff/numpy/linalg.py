@@ -1,8 +1,10 @@
-"""Products of `qdiff.numpy`: einsum, dot, matmul, inner, outer, vdot.
+"""Products and dense linear algebra of `qdiff.numpy` (also reachable as `qnp.linalg`):
+einsum, dot, matmul, inner, outer, vdot; solve, inv, det, slogdet, cholesky.
 
-All of them lower to the two-operand `einsum` primitive with an explicit spec; indices that
+The products lower to the two-operand `einsum` primitive with an explicit spec; indices that
 appear in only one operand and not in the output are summed out first, and batch dimensions
-of `matmul` are broadcast explicitly.
+of `matmul` are broadcast explicitly. The solvers bind the primitives of
+`qdiff.classical.solvers` on real float matrices (integers become float64, as in NumPy).
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ import numpy as np
 
 from ..ir.errors import TypeCheckError
 from ..ir.tracer import as_operand
-from ._core import apply, broadcast_to_shape, result_dtype, shape_of
-from .elementwise import conj, multiply
+from ._core import apply, broadcast_to_shape, float_dtype, result_dtype, shape_of
+from .elementwise import conj, exp, multiply
 from .reductions import sum as _sum
-from .shape import reshape, transpose
+from .shape import reshape, swapaxes, transpose
 
 
 def _parse(spec: str, ndims: list[int]) -> tuple[list[str], str]:
@@ -157,3 +159,96 @@ def vdot(a: Any, b: Any) -> Any:
     a = as_operand(a)
     a = conj(a) if np.dtype(a.dtype).kind == "c" else a
     return einsum("i,i->", reshape(a, (-1,)), reshape(b, (-1,)))
+
+
+# ------------------------------------------------------------------------- dense solvers
+def _matrices(name: str, *operands: Any) -> list[Any]:
+    dtype = float_dtype(*operands)
+    if dtype.kind == "c":
+        raise TypeCheckError(f"linalg.{name}: complex matrices are not supported")
+    ops = [as_operand(o, dtype) for o in operands]
+    shape = shape_of(ops[0])
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise TypeCheckError(f"linalg.{name}: expected square matrices (..., n, n), got {shape}")
+    return ops
+
+
+def matrix_transpose(x: Any) -> Any:
+    """``x`` with its last two axes exchanged (a batch of transposed matrices)."""
+    return swapaxes(x, -1, -2)
+
+
+def solve(a: Any, b: Any) -> Any:
+    """The solution ``x`` of ``a @ x = b`` (NumPy's rules: ``b`` is a vector only when 1-d).
+
+    >>> import qdiff.numpy as qnp
+    >>> qnp.linalg.solve(np.array([[2.0, 0.0], [0.0, 4.0]]), np.array([1.0, 1.0])).tolist()
+    [0.5, 0.25]
+    """
+    a, b = _matrices("solve", a, b)
+    a_shape, b_shape = shape_of(a), shape_of(b)
+    vector = len(b_shape) == 1
+    if vector:
+        b = reshape(b, (b_shape[0], 1))
+        b_shape = shape_of(b)
+    if len(b_shape) < 2 or b_shape[-2] != a_shape[-1]:
+        raise TypeCheckError(f"linalg.solve: right-hand side {b_shape} does not fit the "
+                             f"matrix {a_shape}")
+    try:
+        batch = tuple(np.broadcast_shapes(a_shape[:-2], b_shape[:-2]))
+    except ValueError:
+        raise TypeCheckError(f"linalg.solve: batch shapes {a_shape[:-2]} and {b_shape[:-2]} "
+                             "do not broadcast") from None
+    a = broadcast_to_shape(a, batch + a_shape[-2:])
+    b = broadcast_to_shape(b, batch + b_shape[-2:])
+    x = apply("solve", a, b)
+    return reshape(x, shape_of(x)[:-1]) if vector else x
+
+
+def inv(a: Any) -> Any:
+    """The inverse of each matrix in ``a`` (an error for a singular one, as in NumPy).
+
+    >>> import qdiff.numpy as qnp
+    >>> qnp.linalg.inv(np.array([[2.0, 0.0], [0.0, 4.0]])).tolist()
+    [[0.5, 0.0], [0.0, 0.25]]
+    """
+    (a,) = _matrices("inv", a)
+    shape = shape_of(a)
+    identity = np.broadcast_to(np.eye(shape[-1], dtype=a.dtype), shape)
+    return apply("solve", a, np.ascontiguousarray(identity))
+
+
+def slogdet(a: Any) -> tuple[Any, Any]:
+    """``(sign, log|det a|)`` of each matrix; a singular one gives ``(0, -inf)``.
+
+    >>> import qdiff.numpy as qnp
+    >>> [float(v) for v in qnp.linalg.slogdet(np.array([[0.0, 2.0], [3.0, 0.0]]))]
+    [-1.0, 1.791759469228055]
+    """
+    (a,) = _matrices("slogdet", a)
+    return apply("det_sign", a), apply("logabsdet", a)
+
+
+def det(a: Any) -> Any:
+    """The determinant of each matrix in ``a``: ``sign * exp(log|det|)``.
+
+    >>> import qdiff.numpy as qnp
+    >>> float(qnp.linalg.det(np.array([[1.0, 2.0], [3.0, 4.0]])))
+    -2.0000000000000004
+    """
+    sign, logdet = slogdet(a)
+    return multiply(sign, exp(logdet))
+
+
+def cholesky(a: Any) -> Any:
+    """The lower-triangular ``L`` with ``L @ L.T == a``, reading ``a``'s lower triangle.
+
+    Derivatives treat ``a`` as symmetric (the tangent ``da`` enters as
+    ``(da + da.T) / 2``), as JAX does.
+
+    >>> import qdiff.numpy as qnp
+    >>> qnp.linalg.cholesky(np.array([[4.0, 2.0], [2.0, 2.0]])).tolist()
+    [[2.0, 0.0], [1.0, 1.0]]
+    """
+    (a,) = _matrices("cholesky", a)
+    return apply("cholesky", a)

@@ -13,4 +13,5 @@ from . import (  # noqa: F401  (registers the rules)
     monoid_derivatives,
     reductions,
     shape,
+    solvers,
 )
