@@ -128,3 +128,28 @@ def test_arrays_built_from_constants_have_at_updates_as_in_jax():
     assert placed(2.0).tolist() == [0.0, 2.0, 0.0]
     assert qdiff.grad(lambda v: qnp.sum(qnp.ones((2, 2)).at[0, 1].multiply(v)))(3.0) == 1.0
     assert qnp.eye(2).at[0, 1].add(4.0).tolist() == [[1.0, 4.0], [0.0, 1.0]]
+
+
+def test_qnp_roll_cumprod_repeat_do_not_exist():
+    # porting JAX benchmark programs failed on these; now they exist with derivatives
+    import qdiff.numpy as qnp
+    from tests.oracles import central_difference
+
+    def ported(x):  # one line of each function of the ported programs
+        a = qnp.roll(x, 1) * qnp.cumprod(x) + qnp.repeat(x, 2)[::2] + qnp.cumsum(x)
+        m = qnp.tril(qnp.outer(x, x)) + qnp.triu(qnp.tile(x, (3, 1)), 1) + 3 * np.eye(3)
+        m = m + qnp.diag(qnp.diff(qnp.concatenate([x, x[:1]])) ** 2)
+        b = qnp.linalg.solve(m, a) + qnp.take_along_axis(x, np.array([2, 0, 1]), 0)
+        spd = qnp.matmul(m, m.T)
+        return (qnp.sum(b * qnp.cross(x, a)) + qnp.trace(qnp.linalg.inv(m))
+                + qnp.linalg.det(m) + qnp.linalg.slogdet(m)[1]
+                + qnp.sum(qnp.linalg.cholesky(spd)[qnp.tril_indices(3)])
+                + qnp.sum(qnp.triu_indices(3)[0] * x[qnp.triu_indices(3)[1]]))
+
+    x = np.array([0.3, -0.5, 0.8])
+    np.testing.assert_allclose(qdiff.grad(ported)(x), central_difference(ported, x),
+                               rtol=1e-6, atol=1e-7)
+    hessian = qdiff.hessian(ported)(x)
+    for k in range(3):
+        np.testing.assert_allclose(hessian[k], central_difference(
+            lambda v, k=k: qdiff.grad(ported)(v)[k], x), rtol=1e-5, atol=1e-6)
