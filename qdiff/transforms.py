@@ -29,7 +29,7 @@ from .autodiff.arguments import (
     ArgNums,
     Function,
     argnum_tuple,
-    as_program,
+    as_closed_program,
     output_leaves,
     unflatten_outputs,
     wrt_flags,
@@ -46,7 +46,7 @@ from .ir.errors import QdiffError
 from .ir.interpreter import call_program, inline
 from .ir.passes import fuse_elementwise, simplify
 from .ir.program_function import ProgramFunction, holds_tracer
-from .ir.tracer import trace
+from .ir.tracer import current_builder, trace
 from .ir.types import Tensor
 from .loops import control_flow_rules  # noqa: F401  (rules of loop, while, cond)
 
@@ -117,8 +117,8 @@ class TransformedFunction(ProgramFunction):
         super().__init__(self._traced, label)
         self.source, self.build, self.kind, self.whole = f, build, name, whole
 
-    def _program(self, args: tuple) -> Program:
-        program = as_program(self.source, args)
+    def _program(self, args: tuple) -> tuple[Program, list[Any]]:
+        program, captured = as_closed_program(self.source, args)
         rule = rule_for(program)
         if rule is not None:
             raise QdiffError(
@@ -128,10 +128,13 @@ class TransformedFunction(ProgramFunction):
                 "not supported yet)" if self.whole is not None else
                 f"{self.kind} of a {rule.name} program is not supported yet (its first "
                 "derivatives run on the simulator: use grad, jacobian, jvp or vjp)")
-        return program
+        return program, captured
 
     def _traced(self, *args: Any) -> Any:
-        return call_program(self.build(self._program(args)), args)
+        # values the function reads from enclosing traces are trailing, undifferentiated
+        # arguments of its program (closure conversion)
+        program, captured = self._program(args)
+        return call_program(self.build(program), (*args, *captured))
 
     def trace(self, *example_args: Any) -> Program:
         """The derivative Program for arguments shaped like ``example_args``."""
@@ -147,11 +150,22 @@ class TransformedFunction(ProgramFunction):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = self.bind_arguments(args, kwargs)
         if not holds_tracer(args) and self.whole is not None:
-            program = as_program(self.source, args)
+            program, captured = as_closed_program(self.source, args)
             rule = rule_for(program)
             if rule is not None:
+                _no_captures(captured, rule, self.kind)
                 return self.whole(rule, program, args)
+        if current_builder() is not None:
+            # inside another trace: inline, so the function may read that trace's values
+            return self._traced(*args)
         return super().__call__(*args)
+
+
+def _no_captures(captured: list[Any], rule: WholeProgramRule, what: str) -> None:
+    if captured:
+        raise QdiffError(
+            f"{what} of a {rule.name} program that reads traced values of an enclosing "
+            "transformation is not supported: pass those values as arguments")
 
 
 def _classical_options(method: str, options: dict) -> None:
@@ -250,15 +264,18 @@ def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
     >>> float(out), float(tangent)
     (0.0, 2.0)
     """
-    program = as_program(f, tuple(primals))
+    program, captured = as_closed_program(f, tuple(primals))
     flat_primals, in_tree = pytree.flatten(tuple(primals))
     flat_tangents, tangent_tree = pytree.flatten(tuple(tangents))
     if tangent_tree != in_tree:
         raise QdiffError("jvp: the tangents must have the structure of the primals")
-    flags = [is_differentiable(t) for t in program.in_types]
+    flags = [is_differentiable(t) for t in program.in_types[:len(flat_primals)]]
     rule = rule_for(program)
     if rule is not None:
+        _no_captures(captured, rule, "jvp")
         return rule.jvp(program, flat_primals, flat_tangents, flags, method, options)
+    flat_primals += captured
+    flags += [False] * len(captured)
     _classical_options(method, options)
     forward = jvp_program(to_differentiate(program, fuse), flags)
     supplied = [t for t, flag in zip(flat_tangents, flags) if flag]
@@ -282,12 +299,15 @@ def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "aut
     >>> back(np.array([1.0, 1.0]))[0].tolist()
     [2.0, 4.0]
     """
-    program = as_program(f, primals)
+    program, captured = as_closed_program(f, primals)
     flat_primals, in_tree = pytree.flatten(tuple(primals))
-    flags = [is_differentiable(t) for t in program.in_types]
+    flags = [is_differentiable(t) for t in program.in_types[:len(flat_primals)]]
     rule = rule_for(program)
     if rule is not None:
+        _no_captures(captured, rule, "vjp")
         return rule.vjp(program, primals, flags, method, options)
+    flat_primals += captured
+    flags += [False] * len(captured)
     _classical_options(method, options)
     backward = vjp_program(to_differentiate(program, fuse), flags)
     n_out = len(program.outputs)
@@ -298,7 +318,7 @@ def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "aut
         leaves = output_leaves(program, cotangent)
         outs = _call_flat(backward, [*flat_primals, *(leaves[k] for k in ct_slots)])
         cts = iter(outs[n_out:])
-        flat = [next(cts) if flag else None for flag in flags]
+        flat = [next(cts) if flag else None for flag in flags[:len(flags) - len(captured)]]
         return tuple(pytree.unflatten(in_tree, flat))
 
     return value, vjp_fn

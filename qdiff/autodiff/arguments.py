@@ -21,7 +21,7 @@ from ..ir import pytree
 from ..ir.core import Program
 from ..ir.errors import QdiffError
 from ..ir.program_function import ProgramFunction
-from ..ir.tracer import trace
+from ..ir.tracer import current_builder, trace, trace_closed
 from .tangents import is_differentiable
 
 Function = Program | ProgramFunction | Callable[..., Any]
@@ -37,6 +37,21 @@ def as_program(f: Function, args: Sequence[Any]) -> Program:
     if not callable(f):
         raise QdiffError(f"cannot differentiate {f!r}: pass a Program or a function")
     return trace(f, *args)
+
+
+def as_closed_program(f: Function, args: Sequence[Any]) -> tuple[Program, list[Any]]:
+    """``f`` as a Program traced at ``args``, and the traced values of enclosing traces it
+    reads (`trace_closed`): they are the program's trailing inputs, not differentiated
+    here, and the caller passes them after ``args``. Only a function called inside another
+    trace can read such values; elsewhere this is `as_program` (cached per signature).
+    """
+    if isinstance(f, Program):
+        return f, []
+    if not callable(f):
+        raise QdiffError(f"cannot differentiate {f!r}: pass a Program or a function")
+    if isinstance(f, ProgramFunction) and current_builder() is None:
+        return f.trace(*args), []
+    return trace_closed(f, *args)
 
 
 def arg_trees(program: Program) -> list[tuple]:

@@ -54,6 +54,9 @@ class Builder:
         self.scope = scope
         self.allow_cell_writes = allow_cell_writes
         self.active = False
+        # a top-level trace that may read tracers of the traces enclosing it (closure
+        # conversion, as in JAX): they become extra inputs, see `trace_closed`
+        self.closure = False
         # outer var -> (outer tracer, inner input var), in capture order
         self.captures: dict[Var, tuple[Tracer, Var]] = {}
         # cells opened from an enclosing scope: cell -> (outer value, inner input var or None)
@@ -94,7 +97,8 @@ class Builder:
         if isinstance(value, Tracer):
             if value.builder is self:
                 return value.var
-            if not value.builder.active or not self.is_enclosed_by(value.builder):
+            if not value.builder.active or not (
+                    self.is_enclosed_by(value.builder) or self._closes_over(value.builder)):
                 raise QdiffError(
                     "a traced value escaped the scope it was defined in (for example a value "
                     "computed inside a loop body and stored in an outer Python variable); "
@@ -107,6 +111,11 @@ class Builder:
         if isinstance(value, Cell):
             raise QdiffError("a Cell is not a value; use cell.value")
         return Literal(value)
+
+    def _closes_over(self, other: Builder) -> bool:
+        """Whether ``other`` belongs to a trace enclosing this closure-converting trace."""
+        root = self.root
+        return root.closure and other.root is not root
 
     def read_cell(self, cell: Cell) -> Any:
         if cell in self.cell_values:
@@ -464,9 +473,32 @@ def trace(fn: Callable[..., Any], *example_args: Any, name: str | None = None) -
       return d
     }
     """
+    program, _ = _trace(fn, example_args, name, closure=False)
+    return program
+
+
+def trace_closed(fn: Callable[..., Any], *example_args: Any,
+                 name: str | None = None) -> tuple[Program, list[Tracer]]:
+    """`trace`, where ``fn`` may read traced values of the traces enclosing this call (a
+    directional derivative inside a gradient, say): each becomes an extra input after the
+    arguments, and they are returned, so the caller passes them when calling the program.
+
+    >>> import qdiff.numpy as qnp
+    >>> def outer(x):
+    ...     inner, captured = trace_closed(lambda y: y * x, 1.0)
+    ...     return inner(2.0, *captured)
+    >>> trace(outer, 1.0)(3.0).item()
+    6.0
+    """
+    return _trace(fn, example_args, name, closure=True)
+
+
+def _trace(fn: Callable[..., Any], example_args: tuple, name: str | None,
+           closure: bool) -> tuple[Program, list[Tracer]]:
     leaves, in_tree = pytree.flatten(tuple(example_args))
     in_types = [leaf.type if isinstance(leaf, Tracer) else _arg_type(leaf) for leaf in leaves]
     builder = Builder(None, scope=name or getattr(fn, "__name__", "program"))
+    builder.closure = closure
     arg_vars = [Var(t) for t in in_types]
     saved_stack = list(_builder_stack)
     _builder_stack.clear()  # a trace is independent of any trace it is started from
@@ -478,9 +510,13 @@ def trace(fn: Callable[..., Any], *example_args: Any, name: str | None = None) -
             out_atoms = [builder.atom(x) for x in out_leaves]
     finally:
         _builder_stack[:] = saved_stack
+    captured = [outer for outer, _ in builder.captures.values()]
+    if captured:  # extra trailing arguments, one leaf each
+        arg_vars += [inner for _, inner in builder.captures.values()]
+        in_tree = pytree.flatten((*example_args, *captured))[1]
     program = Program(tuple(arg_vars), tuple(builder.eqns), tuple(out_atoms),
                       name=builder.scope, in_tree=in_tree, out_tree=out_tree)
-    return program.verify()
+    return program.verify(), captured
 
 
 def _arg_type(value: Any) -> Type:
