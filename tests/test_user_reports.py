@@ -153,3 +153,35 @@ def test_qnp_roll_cumprod_repeat_do_not_exist():
     for k in range(3):
         np.testing.assert_allclose(hessian[k], central_difference(
             lambda v, k=k: qdiff.grad(ported)(v)[k], x), rtol=1e-5, atol=1e-6)
+
+
+def test_dict_keyed_by_qiskit_parameters_is_not_comparable():
+    # pytree sorted dict keys, so a dict keyed by Qiskit Parameter objects failed with
+    # "'<' not supported between instances of 'Parameter'" in qm.run and qdiff.grad
+    from qiskit import QuantumCircuit
+    from qiskit.circuit import Parameter
+
+    import qdiff.numpy as qnp
+    from qdiff.ir import pytree
+
+    a, b = Parameter("a"), Parameter("b")
+    qc = QuantumCircuit(2)
+    qc.rx(a, 0)
+    qc.ry(b, 1)
+    circuit = qm.from_qiskit(qc, "ZZ")
+
+    @qdiff.program
+    def energy(params):
+        return circuit(qnp.stack([params[p] for p in circuit.parameters]))
+
+    values = {b: 0.5, a: 0.3}  # <Z0 Z1> = cos(a) cos(b)
+    assert np.isclose(energy(values), np.cos(0.3) * np.cos(0.5))
+    assert np.isclose(qm.run(energy, values).values, np.cos(0.3) * np.cos(0.5))
+    grad = qdiff.grad(energy)(values)
+    assert set(grad) == {a, b}
+    assert np.isclose(grad[a], -np.sin(0.3) * np.cos(0.5))
+    assert np.isclose(grad[b], -np.cos(0.3) * np.sin(0.5))
+    # insertion order does not matter: the same tree either way, and it round-trips
+    leaves, tree = pytree.flatten(values)
+    assert tree == pytree.flatten({a: 0.3, b: 0.5})[1] and leaves == [0.3, 0.5]
+    assert pytree.unflatten(tree, leaves) == values

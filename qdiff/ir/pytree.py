@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import SerializationError
+
 # A tree definition is a tuple: ("*",) for a leaf, ("none",), ("tuple", children),
 # ("list", children) or ("dict", keys, children). Tuples keep it hashable for caches.
 LEAF = ("*",)
@@ -35,12 +37,24 @@ def _flatten_into(tree: Any, leaves: list[Any]) -> tuple:
     if isinstance(tree, list):
         return ("list", tuple(_flatten_into(x, leaves) for x in tree))
     if isinstance(tree, dict):
-        keys = tuple(sorted(tree))
-        if not all(isinstance(k, str) for k in keys):
-            raise TypeError(f"dict keys in program arguments must be strings, got {keys}")
+        keys = sorted_keys(tree)
         return ("dict", keys, tuple(_flatten_into(tree[k], leaves) for k in keys))
     leaves.append(tree)
     return LEAF
+
+
+def sorted_keys(mapping: dict) -> tuple:
+    """The keys of ``mapping`` in the order its leaves are flattened: sorted when they
+    compare (strings, numbers), else sorted by their text (Qiskit ``Parameter`` objects,
+    mixed types), so that equal dicts built in any order flatten alike.
+
+    >>> sorted_keys({"b": 1, "a": 2}), sorted_keys({2: 0, "x": 0})
+    (('a', 'b'), (2, 'x'))
+    """
+    try:
+        return tuple(sorted(mapping))
+    except TypeError:
+        return tuple(sorted(mapping, key=lambda k: (str(k), type(k).__name__)))
 
 
 def unflatten(treedef: tuple, leaves: list[Any]) -> Any:
@@ -98,6 +112,11 @@ def treedef_to_json(treedef: tuple) -> Any:
     if kind in ("*", "none"):
         return [kind]
     if kind == "dict":
+        unsaved = [k for k in treedef[1] if not isinstance(k, str)]
+        if unsaved:
+            raise SerializationError(
+                f"dict keys {unsaved!r} cannot be saved to JSON: only string keys can (use "
+                "the names, e.g. parameter.name, as keys)")
         return [kind, list(treedef[1]), [treedef_to_json(c) for c in treedef[2]]]
     return [kind, [treedef_to_json(c) for c in treedef[1]]]
 
