@@ -13,7 +13,7 @@ True
 
 from ..ir.interpreter import register_runner
 from .execution.options import RunOptions
-from .execution.run import TruncationWarning, call_quantum_program, run
+from .execution.run import TruncationError, TruncationWarning, call_quantum_program, run
 from .execution.runner import NonTerminatingLoopError, QuantumResult, needs_runner
 from .gradients import differentiation  # noqa: F401  (registers the quantum derivative rule)
 from .gradients.gradient import QuantumGradient, gradient, jacobian
@@ -47,7 +47,7 @@ register_runner(needs_runner, call_quantum_program)
 
 __all__ = [
     "GATES", "NonTerminatingLoopError", "PauliSum", "QuantumGradient", "QuantumResult",
-    "RunOptions", "TruncationWarning",
+    "RunOptions", "TruncationError", "TruncationWarning",
     "Register", "Wire", "apply", "expval", "from_qiskit", "gate_spec", "gradient", "jacobian",
     "known_gates",
     "mcx", "mcz", "measure", "pauli_rot", "postselect", "probs", "qubits", "reset", "run",

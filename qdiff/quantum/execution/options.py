@@ -51,6 +51,10 @@ class RunOptions:
     - ``executor``: a `concurrent.futures.Executor` for independent evaluations.
     - ``method`` (derivatives): one of `METHODS`; ``step`` > 0 the finite-difference step;
       ``occurrences``: the occurrence distribution of sample-mode parameter shift.
+    - ``strict``: raise `TruncationError` (a RuntimeError) instead of returning a value or
+      derivative when loops were cut off with more than ``tol`` still going on and no
+      certified bound within ``tol`` (by default qm.run and qm.gradient report it in their
+      result, and ``qdiff.grad`` warns).
     """
 
     mode: str = "exact"
@@ -68,8 +72,11 @@ class RunOptions:
     method: str = "auto"
     step: float = 1e-6
     occurrences: Any = None
+    strict: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.strict, (bool, np.bool_)):
+            raise QdiffError(f"strict must be True or False, got {self.strict!r}")
         _number("tol", self.tol, low=0.0, high=1.0, low_open=True, high_open=True)
         if self.remainder_tol is not None:
             _number("remainder_tol", self.remainder_tol, low=0.0, low_open=True)

@@ -56,10 +56,16 @@ class TruncationWarning(UserWarning):
     """A number computed with loops cut off may be further from the exact one than ``tol``."""
 
 
+class TruncationError(QdiffError, RuntimeError):
+    """``strict=True``: a number computed with loops cut off may be further from the exact
+    one than ``tol``, so none is returned."""
+
+
 def warn_if_truncated(what: str, left_out: float, bound: Any, tol: float,
-                      reason: str | None = None) -> None:
-    """Warn when ``left_out`` probability (pruned or cut off) exceeds ``tol`` and nothing
-    certifies that the number is still within ``tol`` (``bound``: its certified remainder).
+                      reason: str | None = None, strict: bool = False) -> None:
+    """Warn (raise `TruncationError` when ``strict``) when ``left_out`` probability (pruned
+    or cut off) exceeds ``tol`` and nothing certifies that the number is still within
+    ``tol`` (``bound``: its certified remainder).
 
     >>> import warnings
     >>> with warnings.catch_warnings(record=True) as caught:
@@ -73,10 +79,12 @@ def warn_if_truncated(what: str, left_out: float, bound: Any, tol: float,
         return
     size = (f"it may be off by up to {largest:.3g} (certified)" if math.isfinite(largest)
             else f"and no bound certifies how far off it is ({reason or 'no certificate'})")
-    warnings.warn(f"{what}: loops were cut off with probability {left_out:.3g} still going "
-                  f"on, {size}; qm.run and qm.gradient report remainder_bound, and "
-                  "remainder_tol= (or a smaller tol, a larger max_loop_iterations) sums further",
-                  TruncationWarning, stacklevel=3)
+    message = (f"{what}: loops were cut off with probability {left_out:.3g} still going "
+               f"on, {size}; qm.run and qm.gradient report remainder_bound, and "
+               "remainder_tol= (or a smaller tol, a larger max_loop_iterations) sums further")
+    if strict:
+        raise TruncationError(message)
+    warnings.warn(message, TruncationWarning, stacklevel=3)
 
 
 def modes(*own: str) -> list[str]:
@@ -126,7 +134,12 @@ def run(program: Any, *args: Any, options: RunOptions | None = None,
         program = program.trace(*args)
     elif not isinstance(program, Program):
         program = trace(program, *args)
-    return run_leaves(program, argument_leaves(program, args), options)
+    result = run_leaves(program, argument_leaves(program, args), options)
+    if options.strict:
+        warn_if_truncated(f"{program.name}(...)", result.dropped_mass
+                          + result.unterminated_mass, result.remainder_bound, options.tol,
+                          result.remainder_reason, strict=True)
+    return result
 
 
 def call_quantum_program(program: Program, values: list[Any], backend: str = "numpy") -> Any:

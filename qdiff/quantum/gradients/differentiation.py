@@ -29,10 +29,10 @@ from ...ir import pytree
 from ...ir.core import Program
 from ...ir.primitives import get_primitive
 from ..execution.options import RunOptions
-from ..execution.run import run, warn_if_truncated
+from ..execution.run import run
 from ..lang.primitives import QUANTUM_PRIMITIVES
 from .adjoint import RecordedRun
-from .gradient import gradient, jacobian, jacobian_rows
+from .gradient import gradient, jacobian, jacobian_rows, report_truncation
 
 
 def _run_options(options: dict) -> RunOptions:
@@ -43,15 +43,7 @@ def _run_options(options: dict) -> RunOptions:
 
 def _gradient(program: Program, args: tuple, argnums: Any, method: str, options: dict) -> Any:
     result = gradient(program, *args, argnums=argnums, method=method, **options)
-    tol = _run_options(options).tol
-    bound = None
-    if result.remainder_bound is not None:  # the structure of the gradient, and the value's
-        bound = max([float(np.max(np.asarray(b), initial=0.0))
-                     for b in pytree.flatten(result.remainder_bound)[0]]
-                    + [result.value_remainder_bound or 0.0])
-    warn_if_truncated(f"the derivative of {program.name}",
-                      result.dropped_mass + result.unterminated_mass, bound, tol,
-                      result.remainder_reason)
+    report_truncation(program.name, result, _run_options(options))
     return result
 
 

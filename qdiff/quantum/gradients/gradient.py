@@ -46,7 +46,7 @@ from ...ir.interpreter import argument_leaves
 from ..certificate.tail import certify, tighten
 from ..execution.jobs import run_jobs
 from ..execution.options import DEFAULTS, RunOptions
-from ..execution.run import EXTERNAL_MODES, modes
+from ..execution.run import EXTERNAL_MODES, modes, warn_if_truncated
 from ..execution.runner import BranchRunner, MassAccount, _structure, enumerated_outputs
 from ..lang.fusion import unfuse_gates
 from ..lang.sites import postselects
@@ -148,8 +148,33 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, cotangent: Any = None,
     every shifted circuit of the gradient in one sampler call, ``shots`` shots each, with
     standard errors; or on an ``estimator`` (circuits without measurements), one weighted
     observable per circuit.
+
+    ``strict=True`` raises `TruncationError` where the result would report loops cut off
+    with more than ``tol`` still going on and no certified bound within ``tol``.
     """
     options = RunOptions.of(options, **settings)
+    result = _gradient(f, args, argnums, cotangent, options)
+    if options.strict:
+        report_truncation(getattr(f, "name", None) or getattr(f, "__name__", "f"), result,
+                          options)
+    return result
+
+
+def report_truncation(name: str, result: QuantumGradient, options: RunOptions) -> None:
+    """Warn (raise when ``options.strict``) when ``result`` was computed with loops cut off
+    further than ``options.tol`` from their end and nothing certifies it within ``tol``."""
+    bound = None
+    if result.remainder_bound is not None:  # the structure of the gradient, and the value's
+        bound = max([float(np.max(np.asarray(b), initial=0.0))
+                     for b in pytree.flatten(result.remainder_bound)[0]]
+                    + [result.value_remainder_bound or 0.0])
+    warn_if_truncated(f"the derivative of {name}", result.dropped_mass
+                      + result.unterminated_mass, bound, options.tol, result.remainder_reason,
+                      strict=options.strict)
+
+
+def _gradient(f: Any, args: tuple, argnums: Any, cotangent: Any,
+              options: RunOptions) -> QuantumGradient:
     given, mode = options.method, options.mode
     method = _check_method(given)
     options = options.replace(method=method)

@@ -37,3 +37,26 @@ def test_a_loop_summed_to_tol_does_not_warn():
         warnings.simplefilter("error", qm.TruncationWarning)
         assert np.isclose(slow(0.7), 1 / np.sin(0.35) ** 2)
         qdiff.grad(slow)(0.7)
+
+
+def test_strict_raises_instead_of_returning_a_cut_off_value():
+    # strict=True: an error (a RuntimeError) instead of the warning, on qm.run, qm.gradient
+    # and qdiff.grad, with the probability still going on in the message
+    cut = {"max_loop_iterations": 50, "strict": True}
+    with pytest.raises(qm.TruncationError, match="probability 0.606") as raised:
+        qm.run(slow, 0.2, **cut)
+    assert isinstance(raised.value, RuntimeError) and isinstance(raised.value, qdiff.QdiffError)
+    with pytest.raises(qm.TruncationError, match="the derivative of repeat_until_one"):
+        qm.gradient(slow, 0.2, **cut)
+    with pytest.raises(qm.TruncationError, match="the derivative of repeat_until_one"):
+        qdiff.grad(slow, **cut)(0.2)
+    with pytest.raises(qm.TruncationError):
+        qdiff.value_and_grad(slow, **cut)(0.2)
+
+
+def test_strict_passes_values_summed_to_tol_and_refuses_non_booleans():
+    exact = 1 / np.sin(0.35) ** 2
+    assert np.isclose(qm.run(slow, 0.7, strict=True).values, exact)
+    assert np.isclose(qdiff.grad(slow, strict=True)(0.7), qm.gradient(slow, 0.7).grad)
+    with pytest.raises(qdiff.QdiffError, match="strict must be True or False"):
+        qm.run(slow, 0.7, strict="yes")
