@@ -185,3 +185,34 @@ def test_dict_keyed_by_qiskit_parameters_is_not_comparable():
     leaves, tree = pytree.flatten(values)
     assert tree == pytree.flatten({a: 0.3, b: 0.5})[1] and leaves == [0.3, 0.5]
     assert pytree.unflatten(tree, leaves) == values
+
+
+def test_sample_mode_without_mid_circuit_measurements_returned_exact_values():
+    # mode="sample" on a circuit without measurements returned the exact expectation; now
+    # each readout is estimated from `shots` shots (seeded), with its standard error
+    @qdiff.program
+    def bell(x):
+        q = qm.qubits(2)
+        qm.ry(x, q[0])
+        qm.cx(q[0], q[1])
+        return qm.expval("0.5*ZZ + X0 + Z1", q), qm.probs([q[1]])
+
+    x, shots = 0.9, 400
+    exact_value, exact_probs = qm.run(bell, x).values
+    # <ZZ> = 1, <X0> = 0, <Z1> = cos x: the shot variance is 1 + sin²x (X0 and Z1 shots)
+    expected_stderr = np.sqrt((1.0 + np.sin(x) ** 2) / shots)
+    runs = [qm.run(bell, x, mode="sample", shots=shots, seed=s) for s in range(40)]
+    values = np.array([r.values[0] for r in runs])
+    assert len(set(values.tolist())) > 30  # estimates, not the exact value
+    assert np.all(values != exact_value)
+    assert abs(values.mean() - exact_value) < 4 * expected_stderr / np.sqrt(len(runs))
+    assert np.isclose(values.std(ddof=1), expected_stderr, rtol=0.3)
+    stderrs = np.array([r.stderr[0] for r in runs])
+    assert np.isclose(stderrs.mean(), expected_stderr, rtol=0.2)
+    probs = np.array([r.values[1] for r in runs])
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0)
+    assert np.all(np.abs(probs.mean(axis=0) - exact_probs)
+                  < 4 * np.sqrt(exact_probs * (1 - exact_probs) / shots / len(runs)))
+    assert np.all(probs * shots == np.round(probs * shots))  # frequencies of `shots` draws
+    again = qm.run(bell, x, mode="sample", shots=shots, seed=3)
+    assert again.values[0] == runs[3].values[0]  # the seed reproduces the draws

@@ -20,6 +20,7 @@ from ...ir.program_function import ProgramFunction
 from ...ir.tracer import trace
 from ...ir.types import QState
 from ..certificate.tail import certify_values, tighten
+from ..lang.sites import branches
 from .density_runner import run_density
 from .options import DEFAULTS, RunOptions
 from .runner import (
@@ -187,9 +188,12 @@ def run_leaves(program: Program, leaves: Sequence[Any],
             return (result, runner), max(bounds, default=0.0), result.remainder_reason
 
         result, runner = tighten(attempt, options.tol, options.remainder_tol)
-    else:
+    elif branches(program):
         runner = BranchRunner(options)
         result = _sample(runner, program, values, options.shots)
+    else:
+        runner = BranchRunner(options)
+        result = _sample_readouts(runner, program, values, options.shots)
     result.gate_passes, result.passes_saved = runner.gate_passes, runner.passes_saved
     return result
 
@@ -198,6 +202,30 @@ def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> Quantum
     return enumerated_result(runner, program, runner.run_program(program, [(1.0, values)]),
                              "exact")
 
+
+
+# independent repetitions of a shot-estimated run whose spread is its standard error
+READOUT_REPLICATES = 16
+
+
+def _sample_readouts(runner: BranchRunner, program: Program, values: list[Any],
+                     shots: int) -> QuantumResult:
+    """Sample mode for a program that never measures mid-circuit: one run whose readouts
+    are estimated from ``shots`` shots each (`shot_readouts`), its classical
+    post-processing applied to the estimates, as on a device. ``stderr`` is the spread
+    (standard deviation) of `READOUT_REPLICATES` further runs of the same estimator."""
+    runner.readout_shots = shots
+    runs = []
+    for _ in range(1 + READOUT_REPLICATES):
+        ((_, outs),) = runner.run_program(program, [(1.0, values)])
+        runs.append([_as_number(o) for o in outs])
+    errors = [np.std(np.stack([run[k] for run in runs]), axis=0, ddof=1)
+              for k in range(len(runs[0]))]
+    return QuantumResult(
+        values=_structure(program, runs[0]), mode="sample",
+        stderr=_structure(program, errors), shots=shots,
+        unterminated_mass=runner.unterminated / len(runs),
+        aborted_mass=runner.aborted / len(runs))
 
 
 def _sample(runner: BranchRunner, program: Program, values: list[Any], shots: int) -> QuantumResult:

@@ -36,6 +36,7 @@ from .reference import (
     draw_bits,
     fused_program,
 )
+from .shot_readouts import estimated_expval, estimated_probs
 
 Item = tuple[float, list[Any]]  # (weight, values)
 
@@ -196,6 +197,9 @@ class BranchRunner(RunAccounting):
         self.fusion_width = None if isinstance(fuse, bool) or fuse is None else int(fuse)
         self.gate_passes = 0
         self.passes_saved = 0
+        # sample mode without mid-circuit measurements: readouts are estimated from this
+        # many shots each (`shot_readouts`); None reads them exactly
+        self.readout_shots: int | None = None
 
     # -- programs ---------------------------------------------------------------------------
     def run_program(self, program: Program, items: list[Item]) -> list[Item]:
@@ -327,11 +331,16 @@ def _readout(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Ite
     (state,) = inputs
     n = _num_qubits(state)
     name = eqn.primitive.name
-    if name == "expval":
+    shots = r.readout_shots
+    if name == "expval" and shots:
+        value = estimated_expval(r.backend, state, n, eqn.params["terms"],
+                                 eqn.params["wires"], shots, r.rng)
+    elif name == "expval":
         value = r.backend.expval_pauli_sum(state, n, pauli_sum_of(eqn.params["terms"]),
                                            list(eqn.params["wires"]))
     elif name == "probs":
         value = r.backend.to_numpy(r.backend.probs(state, n, list(eqn.params["wires"])))
+        value = estimated_probs(value, shots, r.rng) if shots else value
     else:
         value = np.asarray(r.backend.to_numpy(state), eqn.params.get("dtype", "complex128"))
     return [(w, [state, np.asarray(value)])]
