@@ -134,7 +134,7 @@ class TransformedFunction(ProgramFunction):
         # values the function reads from enclosing traces are trailing, undifferentiated
         # arguments of its program (closure conversion)
         program, captured = self._program(args)
-        return call_program(self.build(program), (*args, *captured))
+        return call_program(self.build(program), (*args, *pytree.closure_arguments(captured)))
 
     def trace(self, *example_args: Any) -> Program:
         """The derivative Program for arguments shaped like ``example_args``."""

@@ -55,9 +55,11 @@ def as_closed_program(f: Function, args: Sequence[Any]) -> tuple[Program, list[A
 
 
 def arg_trees(program: Program) -> list[tuple]:
+    """The tree of each argument of ``program`` (a closure argument is not one of them)."""
     if program.in_tree is None:
         return [pytree.LEAF] * len(program.inputs)
-    return list(program.in_tree[1])
+    trees = list(program.in_tree[1])
+    return trees[:-1] if trees and pytree.is_closure(trees[-1]) else trees
 
 
 def leaf_ranges(program: Program) -> list[range]:

@@ -16,6 +16,24 @@ from .errors import SerializationError
 # A tree definition is a tuple: ("*",) for a leaf, ("none",), ("tuple", children),
 # ("list", children) or ("dict", keys, children). Tuples keep it hashable for caches.
 LEAF = ("*",)
+# The last argument of a program traced by `tracer.trace_closed` that reads traced values of
+# enclosing traces: ``{CLOSURE_KEY: (value, ...)}``. It is no argument of the user's, so
+# argument numbers (``argnums``, negative ones too) skip it.
+CLOSURE_KEY = "<closure>"
+
+
+def closure_arguments(captured: Sequence[Any]) -> tuple:
+    """The trailing argument carrying ``captured`` values (none when there are none).
+
+    >>> closure_arguments([]), closure_arguments([1.0])
+    ((), ({'<closure>': (1.0,)},))
+    """
+    return ({CLOSURE_KEY: tuple(captured)},) if captured else ()
+
+
+def is_closure(treedef: tuple) -> bool:
+    """Whether ``treedef`` is that of a `closure_arguments` argument."""
+    return treedef[0] == "dict" and treedef[1] == (CLOSURE_KEY,)
 
 
 def flatten(tree: Any) -> tuple[list[Any], tuple]:

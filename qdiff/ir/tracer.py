@@ -481,12 +481,13 @@ def trace_closed(fn: Callable[..., Any], *example_args: Any,
                  name: str | None = None) -> tuple[Program, list[Tracer]]:
     """`trace`, where ``fn`` may read traced values of the traces enclosing this call (a
     directional derivative inside a gradient, say): each becomes an extra input after the
-    arguments, and they are returned, so the caller passes them when calling the program.
+    arguments, in one last argument (`pytree.closure_arguments`), and they are returned, so
+    the caller passes them when calling the program.
 
     >>> import qdiff.numpy as qnp
     >>> def outer(x):
     ...     inner, captured = trace_closed(lambda y: y * x, 1.0)
-    ...     return inner(2.0, *captured)
+    ...     return inner(2.0, *pytree.closure_arguments(captured))
     >>> trace(outer, 1.0)(3.0).item()
     6.0
     """
@@ -511,9 +512,9 @@ def _trace(fn: Callable[..., Any], example_args: tuple, name: str | None,
     finally:
         _builder_stack[:] = saved_stack
     captured = [outer for outer, _ in builder.captures.values()]
-    if captured:  # extra trailing arguments, one leaf each
+    if captured:  # one extra trailing argument holding them
         arg_vars += [inner for _, inner in builder.captures.values()]
-        in_tree = pytree.flatten((*example_args, *captured))[1]
+        in_tree = pytree.flatten((*example_args, *pytree.closure_arguments(captured)))[1]
     program = Program(tuple(arg_vars), tuple(builder.eqns), tuple(out_atoms),
                       name=builder.scope, in_tree=in_tree, out_tree=out_tree)
     return program.verify(), captured

@@ -96,3 +96,15 @@ def test_a_value_stored_outside_its_scope_is_still_refused():
 
     with pytest.raises(qdiff.QdiffError, match="escaped the scope"):
         qdiff.grad(f)(1.0)
+
+
+def test_negative_argnums_of_a_closure_count_the_callers_arguments():
+    # the values a closure reads travel as one extra argument; argnums=-1 still names the
+    # caller's last argument, not them
+    def f(x):
+        g = qdiff.grad(lambda a, b: a * b * x, argnums=-1)
+        h = qdiff.hessian(lambda a, b: a * b * b * x, argnums=-1)
+        return g(2.0, 3.0) + h(2.0, 3.0)  # 2x + 4x
+
+    assert np.isclose(f(0.5), 3.0)
+    assert np.isclose(qdiff.grad(f)(0.5), 6.0)
