@@ -97,17 +97,22 @@ def argument_leaves(program: Program, args: Sequence[Any]) -> list[Any]:
     return leaves
 
 
+def runner_for(program: Program) -> Callable[..., Any] | None:
+    """The runner that claims ``program`` (see `register_runner`), or None."""
+    return next((run for claims, run in _RUNNERS if claims(program)), None)
+
+
 def call_program(program: Program, args: Sequence[Any], backend: str = "numpy") -> Any:
     """Call ``program`` like the Python function it was traced from."""
     leaves = argument_leaves(program, args)
     if any(isinstance(leaf, Tracer) for leaf in leaves):
         outputs = inline(program, leaves)
     else:
-        values = [_coerce_argument(program, i, leaf) for i, leaf in enumerate(leaves)]
+        values = [coerce_argument(program, i, leaf) for i, leaf in enumerate(leaves)]
         for claims, run in _RUNNERS:
             if claims(program):
                 return run(program, values, backend)
-        outputs = [_to_user(v) for v in evaluate(program, *values, backend=backend)]
+        outputs = [to_user(v) for v in evaluate(program, *values, backend=backend)]
     if program.out_tree is None:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
     return pytree.unflatten(program.out_tree, outputs)
@@ -122,7 +127,9 @@ def _call(self: Program, *args: Any, backend: str = "numpy") -> Any:
 Program.__call__ = _call  # type: ignore[method-assign]
 
 
-def _coerce_argument(program: Program, index: int, value: Any) -> Any:
+def coerce_argument(program: Program, index: int, value: Any) -> Any:
+    """Argument ``index`` as the array the program was traced for (its shape checked, its
+    dtype converted where that loses nothing)."""
     expected = program.inputs[index].type
     if not isinstance(expected, Tensor):
         return value
@@ -140,7 +147,8 @@ def _coerce_argument(program: Program, index: int, value: Any) -> Any:
     return array
 
 
-def _to_user(value: Any) -> Any:
+def to_user(value: Any) -> Any:
+    """A result as the caller sees it: 0-d arrays as NumPy scalars."""
     if isinstance(value, np.ndarray) and value.ndim == 0:
         return value[()]
     return value
