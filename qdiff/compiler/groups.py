@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..ir.core import Eqn, Literal, Var
+from ..ir.core import Eqn, Var
 from ..ir.types import Tensor
 from ..ir.primitives import get_primitive
 from .fusion import REDUCTIONS, Group, member_kind, merge_runs
@@ -56,7 +56,7 @@ class _Nest:
         self.index = [scope.fresh("i") for _ in self.shape]
         self.flat = scope.fresh("k") if len(self.shape) > 1 else self.index[0]
         self.elements: dict[Var, str] = {}
-        self.flat_views: dict[Var, str] = {}
+        self.flat_views: dict[int, str] = {}  # id(operand) -> its flat view
         self.before: list[str] = []      # statements before the nest
         self.after: list[str] = []       # statements after it
         self.body: list[str] = []        # statements at the innermost level
@@ -80,15 +80,15 @@ class _Nest:
     # --------------------------------------------------------------- operands
     def element(self, atom: object) -> str:
         """The current element of an operand of a member."""
-        if isinstance(atom, Literal) or atom.type.shape == ():
+        if atom.type.shape == ():
             return self.scope.read(atom)
-        if atom in self.elements:
+        if isinstance(atom, Var) and atom in self.elements:
             return self.elements[atom]
-        view = self.flat_views.get(atom)
+        view = self.flat_views.get(id(atom))
         if view is None:
             view = self.scope.fresh("f")
             self.before.append(f"{view} = {self.scope.read(atom)}.reshape(-1)")
-            self.flat_views[atom] = view
+            self.flat_views[id(atom)] = view
         return f"{view}[{self.flat}]"
 
     def assign(self, var: Var, expression: str) -> None:

@@ -12,6 +12,7 @@ reason is logged).
 from __future__ import annotations
 
 import logging
+import weakref
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from ..ir.interpreter import (
     argument_leaves,
     coerce_argument,
     evaluate,
+    register_executor,
     runner_for,
     to_user,
 )
@@ -176,14 +178,15 @@ class CompiledProgram:
                                    if program.in_tree is not None else values)
             outputs = [to_user(v) for v in self._whole(values)]
         else:
-            for slots, carry_bytes in self._buffer_checks:
-                check_buffer_memory(slots, carry_bytes)
-            outputs = self._run(values)
+            outputs = self.run_flat(values)
         if program.out_tree is None:
             return outputs[0] if len(outputs) == 1 else tuple(outputs)
         return pytree.unflatten(program.out_tree, outputs)
 
-    def _run(self, values: list[Any]) -> list[Any]:
+    def run_flat(self, values: Sequence[Any]) -> list[Any]:
+        """The flat outputs for flat argument values (a classical program)."""
+        for slots, carry_bytes in self._buffer_checks:
+            check_buffer_memory(slots, carry_bytes)
         if len(self._steps) == 1:
             return self._steps[0](values)
         env: dict[Var, Any] = dict(zip(self.program.inputs, values))
@@ -267,6 +270,21 @@ class JittedFunction:
 
     def __repr__(self) -> str:
         return f"<qdiff.jit {self.__name__} backend={self.backend!r}>"
+
+
+_COMPILED: weakref.WeakKeyDictionary[Program, CompiledProgram] = weakref.WeakKeyDictionary()
+
+
+def run_compiled(program: Program, values: list[Any]) -> list[Any]:
+    """Run a classical program compiled (once per Program): ``backend="numba"`` on any
+    program call, or every call inside ``default_backend("numba")``."""
+    compiled = _COMPILED.get(program)
+    if compiled is None:
+        compiled = _COMPILED[program] = CompiledProgram(program)
+    return compiled.run_flat(values)
+
+
+register_executor("numba", run_compiled)
 
 
 def jit(f: Any, backend: str = "numba", parallel: bool = False,
