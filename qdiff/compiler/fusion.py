@@ -66,7 +66,22 @@ def member_kind(eqn: Eqn) -> str | None:
         return "reduction"
     if name == "reshape" and out.shape:
         return "alias"
+    if name == "einsum" and out.shape and summed_size(eqn) <= DIRECT_CONTRACTION:
+        return "contraction"
     return None
+
+
+# Contractions summing at most this many products per element run as a loop inside the
+# nest (cache-friendly, fusable); bigger ones go to BLAS, which wins for matrix products.
+DIRECT_CONTRACTION = 64
+
+
+def summed_size(eqn: Eqn) -> int:
+    """How many products an ``einsum`` sums per output element."""
+    a, b = eqn.params["spec"].split("->")[0].split(",")
+    out = eqn.params["spec"].split("->")[1]
+    sizes = dict(zip(a, eqn.inputs[0].type.shape)) | dict(zip(b, eqn.inputs[1].type.shape))
+    return math.prod(sizes[c] for c in set(a) | set(b) if c not in out)
 
 
 def merge_runs(loop: Sequence[int], shape: Sequence[int]) -> list[tuple[int, int]] | None:
@@ -94,6 +109,16 @@ def merge_runs(loop: Sequence[int], shape: Sequence[int]) -> list[tuple[int, int
     return runs
 
 
+def _fit(requirements: list[tuple[int, ...]], current: tuple[int, ...] | None,
+         required: tuple[int, ...]) -> tuple[int, ...] | None:
+    """A loop shape that every requirement and ``required`` merge from, or None."""
+    needed = [*requirements, required]
+    for candidate in (current, required, *requirements):
+        if candidate is not None and all(merge_runs(candidate, s) is not None for s in needed):
+            return candidate
+    return None
+
+
 @dataclass(eq=False)
 class Group:
     """Equations lowered together into one loop nest over ``size`` elements."""
@@ -112,7 +137,7 @@ class Group:
 
     def requirement(self, eqn: Eqn, kind: str) -> tuple[int, ...] | None:
         """The shape whose multi-index the member needs (None: the flat index does)."""
-        if kind == "index":
+        if kind in ("index", "contraction"):
             return eqn.outputs[0].type.shape
         if kind == "reduction":
             shape, axes = eqn.inputs[0].type.shape, eqn.params["axes"]
@@ -129,6 +154,8 @@ class Group:
             return False  # needs a finished reduction
         if kind == "alias" and inputs[0] not in self.streams:
             return False
+        if kind == "contraction" and any(a in self.produced for a in inputs):
+            return False  # operands are read at other positions than the element's
         if kind == "index" and inputs and inputs[0] in self.streams \
                 and inputs[0].type.size != self.size:
             return False
@@ -136,12 +163,7 @@ class Group:
         return required is None or self._loop_shape_with(required) is not None
 
     def _loop_shape_with(self, required: tuple[int, ...]) -> tuple[int, ...] | None:
-        needed = [*self.requirements, required]
-        for candidate in (self.loop_shape, required, *self.requirements):
-            if candidate is not None and all(merge_runs(candidate, s) is not None
-                                             for s in needed):
-                return candidate
-        return None
+        return _fit(self.requirements, self.loop_shape, required)
 
     def add(self, eqn: Eqn, kind: str) -> None:
         required = self.requirement(eqn, kind)
@@ -154,8 +176,37 @@ class Group:
         if kind != "reduction":
             self.streams.update(eqn.outputs)
 
+    def absorb(self, other: Group) -> bool:
+        """Take ``other``'s members in front of this group's (they are independent);
+        False, changing nothing, when no loop shape serves both."""
+        if other.size != self.size:
+            return False
+        shape = self.loop_shape
+        for required in other.requirements:
+            shape = _fit([*self.requirements, *other.requirements], shape, required)
+            if shape is None:
+                return False
+        self.loop_shape = shape if other.requirements else self.loop_shape
+        self.members[:0], self.kinds[:0] = other.members, other.kinds
+        self.requirements.extend(other.requirements)
+        self.streams |= other.streams
+        self.produced |= other.produced
+        return True
+
     def reads(self) -> set[Var]:
         return {a for e in self.members for a in e.inputs if isinstance(a, Var)}
+
+
+def _merge(groups: list[Group], open_groups: list[Group], close) -> Group | None:
+    """One group holding ``groups`` (open, independent, of one size), or None when their
+    loop shapes do not fit one nest (then all but the last are written first)."""
+    target = groups[-1]
+    for other in groups[:-1]:
+        if not target.absorb(other):
+            close(groups[:-1])
+            return target
+        open_groups.remove(other)
+    return target
 
 
 def plan(eqns: Sequence[Eqn]) -> list[Eqn | Group]:
@@ -173,11 +224,16 @@ def plan(eqns: Sequence[Eqn]) -> list[Eqn | Group]:
         inputs = [a for a in eqn.inputs if isinstance(a, Var)]
         needed = [g for g in open_groups if any(a in g.produced for a in inputs)]
         if kind is not None:
-            target = next((g for g in reversed(open_groups)
-                           if all(d is g for d in needed) and g.accepts(eqn, kind)), None)
-            if target is not None:
+            # groups the equation reads but cannot join are written first; those it can
+            # join (independent of each other) merge into one nest with it
+            joinable = [g for g in needed if g.accepts(eqn, kind)]
+            close([g for g in needed if g not in joinable])
+            target = _merge(joinable, open_groups, close) if joinable else next(
+                (g for g in reversed(open_groups) if g.accepts(eqn, kind)), None)
+            if target is not None and target.accepts(eqn, kind):
                 target.add(eqn, kind)
                 continue
+            needed = [g for g in open_groups if any(a in g.produced for a in inputs)]
         if kind is None and (eqn.primitive.name in IN_PLACE or eqn.primitive.subprogram_params):
             close(list(open_groups))
         else:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..classical.linalg import parse_spec
 from ..ir.core import Eqn, Var
 from ..ir.types import Tensor
 from ..ir.primitives import get_primitive
@@ -104,6 +105,8 @@ class _Nest:
             self.elements[eqn.outputs[0]] = self.element(eqn.inputs[0])
         elif kind == "index":
             self.index_member(eqn)
+        elif kind == "contraction":
+            self.contraction(eqn)
         else:
             self.reduction(eqn)
 
@@ -137,6 +140,26 @@ class _Nest:
         dims = eqn.params["broadcast_dimensions"]
         picks = ["0" if size == 1 else multi[d] for size, d in zip(operand.type.shape, dims)]
         self.assign(eqn.outputs[0], f"{self.scope.read(operand)}[{', '.join(picks)}]")
+
+    def contraction(self, eqn: Eqn) -> None:
+        a_term, b_term, out_term = parse_spec(eqn.params["spec"])
+        out = eqn.outputs[0].type
+        position = dict(zip(out_term, self.multi_index(out.shape)))
+        sizes = dict(zip(a_term, eqn.inputs[0].type.shape)) | dict(
+            zip(b_term, eqn.inputs[1].type.shape))
+        summed = [c for c in a_term if c not in out_term]
+        acc = self.scope.fresh("acc")
+        self.body.append(f"{acc} = {scalar_literal(0, out.np_dtype)}")
+        indent = ""
+        for c in summed:
+            position[c] = self.scope.fresh("j")
+            self.body.append(f"{indent}for {position[c]} in range({sizes[c]}):")
+            indent += "    "
+        a, b = (self.scope.read(x) for x in eqn.inputs)
+        left = f"{a}[{', '.join(position[c] for c in a_term)}]" if a_term else a
+        right = f"{b}[{', '.join(position[c] for c in b_term)}]" if b_term else b
+        self.body.append(f"{indent}{acc} = {cast(f'{acc} + {left} * {right}', out.dtype)}")
+        self.elements[eqn.outputs[0]] = acc
 
     def reduction(self, eqn: Eqn) -> None:
         operand, out = eqn.inputs[0], eqn.outputs[0]

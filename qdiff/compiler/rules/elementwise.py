@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ...classical.elementwise import BINARY, PRIMITIVES, UNARY, convert_p, select_p
-from ...ir.core import Eqn
+from ...ir.core import Eqn, Literal
 from ..lowering import Scope, rule
 from ..source import cast, dtype_name
 
@@ -49,6 +49,11 @@ SCALAR[convert_p] = lambda eqn, args: f"{dtype_name(eqn.params['dtype'])}({args[
 def scalar_expression(eqn: Eqn, args: list[str]) -> str:
     """The expression computing one element of ``eqn``'s result from its operands'
     elements, in the result's dtype."""
+    exponent = eqn.inputs[-1]
+    if eqn.primitive.name == "pow" and isinstance(exponent, Literal) \
+            and exponent.value.dtype.kind == "f" and float(exponent.value) == 2.0:
+        # x * x is pow(x, 2) correctly rounded, at the cost of one multiply
+        return f"({args[0]} * {args[0]})"
     return cast(SCALAR[eqn.primitive](eqn, args), eqn.outputs[0].type.dtype)
 
 
