@@ -15,8 +15,8 @@ import numpy as np
 
 from ..classical.linalg import parse_spec
 from ..ir.core import Eqn, Var
-from ..ir.types import Tensor
 from ..ir.primitives import get_primitive
+from ..ir.types import Tensor
 from .fusion import REDUCTIONS, Group, member_kind, merge_runs
 from .lowering import LOOP_NEST, Scope, empty, rule, shape_text
 from .rules.elementwise import scalar_expression

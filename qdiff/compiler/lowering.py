@@ -28,7 +28,7 @@ from .source import Source, dtype_name, scalar_literal
 Rule = Callable[["Scope", Eqn, list[str]], list[str]]
 RULES: dict[Primitive, Rule] = {}
 # The lowering of a fused group of array equations into one loop nest (`groups.py` fills it).
-LOOP_NEST: list[Callable[["Scope", Group], None]] = []
+LOOP_NEST: list[Callable[[Scope, Group], None]] = []
 
 
 def rule(*primitives: Primitive) -> Callable[[Rule], Rule]:

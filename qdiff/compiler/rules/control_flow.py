@@ -8,7 +8,7 @@ a literal, a repeated value) is copied before it becomes the next carry.
 
 from __future__ import annotations
 
-from ...ir.control_flow import LoopLimitError, UNBOUNDED_WHILE_LIMIT, cond_p, loop_p, while_p
+from ...ir.control_flow import UNBOUNDED_WHILE_LIMIT, LoopLimitError, cond_p, loop_p, while_p
 from ...ir.core import Eqn, Var
 from ...ir.types import Tensor
 from ..lowering import Scope, rule
