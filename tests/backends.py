@@ -24,9 +24,10 @@ def assert_agree(compiled: Any, reference: Any, where: str) -> None:
     assert a.shape == b.shape and a.dtype == b.dtype, (
         f"{where}: compiled {a.dtype}{a.shape}, interpreter {b.dtype}{b.shape}")
     if a.dtype.kind in "fc":
-        scale = np.maximum(np.abs(b), 1.0) if b.size else b
-        np.testing.assert_allclose(a, b, rtol=RTOL, atol=RTOL * (np.max(scale) if b.size else 1),
-                                   equal_nan=True, err_msg=where)
+        finite = np.abs(b[np.isfinite(b)])
+        scale = max(1.0, float(finite.max())) if finite.size else 1.0
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=RTOL * scale, equal_nan=True,
+                                   err_msg=where)
     else:
         np.testing.assert_array_equal(a, b, err_msg=where)
 
