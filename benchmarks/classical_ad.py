@@ -1,15 +1,20 @@
-"""ADBench GMM objective: primal time, gradient time and their ratio, for qdiff's reference
-interpreter and (when installed) JAX.
+"""Classical array AD: qdiff's interpreter and its Numba back end against JAX (and PyTorch
+when installed), primal and gradient, compile time reported apart.
 
-    python benchmarks/classical_ad.py            # both problem sizes
-    python benchmarks/classical_ad.py --small    # only (d=2, K=5, n=1000)
+    taskset -c 0 python benchmarks/classical_ad.py            # every workload
+    taskset -c 0 python benchmarks/classical_ad.py --quick    # small sizes, seconds
+    python benchmarks/classical_ad.py --threads 2             # check the pinning holds
 
-f = -(n·d/2)·log(2π) + Σ_i logsumexp_k(α_k + Σ_j q_kj - ½‖Q_k (x_i - μ_k)‖²)
-    - n·logsumexp(α) + Σ_k [½γ²(‖exp(q_k)‖² + ‖l_k‖²) - m Σ_j q_kj]
-    - K·(n'·d·(log γ - ½ log 2) - log Γ_d(n'/2)),   n' = d + m + 1,
-with Q_k = diag(exp(q_k)) + strictly lower triangular L(l_k) filled column by column and
-icf_k = (q_k, l_k). Speed is the Numba back end's job; these numbers record correctness-first
-timings.
+Every engine runs on the same number of threads (``--threads``, default 1: Numba's pool,
+BLAS and XLA's Eigen pool are pinned before they load). Times are the best of several runs
+in one process; ratios compare engines measured in the same run.
+
+Workloads (the classical AD issue's list):
+- recurrence: ``x = sin(x)·a + b`` for 1000 steps (``fori_loop``), gradient in (a, b);
+- gmm: the ADBench Gaussian mixture objective, (d, K, n) = (10, 25, 10000) and (64, 200, 10000);
+- kmeans: the cost Σ_p min_c ‖p − c‖², k=32, n=100000, d=16, gradient in the centres;
+- lstm: the ADBench D-LSTM loss, l=2 layers, c=1024 characters, b=14;
+- mlp: a 2-layer perceptron, batch 256, width 512, squared error.
 """
 
 from __future__ import annotations
@@ -17,25 +22,36 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
-from scipy.special import multigammaln
-
-import qdiff
-import qdiff.numpy as qnp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # common.py, however started
 import common  # noqa: E402
 
-SIZES = [(2, 5, 1000), (10, 25, 10000)]
 GAMMA, M = 1.0, 0
 
 
-def lower_index_map(d: int) -> np.ndarray:
+@dataclass
+class Workload:
+    name: str
+    size: str
+    objective: Callable[..., Any]   # objective(np_like, loop, *args): one definition for all
+    args: tuple
+    wrt: tuple[int, ...]
+
+
+# ------------------------------------------------------------------------------- workloads
+def recurrence(np_like: Any, loop: Callable, a: Any, b: Any) -> Any:
+    return loop(0, 1000, lambda i, x: np_like.sin(x) * a + b, np_like.asarray(0.5))
+
+
+def lower_index_map(d: int) -> Any:
     """Index into ``[0, *l_k]`` of each entry of the d×d strictly lower triangle (0: zero),
     filled column by column."""
+    import numpy as np
+
     table = np.zeros((d, d), np.int64)
     position = 1
     for column in range(d):
@@ -45,14 +61,18 @@ def lower_index_map(d: int) -> np.ndarray:
     return table
 
 
-def constant_term(n: int, d: int, k: int) -> float:
-    n_prime = d + M + 1
-    return (-(n * d / 2) * np.log(2 * np.pi)
-            - k * (n_prime * d * (np.log(GAMMA) - 0.5 * np.log(2)) - multigammaln(n_prime / 2, d)))
+def _logsumexp(np_like: Any, values: Any) -> Any:
+    top = np_like.max(values, axis=1)
+    return np_like.log(np_like.sum(np_like.exp(values - top[:, None]), axis=1)) + top
 
 
-def gmm_objective(np_like: Any, alphas: Any, means: Any, icf: Any, x: Any) -> Any:
-    """The GMM objective written once for any NumPy-like namespace (qdiff.numpy, jax.numpy)."""
+def gmm(np_like: Any, loop: Callable, alphas: Any, means: Any, icf: Any, x: Any) -> Any:
+    """ADBench GMM: f = -(n·d/2)·log(2π) + Σ_i logsumexp_k(α_k + Σ_j q_kj
+    - ½‖Q_k (x_i - μ_k)‖²) - n·logsumexp(α) + Σ_k [½γ²(‖exp(q_k)‖² + ‖l_k‖²) - m Σ_j q_kj]
+    + const, with Q_k = diag(exp(q_k)) + strictly lower L(l_k) and icf_k = (q_k, l_k)."""
+    import numpy as np
+    from scipy.special import multigammaln
+
     n, d = x.shape
     k = alphas.shape[0]
     q, l = icf[:, :d], icf[:, d:]
@@ -66,73 +86,232 @@ def gmm_objective(np_like: Any, alphas: Any, means: Any, icf: Any, x: Any) -> An
     regularizer = np_like.sum(0.5 * GAMMA ** 2 * (np_like.sum(diagonal ** 2, axis=1)
                                                    + np_like.sum(l ** 2, axis=1))
                               - M * np_like.sum(q, axis=1))
-    return (constant_term(n, d, k) + np_like.sum(_logsumexp(np_like, inner))
+    n_prime = d + M + 1
+    constant = (-(n * d / 2) * np.log(2 * np.pi)
+                - k * (n_prime * d * (np.log(GAMMA) - 0.5 * np.log(2))
+                       - multigammaln(n_prime / 2, d)))
+    return (constant + np_like.sum(_logsumexp(np_like, inner))
             - n * _logsumexp(np_like, alphas[None, :])[0] + regularizer)
 
 
-def _logsumexp(np_like: Any, values: Any) -> Any:
-    top = np_like.max(values, axis=1)
-    return np_like.log(np_like.sum(np_like.exp(values - top[:, None]), axis=1)) + top
+def kmeans(np_like: Any, loop: Callable, centres: Any, points: Any) -> Any:
+    distances = np_like.sum((points[:, None, :] - centres[None, :, :]) ** 2, axis=2)
+    return np_like.sum(np_like.min(distances, axis=1))
 
 
-def make_inputs(d: int, k: int, n: int, seed: int = 0) -> tuple[np.ndarray, ...]:
-    rng = np.random.default_rng(seed)
-    return (rng.normal(size=k), rng.normal(size=(k, d)),
-            0.1 * rng.normal(size=(k, d * (d + 1) // 2)), rng.normal(size=(n, d)))
+def _sigmoid(np_like: Any, x: Any) -> Any:
+    return 1.0 / (1.0 + np_like.exp(-x))
 
 
-def best_time(fn: Callable[[], Any], repeats: int = 3) -> float:
-    return common.best_of(fn, repeats)[0]
+def lstm(np_like: Any, loop: Callable, main: Any, extra: Any, state: Any,
+         sequence: Any) -> Any:
+    """ADBench D-LSTM: ``-Σ_t Σ_j y_{t+1,j} log softmax(predict(x_t))_j / ((c-1)·b)``; each
+    layer ``gates = (x, h, x, h)·w + bias`` (four b-blocks), ``c' = c·σ(f) + σ(i)·tanh(g)``,
+    ``h' = σ(o)·tanh(c')``."""
+    b = sequence.shape[1]
+    layers = main.shape[0] // 2
+
+    def step(t: Any, carry: tuple) -> tuple:
+        states, total = carry
+        x = sequence[t] * extra[0]
+        new_states = []
+        for layer in range(layers):
+            hidden, cell = states[2 * layer], states[2 * layer + 1]
+            gates = np_like.concatenate([x, hidden, x, hidden]) * main[2 * layer] \
+                + main[2 * layer + 1]
+            forget = _sigmoid(np_like, gates[:b])
+            ingate = _sigmoid(np_like, gates[b:2 * b])
+            outgate = _sigmoid(np_like, gates[2 * b:3 * b])
+            change = np_like.tanh(gates[3 * b:])
+            cell = cell * forget + ingate * change
+            hidden = outgate * np_like.tanh(cell)
+            new_states += [hidden, cell]
+            x = hidden
+        prediction = x * extra[1] + extra[2]
+        normalized = prediction - np_like.log(np_like.sum(np_like.exp(prediction)))
+        total = total + np_like.sum(sequence[t + 1] * normalized)
+        return np_like.stack(new_states), total
+
+    count = (sequence.shape[0] - 1) * b
+    _, total = loop(0, sequence.shape[0] - 1, step, (state, np_like.asarray(0.0)))
+    return -total / count
 
 
-def time_qdiff(args: tuple) -> tuple[float, float, np.ndarray]:
-    objective = lambda a, mu, icf, x: gmm_objective(qnp, a, mu, icf, x)  # noqa: E731
-    primal = qdiff.trace(objective, *args)
-    gradient = qdiff.grad(primal, argnums=(0, 1, 2))
-    value = primal(*args)
-    grads = gradient(*args)
-    return (best_time(lambda: primal(*args)), best_time(lambda: gradient(*args)),
-            np.concatenate([np.ravel(g) for g in grads]) if value is not None else None)
+def mlp(np_like: Any, loop: Callable, w1: Any, b1: Any, w2: Any, x: Any, y: Any) -> Any:
+    hidden = np_like.maximum(x @ w1 + b1, 0.0)
+    return np_like.sum((hidden @ w2 - y) ** 2) / x.shape[0]
 
 
-def time_jax(args: tuple) -> tuple[float, float, np.ndarray] | None:
+def workloads(quick: bool) -> list[Workload]:
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+
+    def normal(*shape: int, scale: float = 1.0) -> Any:
+        return scale * rng.normal(size=shape)
+
+    gmm_sizes = [(2, 5, 1000)] if quick else [(10, 25, 10000), (64, 200, 10000)]
+    result = [Workload("recurrence", "1000 steps", recurrence, (0.9, 0.1), (0, 1))]
+    for d, k, n in gmm_sizes:
+        result.append(Workload("gmm", f"d={d} K={k} n={n}", gmm,
+                               (normal(k), normal(k, d), normal(k, d * (d + 1) // 2, scale=0.1),
+                                normal(n, d)), (0, 1, 2)))
+    k, n, d = (4, 1000, 3) if quick else (32, 100000, 16)
+    result.append(Workload("kmeans", f"k={k} n={n} d={d}", kmeans,
+                           (normal(k, d), normal(n, d)), (0,)))
+    layers, chars, b = (2, 32, 4) if quick else (2, 1024, 14)
+    result.append(Workload("lstm", f"l={layers} c={chars} b={b}", lstm,
+                           (normal(2 * layers, 4 * b, scale=0.5), normal(3, b),
+                            normal(2 * layers, b), normal(chars, b)), (0, 1)))
+    batch, width = (16, 32) if quick else (256, 512)
+    result.append(Workload("mlp", f"batch={batch} width={width}", mlp,
+                           (normal(width, width, scale=width ** -0.5), normal(width),
+                            normal(width, 10, scale=width ** -0.5), normal(batch, width),
+                            normal(batch, 10)), (0, 1, 2)))
+    return result
+
+
+# --------------------------------------------------------------------------------- engines
+def best_time(fn: Callable[[], Any], budget: float = 2.0) -> float:
+    """The best of at least 3 runs, more while they fit in ``budget`` seconds."""
+    best, spent, runs = float("inf"), 0.0, 0
+    while runs < 3 or (spent < budget and runs < 1000):
+        start = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - start
+        best, spent, runs = min(best, elapsed), spent + elapsed, runs + 1
+    return best
+
+
+def qdiff_engine(jit: bool) -> Callable[[Workload], tuple]:
+    import qdiff
+    import qdiff.numpy as qnp
+
+    def loop(lower: int, upper: int, body: Callable, init: Any) -> Any:
+        return qdiff.fori_loop(lower, upper, body, init)
+
+    def run(w: Workload) -> tuple:
+        def objective(*args: Any) -> Any:
+            return w.objective(qnp, loop, *args)
+
+        primal = qdiff.program(objective)
+        gradient = qdiff.grad(primal, argnums=w.wrt)
+        if jit:
+            primal, gradient = qdiff.jit(primal), qdiff.jit(gradient)
+        return _measure(lambda: primal(*w.args), lambda: gradient(*w.args))
+
+    return run
+
+
+def jax_engine() -> Callable[[Workload], tuple] | None:
     try:
         import jax
         import jax.numpy as jnp
     except ImportError:
         return None
     jax.config.update("jax_enable_x64", True)
-    objective = jax.jit(lambda a, mu, icf, x: gmm_objective(jnp, a, mu, icf, x))
-    gradient = jax.jit(jax.grad(lambda a, mu, icf, x: gmm_objective(jnp, a, mu, icf, x),
-                                argnums=(0, 1, 2)))
-    objective(*args).block_until_ready()
-    grads = gradient(*args)
-    jax.block_until_ready(grads)
-    primal_time = best_time(lambda: objective(*args).block_until_ready())
-    gradient_time = best_time(lambda: jax.block_until_ready(gradient(*args)))
-    return primal_time, gradient_time, np.concatenate([np.ravel(g) for g in grads])
+
+    def run(w: Workload) -> tuple:
+        def objective(*args: Any) -> Any:
+            return w.objective(jnp, jax.lax.fori_loop, *args)
+
+        primal = jax.jit(objective)
+        gradient = jax.jit(jax.grad(objective, argnums=w.wrt))
+        return _measure(lambda: jax.block_until_ready(primal(*w.args)),
+                        lambda: jax.block_until_ready(gradient(*w.args)))
+
+    return run
+
+
+def torch_engine() -> Callable[[Workload], tuple] | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not hasattr(torch, "func"):
+        return None
+    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
+
+    class TorchNumpy:
+        def __getattr__(self, name: str) -> Any:
+            return {"asarray": lambda v: torch.as_tensor(v, dtype=torch.float64),
+                    "concatenate": lambda xs, axis=0: torch.cat(list(xs), dim=axis),
+                    "max": lambda v, axis=None: torch.amax(v, dim=axis),
+                    "min": lambda v, axis=None: torch.amin(v, dim=axis),
+                    "sum": lambda v, axis=None: torch.sum(v, dim=axis) if axis is not None
+                    else torch.sum(v),
+                    "zeros": lambda s: torch.zeros(s, dtype=torch.float64),
+                    "maximum": lambda a, b: torch.clamp(a, min=b)}.get(name) or getattr(torch, name)
+
+    def loop(lower: int, upper: int, body: Callable, init: Any) -> Any:
+        for i in range(lower, upper):
+            init = body(i, init)
+        return init
+
+    def run(w: Workload) -> tuple:
+        np_like = TorchNumpy()
+        args = [torch.as_tensor(a, dtype=torch.float64) for a in w.args]
+
+        def objective(*xs: Any) -> Any:
+            return w.objective(np_like, loop, *xs)
+
+        gradient = torch.func.grad(objective, argnums=w.wrt)
+        return _measure(lambda: objective(*args), lambda: gradient(*args))
+
+    return run
+
+
+def _measure(primal: Callable[[], Any], gradient: Callable[[], Any]) -> tuple:
+    start = time.perf_counter()
+    primal()
+    first_primal = time.perf_counter() - start
+    start = time.perf_counter()
+    result = gradient()
+    first_gradient = time.perf_counter() - start
+    primal_time, gradient_time = best_time(primal), best_time(gradient)
+    compile_time = max(0.0, first_primal - primal_time) + max(0.0, first_gradient - gradient_time)
+    return primal_time, gradient_time, compile_time, result
+
+
+def _flat(result: Any) -> Any:
+    import numpy as np
+
+    leaves = result if isinstance(result, tuple) else (result,)
+    return np.concatenate([np.ravel(np.asarray(leaf)) for leaf in leaves])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--small", action="store_true", help="only the smallest size")
-    sizes = SIZES[:1] if parser.parse_args().small else SIZES
-    print(f"{'engine':<18}{'d':>4}{'K':>5}{'n':>7}{'primal s':>12}{'gradient s':>12}"
-          f"{'ratio':>8}")
-    for d, k, n in sizes:
-        args = make_inputs(d, k, n)
-        primal_time, gradient_time, ours = time_qdiff(args)
-        print(f"{'qdiff interpreter':<18}{d:>4}{k:>5}{n:>7}{primal_time:>12.4f}"
-              f"{gradient_time:>12.4f}{gradient_time / primal_time:>8.2f}")
-        jax_result = time_jax(args)
-        if jax_result is None:
-            print(f"{'jax':<18}{'(not installed)':>28}")
+    parser.add_argument("--quick", action="store_true", help="small sizes")
+    parser.add_argument("--threads", type=int, default=1, help="threads for every engine")
+    parser.add_argument("--only", nargs="*", help="workload names to run")
+    options = parser.parse_args()
+    common.pin_threads(options.threads, xla=True)
+    import numpy as np
+
+    engines = [("qdiff interpreter", qdiff_engine(False)), ("qdiff numba", qdiff_engine(True)),
+               ("jax jit", jax_engine()), ("pytorch", torch_engine())]
+    print(f"threads per engine: {options.threads}; times in ms (best of several), compile "
+          "time (first call minus best) apart")
+    header = ["workload", "size", "engine", "primal", "gradient", "grad/primal", "compile s",
+              "grad vs jax", "agrees"]
+    rows = []
+    for w in workloads(options.quick):
+        if options.only and w.name not in options.only:
             continue
-        primal_time, gradient_time, theirs = jax_result
-        agree = np.allclose(ours, theirs, rtol=1e-8, atol=1e-10)
-        print(f"{'jax (jit, x64)':<18}{d:>4}{k:>5}{n:>7}{primal_time:>12.4f}"
-              f"{gradient_time:>12.4f}{gradient_time / primal_time:>8.2f}"
-              f"   gradients agree: {agree}")
+        measured = {name: engine(w) for name, engine in engines if engine is not None}
+        reference = _flat(measured["qdiff interpreter"][3])
+        jax_gradient = measured.get("jax jit", (None, None))[1]
+        for name, (primal, gradient, compile_time, result) in measured.items():
+            agrees = np.allclose(_flat(result), reference, rtol=1e-8, atol=1e-10)
+            rows.append([w.name, w.size, name, f"{primal * 1e3:.3f}", f"{gradient * 1e3:.3f}",
+                         f"{gradient / primal:.2f}", f"{compile_time:.2f}",
+                         f"{gradient / jax_gradient:.2f}x" if jax_gradient else "",
+                         "yes" if agrees else "NO"])
+        rows += [[w.name, w.size, name, "not installed", "", "", "", "", ""]
+                 for name, engine in engines if engine is None]
+        rows.append([""] * len(header))
+    common.print_table(header, rows[:-1])
 
 
 if __name__ == "__main__":

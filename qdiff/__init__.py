@@ -16,6 +16,7 @@ from .autodiff.forward import jvp_program
 from .autodiff.reverse import vjp_program
 from .autodiff.stop_gradient import stop_gradient
 from .classical.soacs import hist, map, reduce, scan, scatter
+from .compiler import CompiledProgram, NotCompilableError, jit
 from .ir import (
     Bit,
     Cell,
@@ -47,10 +48,11 @@ from .transforms import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Bit", "Cell", "LoopLimitError", "Program", "ProgramFunction", "QState", "QdiffError",
-    "SerializationError", "Tensor", "TracerConversionError", "TypeCheckError",
-    "VerificationError", "cond", "fori_loop", "grad", "grad_program", "hessian", "hist",
-    "jacfwd", "jacobian", "jacobian_program", "jacrev", "jvp", "jvp_program", "map", "program",
-    "reduce", "scan", "scatter", "stop_gradient", "switch", "trace", "value_and_grad", "vjp",
-    "vjp_program", "while_loop",
+    "Bit", "Cell", "CompiledProgram", "LoopLimitError", "NotCompilableError", "Program",
+    "ProgramFunction", "QState", "QdiffError", "SerializationError", "Tensor",
+    "TracerConversionError", "TypeCheckError", "VerificationError", "cond", "fori_loop",
+    "grad", "grad_program", "hessian", "hist", "jacfwd", "jacobian", "jit",
+    "jacobian_program", "jacrev", "jvp", "jvp_program", "map", "program", "reduce", "scan",
+    "scatter", "stop_gradient", "switch", "trace", "value_and_grad", "vjp", "vjp_program",
+    "while_loop",
 ]

@@ -1,4 +1,4 @@
-"""The ``qdiff`` command: ``demo``, ``info`` and ``show FILE.json``."""
+"""The ``qdiff`` command: ``demo``, ``info`` and ``show FILE.json [--compiled]``."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import scipy
 
 from . import __version__
 from .demo import run_demo
+from .compiler import CompiledProgram
 from .ir.core import Program
 from .ir.errors import QdiffError
 
@@ -65,10 +66,12 @@ def info() -> str:
     return "\n".join(f"{name:<{width}}  {value}" for name, value in rows)
 
 
-def show(path: str) -> str:
-    """The text form of a program saved with ``Program.to_json``."""
+def show(path: str, compiled: bool = False) -> str:
+    """The text form of a program saved with ``Program.to_json``, or with ``compiled`` the
+    Python source the Numba back end generates for it (`qdiff.jit`)."""
     with open(path, encoding="utf-8") as handle:
-        return str(Program.from_json(handle.read()))
+        program = Program.from_json(handle.read())
+    return CompiledProgram(program).source if compiled else str(program)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("info", help="versions and usable back ends")
     show_parser = sub.add_parser("show", help="pretty-print a saved program (JSON)")
     show_parser.add_argument("file")
+    show_parser.add_argument("--compiled", action="store_true",
+                             help="print the generated source of the compiled program")
     args = parser.parse_args(argv)
 
     try:
@@ -87,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "info":
             print(info())
         else:
-            print(show(args.file))
+            print(show(args.file, args.compiled))
     except (QdiffError, OSError) as exc:
         print(f"qdiff {args.command}: {exc}", file=sys.stderr)
         return 1

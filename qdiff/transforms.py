@@ -40,6 +40,8 @@ from .autodiff.reverse import vjp_program
 from .autodiff.tangents import is_differentiable
 from .autodiff.whole_program import WholeProgramRule, known_options, rule_for
 from .classical.soacs import map as soac_map
+from .compiler.jit import BACKENDS
+from .compiler.jit import jit as jit_function
 from .ir import pytree
 from .ir.core import Program
 from .ir.errors import QdiffError
@@ -213,7 +215,7 @@ def grad_program(program: Program, argnums: ArgNums = 0, has_value: bool = False
 
 
 def grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None, method: str = "auto",
-         **options: Any) -> Any:
+         jit: bool = False, backend: str | None = None, **options: Any) -> Any:
     """The gradient of a scalar function with respect to argument(s) ``argnums``.
 
     >>> import qdiff, qdiff.numpy as qnp
@@ -228,11 +230,12 @@ def grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None, method: st
     def whole(rule: WholeProgramRule, program: Program, args: tuple) -> Any:
         return rule.gradient(program, args, argnums, method, options).grad
 
-    return _function_or_program(f, build, "grad", whole)
+    return _compiled(_function_or_program(f, build, "grad", whole), jit, backend)
 
 
 def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
-                   method: str = "auto", **options: Any) -> Any:
+                   method: str = "auto", jit: bool = False, backend: str | None = None,
+                   **options: Any) -> Any:
     """``(f(*args), grad(f)(*args))`` in one program (one forward and one reverse sweep).
 
     >>> import qdiff, qdiff.numpy as qnp
@@ -248,12 +251,13 @@ def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
         _classical_options(method, options)
         return grad_program(program, argnums, has_value=True, fuse=fuse)
 
-    return _function_or_program(f, build, "value_and_grad", both)
+    return _compiled(_function_or_program(f, build, "value_and_grad", both), jit, backend)
 
 
 # ------------------------------------------------------------------------------- jvp and vjp
 def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
-        fuse: bool | None = None, method: str = "auto", **options: Any) -> tuple[Any, Any]:
+        fuse: bool | None = None, method: str = "auto", jit: bool = False,
+        backend: str | None = None, **options: Any) -> tuple[Any, Any]:
     """Forward mode: ``(f(*primals), J·tangents)``, with tangents shaped like the primals.
 
     A quantum program's JVP contracts its Jacobian (`qdiff.quantum.jacobian`, by
@@ -279,7 +283,7 @@ def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
     _classical_options(method, options)
     forward = jvp_program(to_differentiate(program, fuse), flags)
     supplied = [t for t, flag in zip(flat_tangents, flags) if flag]
-    outs = _call_flat(forward, [*flat_primals, *supplied])
+    outs = _call_flat(forward, [*flat_primals, *supplied], _backend(jit, backend))
     n_out = len(program.outputs)
     out_tangents = iter(outs[n_out:])
     tangent_outs = [next(out_tangents) if is_differentiable(a.type) else None
@@ -288,6 +292,7 @@ def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
 
 
 def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "auto",
+        jit: bool = False, backend: str | None = None,
         **options: Any) -> tuple[Any, Callable[[Any], tuple]]:
     """Reverse mode: ``(f(*primals), vjp_fn)`` with ``vjp_fn(cotangent)`` returning one
     cotangent per argument (shaped like it; None for non-float arguments). A quantum
@@ -312,11 +317,12 @@ def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "aut
     backward = vjp_program(to_differentiate(program, fuse), flags)
     n_out = len(program.outputs)
     ct_slots = [k for k, a in enumerate(program.outputs) if is_differentiable(a.type)]
-    value = unflatten_outputs(program, _call_flat(program, flat_primals))
+    chosen = _backend(jit, backend)
+    value = unflatten_outputs(program, _call_flat(program, flat_primals, chosen))
 
     def vjp_fn(cotangent: Any) -> tuple:
         leaves = output_leaves(program, cotangent)
-        outs = _call_flat(backward, [*flat_primals, *(leaves[k] for k in ct_slots)])
+        outs = _call_flat(backward, [*flat_primals, *(leaves[k] for k in ct_slots)], chosen)
         cts = iter(outs[n_out:])
         flat = [next(cts) if flag else None for flag in flags[:len(flags) - len(captured)]]
         return tuple(pytree.unflatten(in_tree, flat))
@@ -324,9 +330,26 @@ def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "aut
     return value, vjp_fn
 
 
-def _call_flat(program: Program, leaves: list[Any]) -> list[Any]:
+def _backend(jit: bool, backend: str | None) -> str | None:
+    """The back end that ``jit=True`` / ``backend=`` ask for (None: the default)."""
+    if backend is not None and backend not in ("numpy", *BACKENDS):
+        raise QdiffError(f"backend must be one of 'numpy', {', '.join(map(repr, BACKENDS))}, "
+                         f"got {backend!r}")
+    return backend or ("numba" if jit else None)
+
+
+def _compiled(transformed: Any, jit: bool, backend: str | None) -> Any:
+    """``transformed`` compiled when ``jit=True`` or a compiling ``backend`` is asked for
+    (see `qdiff.jit`)."""
+    chosen = _backend(jit, backend)
+    if chosen in (None, "numpy"):
+        return transformed
+    return jit_function(transformed, backend=chosen)
+
+
+def _call_flat(program: Program, leaves: list[Any], backend: str | None = None) -> list[Any]:
     bare = Program(program.inputs, program.eqns, program.outputs, name=program.name)
-    result = call_program(bare, leaves)
+    result = call_program(bare, leaves, backend=backend)
     return list(result) if len(program.outputs) != 1 else [result]
 
 
@@ -453,7 +476,7 @@ def _split_columns(matrix: Any, types: list[Tensor], out: Tensor) -> list[Any]:
 
 def jacobian(f: Function, argnums: ArgNums = 0, mode: str = "reverse",
              holomorphic: bool = False, fuse: bool | None = None, method: str = "auto",
-             **options: Any) -> Any:
+             jit: bool = False, backend: str | None = None, **options: Any) -> Any:
     """The Jacobian of ``f``: shape ``output.shape + argument.shape``; for outputs and
     arguments that are tuples, lists or dicts, that structure of Jacobians (see
     `jacobian_program`).
@@ -472,7 +495,7 @@ def jacobian(f: Function, argnums: ArgNums = 0, mode: str = "reverse",
         _classical_options(method, options)
         return jacobian_program(program, argnums, mode, holomorphic, fuse)
 
-    return _function_or_program(f, build, "jacobian", whole)
+    return _compiled(_function_or_program(f, build, "jacobian", whole), jit, backend)
 
 
 def jacfwd(f: Function, argnums: ArgNums = 0, holomorphic: bool = False,
@@ -497,7 +520,8 @@ def jacrev(f: Function, argnums: ArgNums = 0, holomorphic: bool = False,
     return jacobian(f, argnums, mode="reverse", holomorphic=holomorphic, fuse=fuse)
 
 
-def hessian(f: Function, argnums: int = 0, fuse: bool | None = None) -> Any:
+def hessian(f: Function, argnums: int = 0, fuse: bool | None = None, jit: bool = False,
+            backend: str | None = None) -> Any:
     """The Hessian of a scalar function: forward mode over reverse mode.
 
     >>> import qdiff, qdiff.numpy as qnp
@@ -511,4 +535,4 @@ def hessian(f: Function, argnums: int = 0, fuse: bool | None = None) -> Any:
         gradient = grad_program(program, argnums, fuse=fuse)
         return jacobian_program(gradient, argnums, mode="forward", fuse=fuse)
 
-    return _function_or_program(f, build, "hessian")
+    return _compiled(_function_or_program(f, build, "hessian"), jit, backend)

@@ -4,7 +4,27 @@ from __future__ import annotations
 
 import pytest
 
+from qdiff.ir.interpreter import default_backend
+
 _passed = 0
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--backend", default="numpy", choices=("numpy", "numba-checked"),
+                     help="run every classical program call on this back end "
+                          "(numba-checked: compiled, and compared with the interpreter)")
+
+
+@pytest.fixture(autouse=True)
+def _program_backend(request: pytest.FixtureRequest):
+    backend = request.config.getoption("--backend")
+    if backend == "numpy":
+        yield
+        return
+    import backends  # noqa: F401  (registers numba-checked)
+
+    with default_backend(backend):
+        yield
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -7,7 +7,8 @@ primitive's implementation, and inlining (calling a program while tracing anothe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -97,23 +98,63 @@ def argument_leaves(program: Program, args: Sequence[Any]) -> list[Any]:
     return leaves
 
 
-def call_program(program: Program, args: Sequence[Any], backend: str = "numpy") -> Any:
-    """Call ``program`` like the Python function it was traced from."""
+# Back ends other than the interpreter that run whole classical programs (the compiler
+# registers "numba"), and the one calls use when they name none.
+_EXECUTORS: dict[str, Callable[[Program, list[Any]], list[Any]]] = {}
+_DEFAULT_BACKEND = ["numpy"]
+
+
+def register_executor(backend: str, run: Callable[[Program, list[Any]], list[Any]]) -> None:
+    """Run classical programs called with ``backend=backend`` through ``run(program,
+    flat_values) -> flat_outputs``."""
+    _EXECUTORS[backend] = run
+
+
+@contextmanager
+def default_backend(backend: str) -> Iterator[None]:
+    """Run program calls that name no back end on ``backend`` inside the block.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> p = qdiff.trace(lambda x: x + 1.0, 0.0)
+    >>> with default_backend("numpy"):
+    ...     float(p(1.0))
+    2.0
+    """
+    if backend != "numpy" and backend not in _EXECUTORS:
+        raise QdiffError(f"unknown back end {backend!r}; known: numpy, {', '.join(_EXECUTORS)}")
+    _DEFAULT_BACKEND.append(backend)
+    try:
+        yield
+    finally:
+        _DEFAULT_BACKEND.pop()
+
+
+def runner_for(program: Program) -> Callable[..., Any] | None:
+    """The runner that claims ``program`` (see `register_runner`), or None."""
+    return next((run for claims, run in _RUNNERS if claims(program)), None)
+
+
+def call_program(program: Program, args: Sequence[Any], backend: str | None = None) -> Any:
+    """Call ``program`` like the Python function it was traced from, on ``backend``
+    (default: the interpreter, or the back end set by `default_backend`)."""
+    chosen = backend or _DEFAULT_BACKEND[-1]
     leaves = argument_leaves(program, args)
     if any(isinstance(leaf, Tracer) for leaf in leaves):
         outputs = inline(program, leaves)
     else:
-        values = [_coerce_argument(program, i, leaf) for i, leaf in enumerate(leaves)]
+        values = [coerce_argument(program, i, leaf) for i, leaf in enumerate(leaves)]
         for claims, run in _RUNNERS:
             if claims(program):
-                return run(program, values, backend)
-        outputs = [_to_user(v) for v in evaluate(program, *values, backend=backend)]
+                return run(program, values, backend or "numpy")
+        run = _EXECUTORS.get(chosen)
+        flat = run(program, values) if run else evaluate(program, *values, backend=chosen)
+        outputs = [to_user(v) for v in flat]
     if program.out_tree is None:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
     return pytree.unflatten(program.out_tree, outputs)
 
 
-def _call(self: Program, *args: Any, backend: str = "numpy") -> Any:
+def _call(self: Program, *args: Any, backend: str | None = None) -> Any:
     """Run the program on ``args`` (arrays or tracers, nested like the traced function's
     arguments) on ``backend``."""
     return call_program(self, args, backend=backend)
@@ -122,7 +163,9 @@ def _call(self: Program, *args: Any, backend: str = "numpy") -> Any:
 Program.__call__ = _call  # type: ignore[method-assign]
 
 
-def _coerce_argument(program: Program, index: int, value: Any) -> Any:
+def coerce_argument(program: Program, index: int, value: Any) -> Any:
+    """Argument ``index`` as the array the program was traced for (its shape checked, its
+    dtype converted where that loses nothing)."""
     expected = program.inputs[index].type
     if not isinstance(expected, Tensor):
         return value
@@ -140,7 +183,8 @@ def _coerce_argument(program: Program, index: int, value: Any) -> Any:
     return array
 
 
-def _to_user(value: Any) -> Any:
+def to_user(value: Any) -> Any:
+    """A result as the caller sees it: 0-d arrays as NumPy scalars."""
     if isinstance(value, np.ndarray) and value.ndim == 0:
         return value[()]
     return value

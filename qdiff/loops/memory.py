@@ -77,16 +77,22 @@ def _buffer_rule(like: Type, *, slots: int, site: int) -> tuple[Type, ...]:
 checkpoint_buffer_p = register_primitive("checkpoint_buffer", _buffer_rule)
 
 
-@checkpoint_buffer_p.def_impl("numpy")
-def _buffer_impl(like: np.ndarray, *, slots: int, site: int) -> np.ndarray:
-    like = np.asarray(like)
-    needed = slots * like.nbytes
+def check_buffer_memory(slots: int, carry_bytes: int) -> None:
+    """Raise `CheckpointMemoryError` when ``slots`` carries of ``carry_bytes`` each do not
+    fit in the memory available (checked before allocating, by every back end)."""
+    needed = slots * carry_bytes
     if needed > available_memory_bytes():
         raise CheckpointMemoryError(
-            f"reverse mode would store {slots} loop carries of {format_bytes(like.nbytes)} "
+            f"reverse mode would store {slots} loop carries of {format_bytes(carry_bytes)} "
             f"each ({format_bytes(needed)}), more than the {format_bytes(available_memory_bytes())}"
             " available; bound the loop with a smaller max_iter, or pass checkpoint=k to "
             "keep about k·N^(1/k) carries instead of N")
+
+
+@checkpoint_buffer_p.def_impl("numpy")
+def _buffer_impl(like: np.ndarray, *, slots: int, site: int) -> np.ndarray:
+    like = np.asarray(like)
+    check_buffer_memory(slots, like.nbytes)
     for memory in _measurements:
         memory.note(site, slots * like.size)
     return np.zeros((slots, *like.shape), like.dtype)

@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("qdiff.classical", "qdiff.numpy"),
     ("qdiff.autodiff",),
     ("qdiff.loops",),
+    ("qdiff.compiler",),
     ("qdiff.quantum.lang",),
     ("qdiff.quantum.simulator",),
     ("qdiff.quantum.certificate",),

@@ -1,0 +1,72 @@
+"""What in-place updates may overwrite: the last use of every value and the array each
+value is a view of.
+
+Generated code updates an array in place (``dynamic_update_slice``, ``scatter``, ``hist``)
+only when the array is owned (allocated by this program, or a loop carry, which the loop
+protocol owns) and no later equation reads it or any view of it. That turns the O(n) copy of
+an SSA update into O(update), which is what makes the stored carries of reversed loops
+cheap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from ..ir.core import Eqn, Literal, Program, Var
+
+# primitives whose compiled form returns a view of their first operand
+VIEW_PRIMITIVES = {"reshape", "stop_gradient"}
+# primitives whose compiled form returns a new array (not a view of an operand)
+# (loop and while outputs are fresh: the loop protocol copies any carry it does not own)
+_NOT_FRESH = VIEW_PRIMITIVES | {"cond"}
+
+
+@dataclass
+class Liveness:
+    """Per program: the index of each var's last reader and each var's view root."""
+
+    last_use: dict[Var, float] = field(default_factory=dict)
+    root: dict[Var, Var] = field(default_factory=dict)
+    owned_roots: set[Var] = field(default_factory=set)
+
+    def root_of(self, var: Var) -> Var:
+        return self.root.get(var, var)
+
+    def dead_after(self, var: Var, index: int) -> bool:
+        """Whether no equation after ``index`` (nor the output) reads ``var`` or a view of it."""
+        root = self.root_of(var)
+        return all(self.last_use.get(v, -1) <= index
+                   for v, r in self.root.items() if r is root) and \
+            self.last_use.get(root, -1) <= index
+
+    def overwritable(self, var: Var, index: int) -> bool:
+        return self.root_of(var) in self.owned_roots and self.dead_after(var, index)
+
+
+def liveness(program: Program, owned_inputs: Iterable[Var] = ()) -> Liveness:
+    """Last uses and view roots of ``program``'s vars; ``owned_inputs`` are inputs the
+    caller hands over for in-place use."""
+    result = Liveness()
+    result.owned_roots.update(owned_inputs)
+    for index, eqn in enumerate(program.eqns):
+        for atom in eqn.inputs:
+            if isinstance(atom, Var):
+                result.last_use[atom] = index
+        _note_outputs(result, eqn)
+    for atom in program.outputs:
+        if isinstance(atom, Var):
+            result.last_use[atom] = float("inf")
+    return result
+
+
+def _note_outputs(result: Liveness, eqn: Eqn) -> None:
+    name = eqn.primitive.name
+    if name in VIEW_PRIMITIVES and isinstance(eqn.inputs[0], Var):
+        result.root[eqn.outputs[0]] = result.root_of(eqn.inputs[0])
+    elif name not in _NOT_FRESH:
+        result.owned_roots.update(eqn.outputs)
+
+
+def is_literal(atom: object) -> bool:
+    return isinstance(atom, Literal)

@@ -1,0 +1,249 @@
+"""Coarsening: which array equations run together in one loop nest.
+
+Rewrite rule (one loop nest per group). Let ``e_1 … e_k`` be array equations over the same
+number n of elements, each of them an elementwise operation (a primitive flagged
+``elementwise``, or a ``map`` whose lambda is elementwise on scalars), a ``broadcast_in_dim``
+or ``iota`` (an index computation), a ``reshape`` of a group value (a relabelling of the same
+elements in C order) or a ``reduce_{sum,prod,max,min}`` of n elements. Then::
+
+    y_1 = e_1(…); …; y_k = e_k(…)
+  ⇒
+    for i in L:                       # L: a loop shape every member's shape is a merge of
+        y_1[i] = e_1(…[i]); …         # element expressions, no intermediate arrays
+        acc_r ⊙= y_j[i]               # reductions accumulate in registers (trailing axes)
+
+and only the values read outside the group are written to memory. A group is closed (its
+loop nest written) before the first equation outside it that reads one of its values, and
+before any equation that may update an array in place or runs a sub-program (so reordering
+never lets an in-place update overtake a read). Reduction results are not element streams:
+an equation that needs one starts a new group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..ir.core import Eqn, Program, Var
+from ..ir.types import Tensor
+
+# reduction primitive -> the scalar monoid it folds with
+REDUCTIONS = {"reduce_sum": "add", "reduce_prod": "mul", "reduce_max": "max",
+              "reduce_min": "min"}
+# equations that may update an operand's array in place when it is dead afterwards
+IN_PLACE = {"dynamic_update_slice", "scatter", "hist"}
+
+
+def elementwise_map(eqn: Eqn) -> bool:
+    """Whether ``eqn`` is a ``map`` whose lambda takes scalars and is elementwise (what
+    elementwise fusion before differentiation produces), with scalar consts."""
+    if eqn.primitive.name != "map":
+        return False
+    body: Program = eqn.params["body"]
+    consts = eqn.inputs[:eqn.params["num_consts"]]
+    return (all(isinstance(t, Tensor) and t.shape == () for t in body.in_types)
+            and all(isinstance(t, Tensor) and t.shape == () for t in body.out_types)
+            and all(c.type.shape == () for c in consts)
+            and all(e.primitive.elementwise for e in body.eqns))
+
+
+def member_kind(eqn: Eqn) -> str | None:
+    """How ``eqn`` takes part in a loop nest, or None when it is lowered alone."""
+    name = eqn.primitive.name
+    out = eqn.outputs[0].type if eqn.outputs else None
+    if not isinstance(out, Tensor):
+        return None
+    if eqn.primitive.elementwise or elementwise_map(eqn):
+        return "elementwise" if out.shape else None
+    if name in ("broadcast_in_dim", "iota") and out.shape:
+        return "index"
+    if name in REDUCTIONS:
+        operand = eqn.inputs[0].type
+        if operand.dtype == "bool" or (name in ("reduce_max", "reduce_min")
+                                        and operand.np_dtype.kind == "c"):
+            return None
+        return "reduction"
+    if name == "reshape" and out.shape:
+        return "alias"
+    if name == "einsum" and out.shape and summed_size(eqn) <= DIRECT_CONTRACTION:
+        return "contraction"
+    return None
+
+
+# Contractions summing at most this many products per element run as a loop inside the
+# nest (cache-friendly, fusable); bigger ones go to BLAS, which wins for matrix products.
+DIRECT_CONTRACTION = 64
+
+
+def summed_size(eqn: Eqn) -> int:
+    """How many products an ``einsum`` sums per output element."""
+    a, b = eqn.params["spec"].split("->")[0].split(",")
+    out = eqn.params["spec"].split("->")[1]
+    sizes = dict(zip(a, eqn.inputs[0].type.shape)) | dict(zip(b, eqn.inputs[1].type.shape))
+    return math.prod(sizes[c] for c in set(a) | set(b) if c not in out)
+
+
+def merge_runs(loop: Sequence[int], shape: Sequence[int]) -> list[tuple[int, int]] | None:
+    """For each axis of ``shape``, the run ``[a, b)`` of ``loop``'s axes it merges (C
+    order), or None when ``shape`` is not such a merge of ``loop``. Size-1 axes take an
+    empty run (their index is 0).
+
+    >>> merge_runs((7, 5, 2), (35, 2)), merge_runs((7, 5, 2), (7, 1, 10)), merge_runs((6,), (2, 3))
+    ([(0, 2), (2, 3)], [(0, 1), (1, 1), (1, 3)], None)
+    """
+    runs, j = [], 0
+    for size in shape:
+        start, product = j, 1
+        if size == 1:
+            runs.append((j, j))
+            continue
+        while product < size and j < len(loop):
+            product *= loop[j]
+            j += 1
+        if product != size:
+            return None
+        runs.append((start, j))
+    if any(loop[k] != 1 for k in range(j, len(loop))):
+        return None
+    return runs
+
+
+def _fit(requirements: list[tuple[int, ...]], current: tuple[int, ...] | None,
+         required: tuple[int, ...]) -> tuple[int, ...] | None:
+    """A loop shape that every requirement and ``required`` merge from, or None."""
+    needed = [*requirements, required]
+    for candidate in (current, required, *requirements):
+        if candidate is not None and all(merge_runs(candidate, s) is not None for s in needed):
+            return candidate
+    return None
+
+
+@dataclass(eq=False)
+class Group:
+    """Equations lowered together into one loop nest over ``size`` elements."""
+
+    size: int
+    members: list[Eqn] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    requirements: list[tuple[int, ...]] = field(default_factory=list)
+    loop_shape: tuple[int, ...] | None = None
+    streams: set[Var] = field(default_factory=set)    # values with one element per index
+    produced: set[Var] = field(default_factory=set)   # every value the group defines
+
+    def stream_size(self, eqn: Eqn, kind: str) -> int:
+        source = eqn.inputs[0] if kind in ("reduction", "alias") else eqn.outputs[0]
+        return math.prod(source.type.shape)
+
+    def requirement(self, eqn: Eqn, kind: str) -> tuple[int, ...] | None:
+        """The shape whose multi-index the member needs (None: the flat index does)."""
+        if kind in ("index", "contraction"):
+            return eqn.outputs[0].type.shape
+        if kind == "reduction":
+            shape, axes = eqn.inputs[0].type.shape, eqn.params["axes"]
+            if len(axes) == len(shape):
+                return None  # a full reduction folds the elements in any order
+            return shape
+        return None
+
+    def accepts(self, eqn: Eqn, kind: str) -> bool:
+        if self.stream_size(eqn, kind) != self.size:
+            return False
+        inputs = [a for a in eqn.inputs if isinstance(a, Var)]
+        if any(a in self.produced and a not in self.streams for a in inputs):
+            return False  # needs a finished reduction
+        if kind == "alias" and inputs[0] not in self.streams:
+            return False
+        if kind == "contraction" and any(a in self.produced for a in inputs):
+            return False  # operands are read at other positions than the element's
+        if kind == "index" and inputs and inputs[0] in self.streams \
+                and inputs[0].type.size != self.size:
+            return False
+        required = self.requirement(eqn, kind)
+        return required is None or self._loop_shape_with(required) is not None
+
+    def _loop_shape_with(self, required: tuple[int, ...]) -> tuple[int, ...] | None:
+        return _fit(self.requirements, self.loop_shape, required)
+
+    def add(self, eqn: Eqn, kind: str) -> None:
+        required = self.requirement(eqn, kind)
+        if required is not None:
+            self.loop_shape = self._loop_shape_with(required)
+            self.requirements.append(required)
+        self.members.append(eqn)
+        self.kinds.append(kind)
+        self.produced.update(eqn.outputs)
+        if kind != "reduction":
+            self.streams.update(eqn.outputs)
+
+    def absorb(self, other: Group) -> bool:
+        """Take ``other``'s members in front of this group's (they are independent);
+        False, changing nothing, when no loop shape serves both."""
+        if other.size != self.size:
+            return False
+        shape = self.loop_shape
+        for required in other.requirements:
+            shape = _fit([*self.requirements, *other.requirements], shape, required)
+            if shape is None:
+                return False
+        self.loop_shape = shape if other.requirements else self.loop_shape
+        self.members[:0], self.kinds[:0] = other.members, other.kinds
+        self.requirements.extend(other.requirements)
+        self.streams |= other.streams
+        self.produced |= other.produced
+        return True
+
+    def reads(self) -> set[Var]:
+        return {a for e in self.members for a in e.inputs if isinstance(a, Var)}
+
+
+def _merge(groups: list[Group], open_groups: list[Group], close) -> Group | None:
+    """One group holding ``groups`` (open, independent, of one size), or None when their
+    loop shapes do not fit one nest (then all but the last are written first)."""
+    target = groups[-1]
+    for other in groups[:-1]:
+        if not target.absorb(other):
+            close(groups[:-1])
+            return target
+        open_groups.remove(other)
+    return target
+
+
+def plan(eqns: Sequence[Eqn]) -> list[Eqn | Group]:
+    """``eqns`` in an order to lower them, array equations gathered into `Group`s."""
+    items: list[Eqn | Group] = []
+    open_groups: list[Group] = []
+
+    def close(groups: list[Group]) -> None:
+        for group in groups:
+            open_groups.remove(group)
+            items.append(group)
+
+    for eqn in eqns:
+        kind = member_kind(eqn)
+        inputs = [a for a in eqn.inputs if isinstance(a, Var)]
+        needed = [g for g in open_groups if any(a in g.produced for a in inputs)]
+        if kind is not None:
+            # groups the equation reads but cannot join are written first; those it can
+            # join (independent of each other) merge into one nest with it
+            joinable = [g for g in needed if g.accepts(eqn, kind)]
+            close([g for g in needed if g not in joinable])
+            target = _merge(joinable, open_groups, close) if joinable else next(
+                (g for g in reversed(open_groups) if g.accepts(eqn, kind)), None)
+            if target is not None and target.accepts(eqn, kind):
+                target.add(eqn, kind)
+                continue
+            needed = [g for g in open_groups if any(a in g.produced for a in inputs)]
+        if kind is None and (eqn.primitive.name in IN_PLACE or eqn.primitive.subprogram_params):
+            close(list(open_groups))
+        else:
+            close(needed)
+        if kind is not None and kind != "alias":
+            group = Group(size=0)
+            group.size = group.stream_size(eqn, kind)
+            group.add(eqn, kind)
+            open_groups.append(group)
+        else:
+            items.append(eqn)
+    close(list(open_groups))
+    return items

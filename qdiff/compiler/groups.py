@@ -1,0 +1,262 @@
+"""One loop nest per fused group (`fusion.Group`): element expressions in registers, stores
+only for values read outside the group, reductions accumulated in place.
+
+The nest runs over the group's loop shape L in C order. A member that needs a multi-index
+(a broadcast, an iota, a partial reduction) reads it through the runs of L its own shape
+merges (`fusion.merge_runs`); everything else reads the flat index. A reduction over a
+suffix of L keeps its accumulator in a register opened at the first reduced level.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..classical.linalg import parse_spec
+from ..ir.core import Eqn, Var
+from ..ir.primitives import get_primitive
+from ..ir.types import Tensor
+from .fusion import REDUCTIONS, Group, member_kind, merge_runs
+from .lowering import LOOP_NEST, Scope, empty, rule, shape_text
+from .rules.elementwise import scalar_expression
+from .source import cast, dtype_name, scalar_literal
+
+
+def neutral(monoid: str, dtype: np.dtype) -> object:
+    """The identity of ``monoid`` on ``dtype`` (max/min of integers start at their range)."""
+    if monoid == "add":
+        return 0
+    if monoid == "mul":
+        return 1
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return info.min if monoid == "max" else info.max
+    return -np.inf if monoid == "max" else np.inf
+
+
+def fold(monoid: str, acc: str, value: str) -> str:
+    return {"add": f"{acc} + {value}", "mul": f"{acc} * {value}",
+            "max": f"np.maximum({acc}, {value})", "min": f"np.minimum({acc}, {value})"}[monoid]
+
+
+@dataclass
+class _Accumulator:
+    eqn: Eqn
+    monoid: str
+    level: int            # loop level whose body opens the register (-1: an array in memory)
+    register: str
+    target: str | None    # the array the register is stored to (None: the result is the register)
+    kept: list[str]       # index expressions of the result element
+
+
+class _Nest:
+    def __init__(self, scope: Scope, group: Group):
+        self.scope, self.group = scope, group
+        self.shape = group.loop_shape or (group.size,)
+        self.index = [scope.fresh("i") for _ in self.shape]
+        self.flat = scope.fresh("k") if len(self.shape) > 1 else self.index[0]
+        self.elements: dict[Var, str] = {}
+        self.flat_views: dict[int, str] = {}  # id(operand) -> its flat view
+        self.before: list[str] = []      # statements before the nest
+        self.after: list[str] = []       # statements after it
+        self.body: list[str] = []        # statements at the innermost level
+        self.level_open: dict[int, list[str]] = {}
+        self.level_close: dict[int, list[str]] = {}
+
+    # --------------------------------------------------------------- indices
+    def index_of(self, run: tuple[int, int]) -> str:
+        a, b = run
+        if a == b:
+            return "0"
+        text = self.index[a]
+        for j in range(a + 1, b):
+            text = f"({text}) * {self.shape[j]} + {self.index[j]}"
+        return text
+
+    def multi_index(self, shape: tuple[int, ...]) -> list[str]:
+        runs = merge_runs(self.shape, shape)
+        return [self.index_of(run) for run in runs]
+
+    # --------------------------------------------------------------- operands
+    def element(self, atom: object) -> str:
+        """The current element of an operand of a member."""
+        if atom.type.shape == ():
+            return self.scope.read(atom)
+        if isinstance(atom, Var) and atom in self.elements:
+            return self.elements[atom]
+        view = self.flat_views.get(id(atom))
+        if view is None:
+            view = self.scope.fresh("f")
+            self.before.append(f"{view} = {self.scope.read(atom)}.reshape(-1)")
+            self.flat_views[id(atom)] = view
+        return f"{view}[{self.flat}]"
+
+    def assign(self, var: Var, expression: str) -> None:
+        name = self.scope.fresh("e")
+        self.body.append(f"{name} = {expression}")
+        self.elements[var] = name
+
+    # --------------------------------------------------------------- members
+    def member(self, eqn: Eqn, kind: str) -> None:
+        if kind == "elementwise":
+            self.elementwise(eqn)
+        elif kind == "alias":
+            self.elements[eqn.outputs[0]] = self.element(eqn.inputs[0])
+        elif kind == "index":
+            self.index_member(eqn)
+        elif kind == "contraction":
+            self.contraction(eqn)
+        else:
+            self.reduction(eqn)
+
+    def elementwise(self, eqn: Eqn) -> None:
+        args = [self.element(a) for a in eqn.inputs]
+        if eqn.primitive.name != "map":
+            self.assign(eqn.outputs[0], scalar_expression(eqn, args))
+            return
+        # an elementwise lambda: lower its scalar equations at the innermost level
+        lines_before = len(self.scope.src.lines)
+        outputs = self.scope.inline(eqn.params["body"], args)
+        self.body.extend(line.strip() for line in self.scope.src.lines[lines_before:])
+        del self.scope.src.lines[lines_before:]
+        for var, expression in zip(eqn.outputs, outputs):
+            self.assign(var, expression)
+
+    def index_member(self, eqn: Eqn) -> None:
+        out: Tensor = eqn.outputs[0].type
+        multi = self.multi_index(out.shape)
+        if eqn.primitive.name == "iota":
+            self.assign(eqn.outputs[0], cast(multi[eqn.params["dimension"]], out.dtype)
+                        if out.dtype != "int64" else multi[eqn.params["dimension"]])
+            return
+        operand = eqn.inputs[0]
+        if isinstance(operand, Var) and operand in self.elements:  # no axis grows
+            self.elements[eqn.outputs[0]] = self.elements[operand]
+            return
+        if operand.type.shape == ():
+            self.elements[eqn.outputs[0]] = self.scope.read(operand)
+            return
+        dims = eqn.params["broadcast_dimensions"]
+        picks = ["0" if size == 1 else multi[d] for size, d in zip(operand.type.shape, dims)]
+        self.assign(eqn.outputs[0], f"{self.scope.read(operand)}[{', '.join(picks)}]")
+
+    def contraction(self, eqn: Eqn) -> None:
+        a_term, b_term, out_term = parse_spec(eqn.params["spec"])
+        out = eqn.outputs[0].type
+        position = dict(zip(out_term, self.multi_index(out.shape)))
+        sizes = dict(zip(a_term, eqn.inputs[0].type.shape)) | dict(
+            zip(b_term, eqn.inputs[1].type.shape))
+        summed = [c for c in a_term if c not in out_term]
+        acc = self.scope.fresh("acc")
+        self.body.append(f"{acc} = {scalar_literal(0, out.np_dtype)}")
+        indent = ""
+        for c in summed:
+            position[c] = self.scope.fresh("j")
+            self.body.append(f"{indent}for {position[c]} in range({sizes[c]}):")
+            indent += "    "
+        a, b = (self.scope.read(x) for x in eqn.inputs)
+        left = f"{a}[{', '.join(position[c] for c in a_term)}]" if a_term else a
+        right = f"{b}[{', '.join(position[c] for c in b_term)}]" if b_term else b
+        self.body.append(f"{indent}{acc} = {cast(f'{acc} + {left} * {right}', out.dtype)}")
+        self.elements[eqn.outputs[0]] = acc
+
+    def reduction(self, eqn: Eqn) -> None:
+        operand, out = eqn.inputs[0], eqn.outputs[0]
+        monoid = REDUCTIONS[eqn.primitive.name]
+        dtype = out.type.np_dtype
+        start = scalar_literal(neutral(monoid, dtype), dtype)
+        value = self.element(operand)
+        register = self.scope.fresh("acc")
+        shape, axes = operand.type.shape, eqn.params["axes"]
+        if len(axes) == len(shape):
+            self.before.append(f"{register} = {start}")
+            self.body.append(f"{register} = {cast(fold(monoid, register, value), dtype)}")
+            self.scope.bind(out, register)
+            return
+        runs = merge_runs(self.shape, shape)
+        reduced = {j for axis in axes for j in range(*runs[axis])}
+        kept = [self.index_of(runs[axis]) for axis in range(len(shape)) if axis not in axes]
+        target = self.scope.fresh("r")
+        first = min(reduced) if reduced else len(self.shape)
+        if all(j in reduced or self.shape[j] == 1 for j in range(first, len(self.shape))) \
+                and all(runs[axis][1] <= first or runs[axis][0] == runs[axis][1]
+                        for axis in range(len(shape)) if axis not in axes):
+            self.before.append(f"{target} = {empty(out.type.shape, dtype)}")
+            self.level_open.setdefault(first, []).append(f"{register} = {start}")
+            self.body.append(f"{register} = {cast(fold(monoid, register, value), dtype)}")
+            self.level_close.setdefault(first, []).append(
+                f"{target}[{', '.join(kept)}] = {register}")
+        else:
+            cell = f"{target}[{', '.join(kept)}]"
+            self.before.append(
+                f"{target} = np.full({shape_text(out.type.shape)}, {start}, {dtype_name(dtype)})")
+            self.body.append(f"{cell} = {cast(fold(monoid, cell, value), dtype)}")
+        self.scope.bind(out, target)
+
+    # --------------------------------------------------------------- writing
+    def outer_range(self) -> str:
+        reduces_outer = any(
+            kind == "reduction" for kind in self.group.kinds)
+        return "range" if reduces_outer else self.scope.options.outer_range
+
+    def write(self, stores: list[tuple[Var, str]]) -> None:
+        scope = self.scope
+        for line in self.before:
+            scope.line(line)
+        for var, array in stores:
+            scope.line(f"{array} = {empty((self.group.size,), var.type.np_dtype)}")
+            self.body.append(f"{array}[{self.flat}] = {self.elements[var]}")
+        self._level(0)
+        for var, array in stores:
+            shape = var.type.shape
+            if len(shape) == 1:
+                scope.bind(var, array)
+            else:
+                name = scope.fresh("a")
+                scope.line(f"{name} = {array}.reshape({shape_text(shape)})")
+                scope.bind(var, name)
+
+    def _level(self, level: int) -> None:
+        scope = self.scope
+        for line in self.level_open.get(level, []):
+            scope.line(line)
+        if level == len(self.shape):
+            if len(self.shape) > 1:
+                scope.line(f"{self.flat} = {self.index_of((0, len(self.shape)))}")
+            for line in self.body:
+                scope.line(line)
+        else:
+            loop = self.outer_range() if level == 0 else "range"
+            with scope.src.block(f"for {self.index[level]} in {loop}({self.shape[level]})"):
+                self._level(level + 1)
+        for line in self.level_close.get(level, []):
+            scope.line(line)
+
+
+def lower_group(scope: Scope, group: Group) -> None:
+    """Write ``group``'s loop nest; bind every value it defines."""
+    nest = _Nest(scope, group)
+    for eqn, kind in zip(group.members, group.kinds):
+        nest.member(eqn, kind)
+    last = scope.index
+    stores = [(var, scope.fresh("o")) for eqn in group.members for var in eqn.outputs
+              if var in group.streams and scope.live.last_use.get(var, -1) > last]
+    nest.write(stores)
+
+
+LOOP_NEST.append(lower_group)
+
+
+@rule(*(get_primitive(name) for name in (*REDUCTIONS, "iota", "broadcast_in_dim")))
+def _alone(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    """A loop-nest member met outside any group (a rank-0 broadcast, or a reduction the
+    planner left alone): a nest of its own."""
+    kind = member_kind(eqn)
+    if kind is None:  # broadcast of a scalar to rank 0: the value itself
+        return [args[0]]
+    group = Group(size=0)
+    group.size = group.stream_size(eqn, kind)
+    group.add(eqn, kind)
+    lower_group(scope, group)
+    return [scope.read(v) for v in eqn.outputs]

@@ -1,0 +1,308 @@
+"""`qdiff.jit`: programs and their derivative programs compiled to Numba.
+
+A `CompiledProgram` is a Program compiled once for one argument signature; `jit(f)` keeps
+one per signature of ``f``. The host side checks and converts arguments, allocates nothing
+the generated code does not (checkpoint buffers are sized statically and checked against
+the memory available before the call), and maps errors raised in compiled code back to the
+interpreter's. Equations without a compiled form raise `NotCompilableError` naming them,
+or, with ``fallback="interpret"``, run in the interpreter between compiled segments (the
+reason is logged).
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..ir import pytree
+from ..ir.core import Eqn, Program, Var
+from ..ir.errors import QdiffError
+from ..ir.interpreter import (
+    argument_leaves,
+    coerce_argument,
+    evaluate,
+    register_executor,
+    runner_for,
+    to_user,
+)
+from ..ir.program_function import ProgramFunction
+from ..ir.tracer import Tracer
+from ..ir.types import Tensor
+from ..loops.memory import check_buffer_memory
+from . import rules  # noqa: F401  (fills the rule table)
+from .cache import load
+from .codegen import generate
+from .errors import CompiledCodeError, NotCompilableError
+from .lowering import RULES, Options, unsupported
+
+BACKENDS = ("numba", "numpy")
+FALLBACKS = ("error", "interpret")
+log = logging.getLogger("qdiff.compiler")
+
+
+def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
+    if value not in allowed:
+        raise QdiffError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
+
+
+class _Kernel:
+    """One compiled function over some of a program's values."""
+
+    def __init__(self, program: Program, options: Options):
+        generated = generate(program, options)
+        self.program = program
+        self.source = generated.source
+        self.constants = generated.constants
+        self.messages = generated.messages
+        self.function = load(self.source).kernel
+        self.scalar_outputs = [t.shape == () for t in program.out_types]
+        self.out_dtypes = [t.np_dtype for t in program.out_types]
+
+    def __call__(self, values: Sequence[Any]) -> list[Any]:
+        """Run on argument values of the program's types (0-d arrays or scalars)."""
+        arguments = [v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else
+                     np.ascontiguousarray(v) if isinstance(v, np.ndarray) else v
+                     for v in values]
+        try:
+            results = self.function(*arguments, *self.constants)
+        except CompiledCodeError as error:
+            kind, message = self.messages[error.args[0]]
+            raise kind(message) from None
+        # Numba returns Python numbers for scalars: give them the program's dtype
+        return [dtype.type(r) if scalar else r
+                for r, scalar, dtype in zip(results, self.scalar_outputs, self.out_dtypes)]
+
+
+def _segments(program: Program) -> list[Program | Eqn]:
+    """``program``'s top-level equations as compiled segments (sub-Programs over the values
+    they read and the values later equations need) and single equations to interpret."""
+    pieces: list[list[Eqn] | Eqn] = []
+    for eqn in program.eqns:
+        if unsupported(Program((), (eqn,), ())):
+            pieces.append(eqn)
+        elif pieces and isinstance(pieces[-1], list):
+            pieces[-1].append(eqn)
+        else:
+            pieces.append([eqn])
+    result: list[Program | Eqn] = []
+    for k, piece in enumerate(pieces):
+        if isinstance(piece, Eqn):
+            result.append(piece)
+            continue
+        defined = {v for e in piece for v in e.outputs}
+        reads: dict[Var, None] = {}
+        for e in piece:
+            for a in e.inputs:
+                if isinstance(a, Var) and a not in defined:
+                    reads[a] = None
+        later = [e for p in pieces[k + 1:] for e in (p if isinstance(p, list) else [p])]
+        needed = {a for e in later for a in e.inputs} | set(program.outputs)
+        outputs = [v for e in piece for v in e.outputs if v in needed]
+        result.append(Program(tuple(reads), tuple(piece), tuple(outputs),
+                              name=f"{program.name}_part{k}"))
+    return result
+
+
+class CompiledProgram:
+    """``program`` compiled for ``backend``; call it like the program.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> p = qdiff.trace(lambda x: qnp.sum(qnp.exp(x)), np.zeros(3))
+    >>> compiled = CompiledProgram(p)
+    >>> float(compiled(np.zeros(3)))
+    3.0
+    >>> "def kernel" in compiled.source
+    True
+    """
+
+    def __init__(self, program: Program, backend: str = "numba", parallel: bool = False,
+                 fallback: str = "error"):
+        _check_choice("backend", backend, BACKENDS)
+        _check_choice("fallback", fallback, FALLBACKS)
+        self.program, self.backend = program, backend
+        self.options = Options(parallel=parallel)
+        self._whole: Callable[..., Any] | None = None
+        self._steps: list[_Kernel | Eqn] = []
+        self._buffer_checks = [
+            (e.params["slots"], e.inputs[0].type.size * e.inputs[0].type.np_dtype.itemsize)
+            for e in program.all_eqns() if e.primitive.name == "checkpoint_buffer"]
+        missing = unsupported(program)
+        if backend == "numpy":
+            self._whole = lambda values: evaluate(program, *values)
+        elif runner_for(program) is not None or missing:
+            self._plan_fallback(missing, fallback)
+        else:
+            self._steps = [_Kernel(program, self.options)]
+
+    def _plan_fallback(self, missing: list[str], fallback: str) -> None:
+        program = self.program
+        claimed = runner_for(program) is not None
+        what = (f"primitive(s) {', '.join(missing)} have no compiled form"
+                if missing else "its runner executes it as a whole")
+        if fallback == "error":
+            raise NotCompilableError(
+                f"cannot compile program {program.name!r}: {what}; pass fallback='interpret' "
+                "to run those parts in the interpreter")
+        if claimed:
+            log.info("program %r runs in its interpreter: %s", program.name, what)
+            self._whole = lambda values: program(*values)
+            return
+        log.info("program %r: %s; they run in the interpreter", program.name, what)
+        self._steps = [_Kernel(p, self.options) if isinstance(p, Program) else p
+                       for p in _segments(program)]
+
+    @property
+    def source(self) -> str:
+        """The generated Python source (every compiled segment)."""
+        return "\n".join(s.source for s in self._steps if isinstance(s, _Kernel))
+
+    def __call__(self, *args: Any) -> Any:
+        leaves = argument_leaves(self.program, args)
+        if any(isinstance(leaf, Tracer) for leaf in leaves):
+            return self.program(*args)  # inside a trace: record the program, not a call
+        return self.call_leaves(
+            [coerce_argument(self.program, i, leaf) for i, leaf in enumerate(leaves)])
+
+    def call_leaves(self, values: Sequence[Any]) -> Any:
+        """Run on flat arguments of the program's shapes and dtypes; return the outputs
+        structured as the program's."""
+        program = self.program
+        if self._whole is not None:
+            if runner_for(program) is not None and self.backend != "numpy":
+                return self._whole(pytree.unflatten(program.in_tree, list(values))
+                                   if program.in_tree is not None else values)
+            outputs = [to_user(v) for v in self._whole(values)]
+        else:
+            outputs = self.run_flat(values)
+        if program.out_tree is None:
+            return outputs[0] if len(outputs) == 1 else tuple(outputs)
+        return pytree.unflatten(program.out_tree, outputs)
+
+    def run_flat(self, values: Sequence[Any]) -> list[Any]:
+        """The flat outputs for flat argument values (a classical program)."""
+        for slots, carry_bytes in self._buffer_checks:
+            check_buffer_memory(slots, carry_bytes)
+        if len(self._steps) == 1:
+            return self._steps[0](values)
+        env: dict[Var, Any] = dict(zip(self.program.inputs, values))
+        for step in self._steps:
+            if isinstance(step, _Kernel):
+                outs = step([env[v] for v in step.program.inputs])
+                env.update(zip(step.program.outputs, outs))
+            else:
+                read = [a.value if not isinstance(a, Var) else env[a] for a in step.inputs]
+                result = step.primitive.impl("numpy")(*read, **step.params)
+                env.update(zip(step.outputs, result if step.primitive.multiple_results
+                               else (result,)))
+        return [to_user(a.value if not isinstance(a, Var) else env[a])
+                for a in self.program.outputs]
+
+
+def _leaf_signature(leaf: Any) -> Any:
+    """What of an argument decides the program traced for it: an array's shape and dtype,
+    a scalar's type (its dtype); cheaper than the IR type, on every call."""
+    if isinstance(leaf, np.ndarray):
+        return leaf.shape, leaf.dtype.char
+    return type(leaf)
+
+
+class JittedFunction:
+    """A function compiled per argument signature (see `jit`)."""
+
+    def __init__(self, f: Any, backend: str, parallel: bool, fallback: str):
+        _check_choice("backend", backend, BACKENDS)
+        _check_choice("fallback", fallback, FALLBACKS)
+        self.f = f if isinstance(f, (Program, ProgramFunction)) else ProgramFunction(f)
+        self.backend, self.parallel, self.fallback = backend, parallel, fallback
+        self._by_signature: dict[Any, CompiledProgram | None] = {}
+        self.last: CompiledProgram | None = None
+        self.__name__ = getattr(self.f, "name", None) or getattr(self.f, "__name__", "f")
+
+    def compiled(self, *args: Any) -> CompiledProgram:
+        """The `CompiledProgram` for arguments shaped like ``args`` (compiled once)."""
+        leaves, tree = pytree.flatten(tuple(args))
+        return self._compiled_for(args, leaves, tree)
+
+    def _compiled_for(self, args: tuple, leaves: list[Any], tree: Any) -> CompiledProgram:
+        key = (tree, *map(_leaf_signature, leaves))
+        compiled = self._by_signature.get(key)
+        if compiled is None:
+            program = self.f if isinstance(self.f, Program) else self.f.trace(*args)
+            compiled = CompiledProgram(program, self.backend, self.parallel, self.fallback)
+            self._by_signature[key] = compiled
+        self.last = compiled
+        return compiled
+
+    @property
+    def source(self) -> str:
+        """The generated source of the signature compiled last."""
+        if self.last is None:
+            raise QdiffError(f"{self.__name__} has not been compiled yet: call it (or "
+                             ".compiled(*args)) first")
+        return self.last.source
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(self.f, ProgramFunction):
+            args = self.f.bind_arguments(args, kwargs)
+        elif kwargs:
+            raise QdiffError(f"{self.__name__} takes positional arguments only")
+        leaves, tree = pytree.flatten(tuple(args))
+        if any(isinstance(leaf, Tracer) for leaf in leaves):
+            return self.f(*args)
+        try:
+            compiled = self._compiled_for(args, leaves, tree)
+        except NotCompilableError:
+            raise
+        except QdiffError as error:
+            # derivatives of quantum programs have no Program to compile: they run on the
+            # simulator when called
+            if self.fallback != "interpret" or isinstance(self.f, Program):
+                raise NotCompilableError(f"cannot compile {self.__name__}: {error}; pass "
+                                         "fallback='interpret' to run it uncompiled") from None
+            log.info("%s runs uncompiled: %s", self.__name__, error)
+            return self.f(*args)
+        return compiled.call_leaves(leaves)
+
+    def __repr__(self) -> str:
+        return f"<qdiff.jit {self.__name__} backend={self.backend!r}>"
+
+
+_COMPILED: weakref.WeakKeyDictionary[Program, CompiledProgram] = weakref.WeakKeyDictionary()
+
+
+def run_compiled(program: Program, values: list[Any]) -> list[Any]:
+    """Run a classical program compiled (once per Program): ``backend="numba"`` on any
+    program call, or every call inside ``default_backend("numba")``."""
+    compiled = _COMPILED.get(program)
+    if compiled is None:
+        compiled = _COMPILED[program] = CompiledProgram(program)
+    return compiled.run_flat(values)
+
+
+register_executor("numba", run_compiled)
+
+
+def jit(f: Any, backend: str = "numba", parallel: bool = False,
+        fallback: str = "error") -> JittedFunction:
+    """Compile ``f`` (a function, `qdiff.program`, derivative such as ``qdiff.grad(g)``, or
+    Program) to machine code with Numba, once per argument signature.
+
+    ``backend``: "numba" (CPU) or "numpy" (the reference interpreter). ``parallel=True``
+    runs the outer loop of each loop nest on all cores. ``fallback="interpret"`` runs the
+    equations the compiler cannot compile in the interpreter instead of raising.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> step = lambda i, x: qnp.sin(x) * 0.9 + 0.1
+    >>> f = qdiff.jit(qdiff.grad(lambda x: qdiff.fori_loop(0, 100, step, x)))
+    >>> reference = qdiff.grad(lambda x: qdiff.fori_loop(0, 100, step, x))
+    >>> abs(float(f(0.5)) - float(reference(0.5))) < 1e-12
+    True
+    """
+    return JittedFunction(f, backend, parallel, fallback)
+
+
+_ = RULES, Tensor

@@ -1,0 +1,186 @@
+"""Lowering: IR programs to the statements of one generated function.
+
+A `Scope` lowers one program (the top level, or a loop body, branch or lambda inlined into
+it): it names each var, asks the coarsening pass (`fusion.plan`) how to group the array
+equations into loop nests, and writes each equation through its rule in `RULES` (one table
+entry per primitive, filled by the modules of `qdiff.compiler.rules`). Sub-programs are
+inlined, so a loop in the IR is a loop in the generated code and a scalar loop compiles to
+scalar machine code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..ir.core import Eqn, Literal, Program, Var
+from ..ir.primitives import Primitive
+from ..ir.types import Tensor
+from .analysis import Liveness, liveness
+from .errors import NotCompilableError
+from .fusion import Group, plan
+from .source import Source, dtype_name, scalar_literal
+
+# A rule writes the statements of one equation and returns the expressions of its outputs.
+Rule = Callable[["Scope", Eqn, list[str]], list[str]]
+RULES: dict[Primitive, Rule] = {}
+# The lowering of a fused group of array equations into one loop nest (`groups.py` fills it).
+LOOP_NEST: list[Callable[[Scope, Group], None]] = []
+
+
+def rule(*primitives: Primitive) -> Callable[[Rule], Rule]:
+    """Register the lowering of ``primitives``."""
+    def register(fn: Rule) -> Rule:
+        for primitive in primitives:
+            RULES[primitive] = fn
+        return fn
+    return register
+
+
+@dataclass(frozen=True)
+class Options:
+    """How code is generated: ``parallel`` turns the outer loop of each loop nest into a
+    ``prange`` (Numba's ``parallel=True``)."""
+
+    parallel: bool = False
+
+    @property
+    def outer_range(self) -> str:
+        return "prange" if self.parallel else "range"
+
+
+def unsupported(program: Program) -> list[str]:
+    """The names of the primitives in ``program`` (sub-programs included) with no rule."""
+    return sorted({e.primitive.name for e in program.all_eqns() if e.primitive not in RULES})
+
+
+class Scope:
+    """The lowering of one program into ``source``."""
+
+    def __init__(self, source: Source, options: Options, program: Program,
+                 inputs: Sequence[str], owned_inputs: Sequence[Var] = ()):
+        self.src, self.options, self.program = source, options, program
+        self.env: dict[Var, str] = dict(zip(program.inputs, inputs))
+        self.live: Liveness = liveness(program, owned_inputs)
+        self.index = -1  # the equation being lowered
+        self.readers: dict[Var, list[Eqn | None]] = {}  # None: a program output
+        for eqn in program.eqns:
+            for atom in eqn.inputs:
+                if isinstance(atom, Var):
+                    self.readers.setdefault(atom, []).append(eqn)
+        for atom in program.outputs:
+            if isinstance(atom, Var):
+                self.readers.setdefault(atom, []).append(None)
+        # one-element arrays held as their element, when no reader needs the array
+        self.elements: dict[Var, str] = {}
+
+    # ------------------------------------------------------------------ values
+    def read(self, atom: Any) -> str:
+        if isinstance(atom, Literal):
+            return literal(self.src, atom)
+        return self.env[atom]
+
+    def bind(self, var: Var, expression: str) -> None:
+        self.env[var] = expression
+
+    def line(self, text: str) -> None:
+        self.src.line(text)
+
+    def fresh(self, prefix: str = "v") -> str:
+        return self.src.fresh(prefix)
+
+    def can_overwrite(self, atom: Any) -> bool:
+        """Whether the equation being lowered may update ``atom``'s array in place."""
+        return isinstance(atom, Var) and self.live.overwritable(atom, self.index)
+
+    def writable(self, atom: Any) -> str:
+        """``atom``'s array, or a copy of it when it may not be overwritten here."""
+        expression = self.read(atom)
+        if self.can_overwrite(atom):
+            return expression
+        copy = self.fresh("w")
+        self.line(f"{copy} = {expression}.copy()")
+        return copy
+
+    def only_read_by(self, var: Var, accepts: Callable[[Eqn, Var], bool]) -> bool:
+        """Whether every reader of ``var`` is an equation that ``accepts(eqn, var)``."""
+        readers = self.readers.get(var, [])
+        return bool(readers) and all(e is not None and accepts(e, var) for e in readers)
+
+    # ------------------------------------------------------------------ programs
+    def lower(self) -> list[str]:
+        """Write the program's statements; return the expressions of its outputs."""
+        positions = {id(e): k for k, e in enumerate(self.program.eqns)}
+        for item in plan(self.program.eqns):
+            if isinstance(item, Eqn):
+                self.index = positions[id(item)]
+                self.lower_eqn(item)
+            else:
+                self.index = max(positions[id(e)] for e in item.members)
+                LOOP_NEST[0](self, item)
+        return [self.read(a) for a in self.program.outputs]
+
+    def lower_eqn(self, eqn: Eqn) -> None:
+        lower = RULES.get(eqn.primitive)
+        if lower is None:
+            raise NotCompilableError(f"primitive {eqn.primitive.name!r} has no compiled form")
+        outputs = lower(self, eqn, [self.read(a) for a in eqn.inputs])
+        for var, expression in zip(eqn.outputs, outputs):
+            self.bind(var, expression)
+
+    def inline(self, program: Program, inputs: Sequence[str],
+               owned_inputs: Sequence[Var] = ()) -> list[str]:
+        """Lower a sub-program here (its own names and liveness) on ``inputs``."""
+        return Scope(self.src, self.options, program, inputs, owned_inputs).lower()
+
+    def owned_outputs(self, program: Program, outputs: list[str],
+                      owned_inputs: Sequence[Var] = ()) -> list[str]:
+        """``program``'s outputs made safe to hand over as loop carries: an array output that
+        is not owned by the program (a const, a literal, a view of an input) or that repeats
+        another output is copied."""
+        live = liveness(program, owned_inputs)
+        seen: set[Var] = set()
+        result = []
+        for atom, expression in zip(program.outputs, outputs):
+            if isinstance(atom.type, Tensor) and atom.type.shape:
+                root = live.root_of(atom) if isinstance(atom, Var) else None
+                if root is None or root in seen or root not in live.owned_roots:
+                    copy = self.fresh("c")
+                    self.line(f"{copy} = {expression}.copy()")
+                    expression = copy
+                if root is not None:
+                    seen.add(root)
+            result.append(expression)
+        return result
+
+
+def literal(source: Source, atom: Literal) -> str:
+    """A literal as source text: scalars inline, arrays as constant arguments."""
+    value = atom.value
+    if value.shape == ():
+        return scalar_literal(value[()], value.dtype)
+    return source.constant(value)
+
+
+def zeros(shape: tuple[int, ...], dtype: Any) -> str:
+    return f"np.zeros({shape_text(shape)}, {dtype_name(dtype)})"
+
+
+def empty(shape: tuple[int, ...], dtype: Any) -> str:
+    return f"np.empty({shape_text(shape)}, {dtype_name(dtype)})"
+
+
+def shape_text(shape: Sequence[int]) -> str:
+    """A shape tuple as source text (one-element tuples keep their comma)."""
+    return "(" + "".join(f"{int(d)}, " for d in shape).rstrip(" ") + ")" if shape else "()"
+
+
+def out_type(eqn: Eqn, k: int = 0) -> Tensor:
+    return eqn.outputs[k].type
+
+
+def np_dtype(t: Tensor) -> np.dtype:
+    return t.np_dtype

@@ -1,0 +1,5 @@
+"""The compiler's rules, one module per family of primitives; importing this package
+fills `qdiff.compiler.lowering.RULES` and the loop-nest lowering."""
+
+from .. import groups  # noqa: F401
+from . import buffers, control_flow, elementwise, linalg, soacs, structure  # noqa: F401

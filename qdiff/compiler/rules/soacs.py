@@ -1,0 +1,102 @@
+"""Second-order array combinators as loops with their lambdas inlined.
+
+- ``map``: ``for i: ys[i] = body(consts, xs[i])`` (a ``prange`` when parallel; each index
+  writes its own rows). Elementwise lambdas never get here: they join loop nests.
+- ``reduce``: ``acc = neutral; for i: acc = op(consts, acc, xs[i])``.
+- ``scan``: the same, writing ``ys[i] = acc``.
+- ``hist``: ``for i: if 0 <= idx[i] < len(dest): dest[idx[i]] = op(dest[idx[i]], vs[i])``,
+  in place on a dead destination.
+- ``scatter``: ``dest[idx[i]] = vs[i]`` in order, so the last write wins.
+"""
+
+from __future__ import annotations
+
+from ...classical.soacs import hist_p, map_p, reduce_p, scan_p, scatter_p
+from ...ir.core import Eqn
+from ..lowering import Scope, empty, rule
+
+
+def _row(array: str, index: str) -> str:
+    return f"{array}[{index}]"
+
+
+@rule(map_p)
+def _map(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    body = eqn.params["body"]
+    num_consts = eqn.params["num_consts"]
+    n = eqn.inputs[num_consts].type.shape[0]
+    outs = [scope.fresh("y") for _ in eqn.outputs]
+    for out, var in zip(outs, eqn.outputs):
+        scope.line(f"{out} = {empty(var.type.shape, var.type.np_dtype)}")
+    i = scope.fresh("i")
+    with scope.src.block(f"for {i} in {scope.options.outer_range}({n})"):
+        rows = [_row(x, i) for x in args[num_consts:]]
+        results = scope.inline(body, [*args[:num_consts], *rows])
+        for out, result in zip(outs, results):
+            scope.line(f"{out}[{i}] = {result}")
+    return outs
+
+
+def _accumulate(scope: Scope, eqn: Eqn, args: list[str], stacked: bool) -> list[str]:
+    op = eqn.params["op"]
+    num_consts = eqn.params["num_consts"]
+    consts, rest = args[:num_consts], args[num_consts:]
+    k = len(rest) // 2
+    xs = rest[k:]
+    n = eqn.inputs[num_consts + k].type.shape[0]
+    acc = [scope.fresh("acc") for _ in range(k)]
+    for name, start, var in zip(acc, rest[:k], eqn.inputs[num_consts:num_consts + k]):
+        scope.line(f"{name} = {start}.copy()" if var.type.shape else f"{name} = {start}")
+    outs = [scope.fresh("y") for _ in eqn.outputs] if stacked else []
+    for out, var in zip(outs, eqn.outputs):
+        scope.line(f"{out} = {empty(var.type.shape, var.type.np_dtype)}")
+    i = scope.fresh("i")
+    with scope.src.block(f"for {i} in range({n})"):
+        results = scope.inline(op, [*consts, *acc, *(_row(x, i) for x in xs)])
+        for name, result in zip(acc, results):
+            scope.line(f"{name} = {result}")
+        for out, name in zip(outs, acc):
+            scope.line(f"{out}[{i}] = {name}")
+    return outs if stacked else acc
+
+
+@rule(reduce_p)
+def _reduce(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    return _accumulate(scope, eqn, args, stacked=False)
+
+
+@rule(scan_p)
+def _scan(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    return _accumulate(scope, eqn, args, stacked=True)
+
+
+@rule(hist_p)
+def _hist(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    num_consts = eqn.params["num_consts"]
+    consts = args[:num_consts]
+    _, _, indices, values = args[num_consts:]
+    size = eqn.inputs[num_consts].type.shape[0]
+    m = eqn.inputs[num_consts + 2].type.shape[0]
+    target = scope.writable(eqn.inputs[num_consts])
+    j, t = scope.fresh("j"), scope.fresh("t")
+    with scope.src.block(f"for {j} in range({m})"):
+        scope.line(f"{t} = {indices}[{j}]")
+        with scope.src.block(f"if 0 <= {t} < {size}"):
+            (result,) = scope.inline(eqn.params["op"],
+                                     [*consts, _row(target, t), _row(values, j)])
+            scope.line(f"{target}[{t}] = {result}")
+    return [target]
+
+
+@rule(scatter_p)
+def _scatter(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    _, indices, values = args
+    size = eqn.inputs[0].type.shape[0]
+    m = eqn.inputs[1].type.shape[0]
+    target = scope.writable(eqn.inputs[0])
+    j, t = scope.fresh("j"), scope.fresh("t")
+    with scope.src.block(f"for {j} in range({m})"):
+        scope.line(f"{t} = {indices}[{j}]")
+        with scope.src.block(f"if 0 <= {t} < {size}"):
+            scope.line(f"{target}[{t}] = {values}[{j}]")
+    return [target]

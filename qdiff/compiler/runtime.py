@@ -1,0 +1,87 @@
+"""Compiled helpers that generated code calls: index checks, gathers, arg-extrema and
+batched matrix products. Each works on a fixed rank (the generator reshapes operands to
+it), so one compiled version serves every program.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .errors import CompiledCodeError
+
+_JIT = {"cache": True, "error_model": "numpy"}
+
+
+@njit(**_JIT)
+def start_index(start: int, dim: int, size: int, code: int) -> int:
+    """A slice start as NumPy-style dynamic slicing reads it (negative counts from the end),
+    checked to fit ``size`` elements in an axis of ``dim``."""
+    s = start + dim if start < 0 else start
+    if s < 0 or s > dim - size:
+        raise CompiledCodeError(code)
+    return s
+
+
+@njit(**_JIT)
+def gather(x: np.ndarray, indices: np.ndarray, code: int) -> np.ndarray:
+    """``take(x, indices, axis=1)`` for ``x`` of shape (A, size, B) and flat ``indices``."""
+    outer, size, inner = x.shape
+    out = np.empty((outer, indices.size, inner), x.dtype)
+    for j in range(indices.size):
+        t = indices[j]
+        if t < -size or t >= size:
+            raise CompiledCodeError(code)
+        if t < 0:
+            t += size
+        for a in range(outer):
+            for b in range(inner):
+                out[a, j, b] = x[a, t, b]
+    return out
+
+
+@njit(**_JIT)
+def arg_extremum(x: np.ndarray, largest: bool) -> np.ndarray:
+    """argmax (``largest``) or argmin along axis 1 of ``x`` (A, size, B): the first index
+    of the extremum, the first NaN when there is one (as NumPy)."""
+    outer, size, inner = x.shape
+    out = np.zeros((outer, inner), np.int64)
+    for a in range(outer):
+        for b in range(inner):
+            best = x[a, 0, b]
+            at = 0
+            for j in range(1, size):
+                v = x[a, j, b]
+                if best != best:
+                    break
+                if (v > best if largest else v < best) or v != v:
+                    best = v
+                    at = j
+            out[a, b] = at
+    return out
+
+
+@njit(**_JIT)
+def batched_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``out[p] = a[p] @ b[p]`` for ``a`` (P, M, K) and ``b`` (P, K, N), through BLAS."""
+    batch, m, _ = a.shape
+    n = b.shape[2]
+    out = np.empty((batch, m, n), a.dtype)
+    for p in range(batch):
+        np.dot(a[p], b[p], out[p])
+    return out
+
+
+@njit(**_JIT)
+def batched_matmul_loops(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """`batched_matmul` for dtypes BLAS does not take (integers)."""
+    batch, m, depth = a.shape
+    n = b.shape[2]
+    out = np.zeros((batch, m, n), a.dtype)
+    for p in range(batch):
+        for i in range(m):
+            for t in range(depth):
+                v = a[p, i, t]
+                for j in range(n):
+                    out[p, i, j] += v * b[p, t, j]
+    return out

@@ -1,0 +1,114 @@
+"""The text of a generated function: lines at an indentation, fresh local names, and the
+constant arrays it receives as arguments.
+
+Generated code is plain Python that Numba compiles in nopython mode: rank-0 values are
+scalars, every array is C-contiguous (so ``reshape`` is a free view), and literals carry
+their dtype so that Numba never widens a float32 expression to float64.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import numpy as np
+
+# dtypes whose Python literal already has the right Numba type (no constructor needed)
+_NATIVE = {"float64", "int64", "bool", "complex128"}
+
+
+def dtype_name(dtype: str | np.dtype) -> str:
+    """The NumPy constructor naming ``dtype`` in generated code.
+
+    >>> dtype_name("float32"), dtype_name("bool")
+    ('np.float32', 'np.bool_')
+    """
+    name = np.dtype(dtype).name
+    return "np.bool_" if name == "bool" else f"np.{name}"
+
+
+def scalar_literal(value: object, dtype: str | np.dtype) -> str:
+    """Source text of one scalar of ``dtype``, exact (``repr`` of a float round-trips).
+
+    >>> scalar_literal(0.5, "float64"), scalar_literal(float("-inf"), "float32")
+    ('0.5', 'np.float32(-np.inf)')
+    """
+    dtype = np.dtype(dtype)
+    if dtype.kind == "b":
+        text = repr(bool(value))
+    elif dtype.kind in "iu":
+        text = repr(int(value))
+    elif dtype.kind == "f":
+        text = _float_text(float(value))
+    else:
+        z = complex(value)
+        text = f"complex({_float_text(z.real)}, {_float_text(z.imag)})"
+    return text if dtype.name in _NATIVE else f"{dtype_name(dtype)}({text})"
+
+
+def _float_text(x: float) -> str:
+    if math.isnan(x):
+        return "np.nan"
+    if math.isinf(x):
+        return "np.inf" if x > 0 else "-np.inf"
+    return repr(x)
+
+
+def cast(expression: str, dtype: str | np.dtype) -> str:
+    """``expression`` converted to ``dtype`` where Numba's arithmetic would widen it (Numba
+    computes small integers and mixed operands in 64 bits)."""
+    name = np.dtype(dtype).name
+    return expression if name in _NATIVE else f"{dtype_name(name)}({expression})"
+
+
+class Source:
+    """Lines of one generated function, with fresh names and its constant arguments."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 1
+        self.constants: list[np.ndarray] = []
+        self._constant_names: dict[int, str] = {}
+        self._counter = 0
+        # (exception class, message) per error code that the function may raise
+        self.messages: list[tuple[type[Exception], str]] = []
+
+    def line(self, text: str) -> None:
+        self.lines.append("    " * self.depth + text)
+
+    @contextmanager
+    def block(self, header: str) -> Iterator[None]:
+        """``header:`` and the lines written inside the ``with`` indented under it."""
+        self.line(header + ":")
+        self.depth += 1
+        start = len(self.lines)
+        try:
+            yield
+        finally:
+            if len(self.lines) == start:
+                self.line("pass")
+            self.depth -= 1
+
+    def fresh(self, prefix: str = "v") -> str:
+        self._counter += 1
+        return f"{prefix}{self._counter}"
+
+    def error(self, kind: type[Exception], message: str) -> str:
+        """A statement raising ``kind(message)`` from compiled code (Numba raises only
+        constant arguments: the host maps the code back to the message)."""
+        self.messages.append((kind, message))
+        return f"raise CompiledCodeError({len(self.messages) - 1})"
+
+    def constant(self, array: np.ndarray) -> str:
+        """The argument name under which the compiled function receives ``array`` (arrays
+        are arguments, not globals: Numba would freeze globals into the machine code)."""
+        key = id(array)
+        name = self._constant_names.get(key)
+        if name is None:
+            name = f"k{len(self.constants)}"
+            # a writable copy: Numba types read-only arrays apart, and loop carries that
+            # start as a constant must unify with the arrays the loop body makes
+            self.constants.append(np.array(array, copy=True, order="C"))
+            self._constant_names[key] = name
+        return name

@@ -1,0 +1,43 @@
+"""The compiled back end checked against the interpreter on every program call.
+
+``default_backend("numba-checked")`` runs each classical program call both ways and fails
+unless the compiled outputs equal the interpreter's to 1e-12 relative (NaN where it has
+NaN); the tests of the IR and of classical AD run under it as well as under the
+interpreter (`conftest.py`'s ``backend`` fixture).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from qdiff.compiler.jit import run_compiled
+from qdiff.ir.core import Program
+from qdiff.ir.interpreter import evaluate, register_executor
+
+RTOL = 1e-12
+
+
+def assert_agree(compiled: Any, reference: Any, where: str) -> None:
+    a, b = np.asarray(compiled), np.asarray(reference)
+    assert a.shape == b.shape and a.dtype == b.dtype, (
+        f"{where}: compiled {a.dtype}{a.shape}, interpreter {b.dtype}{b.shape}")
+    if a.dtype.kind in "fc":
+        finite = np.abs(b[np.isfinite(b)])
+        scale = max(1.0, float(finite.max())) if finite.size else 1.0
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=RTOL * scale, equal_nan=True,
+                                   err_msg=where)
+    else:
+        np.testing.assert_array_equal(a, b, err_msg=where)
+
+
+def run_checked(program: Program, values: list[Any]) -> list[Any]:
+    reference = evaluate(program, *values)
+    compiled = run_compiled(program, [np.array(v, copy=True) for v in values])
+    for k, (c, r) in enumerate(zip(compiled, reference)):
+        assert_agree(c, r, f"output {k} of program {program.name!r}")
+    return compiled
+
+
+register_executor("numba-checked", run_checked)
