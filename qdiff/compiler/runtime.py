@@ -85,3 +85,51 @@ def batched_matmul_loops(a: np.ndarray, b: np.ndarray) -> np.ndarray:
                 for j in range(n):
                     out[p, i, j] += v * b[p, t, j]
     return out
+
+
+@njit(**_JIT)
+def solve(a: np.ndarray, b: np.ndarray, code: int) -> np.ndarray:
+    """``solve(a[p], b[p])`` for ``a`` (P, n, n) and ``b`` (P, n, k); a singular matrix
+    raises ``code``."""
+    out = np.zeros_like(b)
+    if a.shape[1] == 0 or b.shape[2] == 0:
+        return out
+    for p in range(a.shape[0]):
+        failed = False
+        # Numba raises LinAlgError, catches only Exception, and cannot raise in `except`
+        try:
+            x = np.linalg.solve(a[p], b[p])
+        except Exception:  # noqa: BLE001
+            failed = True
+        if failed:
+            raise CompiledCodeError(code)
+        out[p] = x
+    return out
+
+
+@njit(**_JIT)
+def cholesky(a: np.ndarray, code: int) -> np.ndarray:
+    """The lower Cholesky factor of each ``a[p]`` (P, n, n); not positive definite raises
+    ``code``."""
+    out = np.zeros_like(a)
+    if a.shape[1] == 0:
+        return out
+    for p in range(a.shape[0]):
+        failed = False
+        try:
+            out[p] = np.linalg.cholesky(a[p])
+        except Exception:  # noqa: BLE001
+            failed = True
+        if failed:
+            raise CompiledCodeError(code)
+    return out
+
+
+@njit(**_JIT)
+def slogdet(a: np.ndarray, want_sign: bool) -> np.ndarray:
+    """The sign (``want_sign``) or log |det| of each ``a[p]`` (P, n, n)."""
+    out = np.empty(a.shape[0], a.dtype)
+    for p in range(a.shape[0]):
+        sign, logdet = np.linalg.slogdet(a[p])
+        out[p] = sign if want_sign else logdet
+    return out

@@ -2,4 +2,4 @@
 fills `qdiff.compiler.lowering.RULES` and the loop-nest lowering."""
 
 from .. import groups  # noqa: F401
-from . import buffers, control_flow, elementwise, linalg, soacs, structure  # noqa: F401
+from . import buffers, control_flow, elementwise, linalg, soacs, solvers, structure  # noqa: F401
