@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..lang.gate_forms import gate_form
 from ..lang.gates import GateSpec, gate_spec
 from ..lang.observables import PauliSum, parity, pauli_masks
 from .gate_ops import GateOp, fused_matrix
@@ -54,6 +55,11 @@ def _gate_wires(wires: tuple[Any, ...], num_qubits: int, name: str,
     if len(ws) != width:
         raise ValueError(f"{what} acts on {width} wire(s), got {len(ws)}: {ws}")
     return ws
+
+
+@functools.lru_cache(maxsize=4096)
+def _perm_array(perm: tuple[int, ...]) -> np.ndarray:
+    return np.asarray(perm, dtype=np.int64)  # the kernels only read it
 
 
 class StatevectorBackend(abc.ABC):
@@ -218,26 +224,22 @@ class StatevectorBackend(abc.ABC):
             spec = gate if isinstance(gate, GateSpec) else gate_spec(gate)
         ws = _gate_wires(tuple(wires), n, spec.name, spec.num_qubits)
         params = tuple(params)
-        controls: tuple[int, ...] = ()
-        if spec.structure == "controlled":
-            assert spec.base is not None
-            spec._check_params(params)
-            controls, ws, spec = ws[: spec.num_controls], ws[spec.num_controls:], spec.base
-        if spec.pauli_word is not None and spec.num_qubits > 2 and not controls:
+        spec._check_params(params)
+        if spec.pauli_word is not None and spec.num_qubits > 2:
             # A wide Pauli rotation would need a 2^k matrix; the pair kernel needs none.
-            spec._check_params(params)
             return self.apply_pauli_rotation(state, n, params[0], spec.pauli_word, ws)
-        layout = index_layout(n, ws, controls)
-        dt = state.dtype
-        if spec.structure == "diagonal":
-            self._apply_diagonal(state, layout, spec.diagonal(*params))
-        elif spec.structure == "permutation":
-            spec._check_params(params)
-            perm, phases = spec.permutation()
-            self._permutation(state, layout, np.asarray(perm, dtype=np.int64),
-                              np.asarray(phases, dtype=dt))
+        form = gate_form(spec)  # read off the matrix once per gate: see lang.gate_forms
+        layout = index_layout(n, tuple(ws[j] for j in form.targets),
+                              tuple(ws[j] for j in form.controls))
+        data = form.data(*params)
+        if form.kind == "diagonal":
+            self._apply_diagonal(state, layout, data)
+        elif form.kind == "permutation":
+            assert form.perm is not None
+            self._permutation(state, layout, _perm_array(form.perm),
+                              np.asarray(data, dtype=state.dtype))
         else:
-            self._dense(state, layout, spec.matrix(*params).astype(dt, copy=False))
+            self._dense(state, layout, data.astype(state.dtype, copy=False))
         return state
 
     def _apply_diagonal(self, state: Any, layout: IndexLayout, diag: np.ndarray) -> None:
