@@ -113,6 +113,13 @@ def _data(form: GateForm, params: tuple[float, ...]) -> np.ndarray:
     spec = form.spec
     if form.kind == "diagonal" and spec.structure == "diagonal":
         return spec.diagonal(*params)
+    if form.kind == "diagonal" and spec.structure == "controlled":
+        assert spec.base is not None  # ones, and the base's diagonal where the controls are 1
+        d = np.ones(1 << spec.num_qubits, np.complex128)
+        c = spec.num_controls
+        d[(1 << c) - 1 | (np.arange(1 << spec.base.num_qubits) << c)] = _data(
+            _form_of(spec.base), params)
+        return d
     if form.kind == "permutation" and spec.structure == "permutation":
         return np.asarray(spec.permutation()[1], np.complex128)
     m = spec.matrix(*params)

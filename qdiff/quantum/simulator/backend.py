@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..lang.fusion import FusionWidth
 from ..lang.gate_forms import gate_form
 from ..lang.gates import GateSpec, gate_spec
 from ..lang.observables import PauliSum, parity, pauli_masks
@@ -37,6 +38,12 @@ from .memory import check_statevector_memory
 __all__ = ["StatevectorBackend", "SUPPORTED_DTYPES"]
 
 SUPPORTED_DTYPES = (np.dtype(np.complex128), np.dtype(np.complex64))
+
+DENSE_FLOPS_PER_PASS = 16.0
+"""Complex multiply-adds per amplitude that cost about one pass over the state when an
+array module applies a dense matrix (calibrated so that a 5-wire block, 32 per amplitude,
+costs three passes: the widths measured on the hardware-efficient ansatz stay the ones
+chosen)."""
 
 
 def _as_pauli_sum(obs: PauliSum | str | Sequence[tuple[Any, str]]) -> PauliSum:
@@ -287,11 +294,17 @@ class StatevectorBackend(abc.ABC):
         than the passes they save, 4x4 matrices up to 13 qubits, 5-qubit blocks (32x32) from
         14 qubits on, where fewer passes over the state win.
 
+        The width carries the price list the planner chooses each block's width by
+        (:class:`~qdiff.quantum.lang.fusion.FusionWidth`): a block here is one dense
+        ``2^k x 2^k`` matrix, and ``DENSE_FLOPS_PER_PASS`` complex multiply-adds per
+        amplitude cost about one pass over the state.
+
         >>> from qdiff.quantum.simulator import get_backend
         >>> [get_backend("numpy").fusion_width(n) for n in (4, 12, 20)]
         [0, 2, 5]
         """
-        return 0 if num_qubits < 11 else 2 if num_qubits < 14 else 5
+        width = 0 if num_qubits < 11 else 2 if num_qubits < 14 else 5
+        return FusionWidth(width, flops_per_pass=DENSE_FLOPS_PER_PASS, dense=True)
 
     def apply_fused(self, state: Any, num_qubits: int, wires: Sequence[int],
                     ops: Iterable[GateOp]) -> Any:
