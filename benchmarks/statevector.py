@@ -277,7 +277,7 @@ def plan_floors(program: Any, n: int, bandwidth: float, flop_rate: float
     from qdiff.quantum.lang.gate_forms import gate_form
 
     fused, stats = fused_program(program, "numba")
-    work = sum(gate_form(spec).cost() for e in fused.eqns if e.primitive.name in GATE_KINDS
+    work = sum(gate_form(spec).cost for e in fused.eqns if e.primitive.name in GATE_KINDS
                for spec, _, _, _ in gate_parts(e))
     return (stats.passes, stats.cost, stats.passes * 32 * 2 ** n / bandwidth,
             8 * work * 2 ** n / flop_rate)

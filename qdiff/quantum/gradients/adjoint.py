@@ -548,7 +548,7 @@ def _costs(ops: Sequence[GateOp]) -> list[float]:
     """The gates' arithmetic per amplitude in their sparse forms (a raw matrix: dense), the
     prices the planner weighs with the back end's (``FusionWidth``): the forward pass and
     the reverse sweep plan a run of gates alike."""
-    return [float(len(op.gate)) if isinstance(op.gate, np.ndarray) else gate_form(op.gate).cost()
+    return [float(len(op.gate)) if isinstance(op.gate, np.ndarray) else gate_form(op.gate).cost
             for op in ops]
 
 

@@ -171,7 +171,7 @@ class FusionWidth(int):
     (``low_pass_cost`` when its lowest wire is below ``low_bits``: the Numba block kernel
     transposes such a batch instead of copying runs), plus its arithmetic: with ``dense``,
     one ``2^k x 2^k`` matrix (``2^k`` complex multiply-adds per amplitude), otherwise each
-    gate in its sparse form (:meth:`GateForm.cost <qdiff.quantum.lang.gate_forms.GateForm.cost>`).
+    gate in its sparse form (:attr:`GateForm.cost <qdiff.quantum.lang.gate_forms.GateForm.cost>`).
     ``flops_per_pass`` is the calibration constant: the multiply-adds per amplitude that take
     as long as one pass over memory. A gate left alone costs one pass and its arithmetic.
 
@@ -448,7 +448,7 @@ def _fuse_run(run: list[Eqn], max_qubits: Width, stats: FusionStats,
     stats.gates += len(run)
     width = _width(max_qubits, state_type.num_qubits)
     gate_wires = [e.params["wires"] for e in run]
-    costs = ([gate_form(gate_parts(e)[0][0]).cost() for e in run]
+    costs = ([gate_form(gate_parts(e)[0][0]).cost for e in run]
              if isinstance(width, FusionWidth) else None)
     blocks = plan_blocks(gate_wires, width, costs)
     stats.passes += len(blocks)

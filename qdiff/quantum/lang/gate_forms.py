@@ -85,12 +85,13 @@ class GateForm:
             return _fixed_data(self).copy()
         return _data(self, params)
 
+    @functools.cached_property
     def cost(self) -> float:
         """Complex multiply-adds per amplitude of the register when applied in this form
         (a dense sub-block ``2^t`` per amplitude it acts on, a diagonal or the phases of a
         permutation at most one, a plain permutation none: it only moves amplitudes).
 
-        >>> [gate_form(gate_spec(g)).cost() for g in ("h", "cx", "ch", "cz", "rzz")]
+        >>> [gate_form(gate_spec(g)).cost for g in ("h", "cx", "ch", "cz", "rzz")]
         [2.0, 0.0, 1.0, 0.25, 1.0]
         """
         share = 0.5 ** len(self.controls)

@@ -25,12 +25,12 @@ def test_the_back_ends_give_their_price_lists():
 def test_a_block_on_the_lowest_wires_must_pay_for_its_transpose():
     # two one-qubit gates: on wires 5 and 9 one block (a pass saved); on wires 0 and 9 the
     # block kernel would transpose its batches (LOW_PASS_COST passes): two gates alone
-    costs = [gate_form("h").cost()] * 2
+    costs = [gate_form("h").cost] * 2
     assert plan_blocks([(5,), (9,)], NUMBA_20, costs) == [[0, 1]]
     assert plan_blocks([(0,), (9,)], NUMBA_20, costs) == [[0], [1]]
     # enough gates on wire 0 pay for it
     many = [(0,), (9,), (0, 9), (0,), (9,), (0, 9), (0,), (9,)]
-    costs = [gate_form("h" if len(w) == 1 else "cx").cost() for w in many]
+    costs = [gate_form("h" if len(w) == 1 else "cx").cost for w in many]
     assert plan_blocks(many, NUMBA_20, costs) == [list(range(len(many)))]
 
 
@@ -54,7 +54,7 @@ def test_priced_plans_are_valid_and_never_dearer_than_the_widest(seed):
             n = int(rng.integers(3, 12))
             ops = random_circuit(n, int(rng.integers(1, 40)), rng)
             wires = [op.wires for op in ops]
-            costs = [gate_form(op.gate).cost() for op in ops]
+            costs = [gate_form(op.gate).cost for op in ops]
             priced = plan_blocks(wires, width, costs)
             _check_plan(wires, priced, int(width))
             widest = plan_blocks(wires, int(width))
