@@ -28,7 +28,8 @@ A value marked ``~`` is extrapolated from one layer because the full circuit wou
 
 Library circuits (``--library``; ``--library-only`` skips the ansatz table): the ansatz as a
 Qiskit circuit and Qiskit's library circuits, bound and transpiled to standard gates of at
-most four qubits (QFT, a stack of QAOA layers on a ring, efficient_su2, phase estimation, a
+most four qubits (QFT, a stack of QAOA layers on a ring, efficient_su2, phase estimation of a
+phase gate, a
 graph state, ``random_circuit(n, 10, max_operands=4, seed=5)`` as drawn), imported with
 ``qm.from_qiskit`` and run on the Numba back end (the program returns the probabilities).
 Columns: ``passes`` and ``cost`` (passes by the back end's price list) of the fused plan
@@ -248,12 +249,13 @@ def library_circuit(name: str, n: int, seed: int = 5) -> Any:
         qc = lib.qaoa_ansatz(ring, reps=4)
     elif name == "su2":
         qc = lib.efficient_su2(n, reps=3)
-    elif name == "qpe":
-        unitary = qiskit.QuantumCircuit(1)
-        unitary.p(2 * np.pi * 0.3183, 0)
+    elif name == "qpe":  # of a phase gate, its powers as phase gates (matrix powers)
         qc = qiskit.QuantumCircuit(n)
         qc.x(n - 1)
-        qc.compose(lib.phase_estimation(n - 1, unitary), range(n), inplace=True)
+        qc.h(range(n - 1))
+        for j in range(n - 1):
+            qc.cp(2 * np.pi * 0.3183 * 2 ** j, j, n - 1)
+        qc.append(lib.QFTGate(n - 1).inverse(), range(n - 1))
     elif name == "graph":
         adjacency = np.zeros((n, n), int)
         for k in range(n):  # a ring and random chords: degree about 3

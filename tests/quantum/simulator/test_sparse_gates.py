@@ -158,3 +158,27 @@ def test_gate_forms_of_parametric_gates_hold_at_every_angle():
     for theta in (0.0, np.pi, 2.5):
         np.testing.assert_allclose(
             np.diag(gate_form("rzz").data(theta)), gate_spec("rzz").matrix(theta))
+
+
+def test_adjoint_blocks_invert_imported_gates_in_their_sparse_forms():
+    # the reverse sweep applies U^dagger: of a 4-wire rcccx as a permutation (it fell back to
+    # gate by gate as a 4-target dense block), of c3sx as a controlled 2x2, against the dense
+    # reference, with the derivatives of the parametric gates around them (iswap's phases
+    # are complex, dcx's permutation is not its own inverse)
+    from test_adjoint_kernels import check_block
+
+    from qdiff.quantum.simulator.adjoint_encoding import _inverse_structure
+
+    q = _qiskit_unitaries()
+    assert _inverse_structure(q["rcccx"], (), (0, 2, 3, 5))[0] == "perm"
+    assert _inverse_structure(q["c3sx"], (), (0, 2, 3, 5))[:3] == ("dense", (0, 2, 3), (5,))
+    rng = np.random.default_rng(5)
+    n, wires = 10, (0, 2, 3, 5, 7)  # 32 groups of the other wires: the block kernel runs
+    ops = [GateOp("ry", (0,), (0.4,)), GateOp(q["rcccx"], (5, 0, 7, 2)),
+           GateOp("crx", (2, 3), (1.1,)), GateOp(q["c3sx"], (7, 3, 0, 5)),
+           GateOp(q["csdg"], (3, 7)), GateOp("rzz", (0, 5), (-0.8,)),
+           GateOp(q["cswap"], (2, 5, 0)), GateOp(q["ecr"], (3, 2)), GateOp("rx", (7,), (2.0,)),
+           GateOp("iswap", (0, 7)), GateOp(q["dcx"], (5, 3)), GateOp("ry", (5,), (0.3,))]
+    want = [op.params != () for op in ops]
+    for backend in ("numba", "numpy"):
+        check_block(get_backend(backend), rng, n, wires, ops, want)
