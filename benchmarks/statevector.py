@@ -26,6 +26,18 @@ Columns (milliseconds for the whole circuit; best of --repeats warm runs):
 A value marked ``~`` is extrapolated from one layer because the full circuit would exceed
 --budget seconds; "not installed" means the package does not import here.
 
+Library circuits (``--library``; ``--library-only`` skips the ansatz table): the ansatz as a
+Qiskit circuit and Qiskit's library circuits, bound and transpiled to standard gates of at
+most four qubits (QFT, a stack of QAOA layers on a ring, efficient_su2, phase estimation of a
+phase gate, a
+graph state, ``random_circuit(n, 10, max_operands=4, seed=5)`` as drawn), imported with
+``qm.from_qiskit`` and run on the Numba back end (the program returns the probabilities).
+Columns: ``passes`` and ``cost`` (passes by the back end's price list) of the fused plan
+qdiff runs; ``bw floor`` its passes x 32 B x 2^n / copy bandwidth; ``flop floor`` its
+arithmetic (the gates in their sparse forms, 8 flops per complex multiply-add per
+amplitude) / the flop rate of one complex128 matrix product; qdiff, aer and lightning in ms
+(lightning: the ansatz only, other circuits need pennylane-qiskit), and qdiff / aer.
+
 Threads: NUMBA_NUM_THREADS, OMP_NUM_THREADS (lightning, qulacs), MKL/OpenBLAS and Aer's
 max_parallel_threads are all set to --threads (default 1) before anything is imported.
 """
@@ -53,7 +65,16 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--budget", type=float, default=30.0,
                     help="seconds one measurement may take before it is extrapolated")
     ap.add_argument("--quick", action="store_true", help="n = 12, 16 and 2 repeats")
+    ap.add_argument("--library", action="store_true",
+                    help="also the table of Qiskit library circuits (default sizes 20 22)")
+    ap.add_argument("--library-only", action="store_true",
+                    help="only the table of Qiskit library circuits")
+    ap.add_argument("--circuits", nargs="+", default=None,
+                    help="library circuits to run (default: all of " + ", ".join(LIBRARY) + ")")
     args = ap.parse_args()
+    args.library = args.library or args.library_only
+    if args.sizes is None and args.library_only:
+        args.sizes = [20, 22]
     if args.sizes is None:
         args.sizes = [12, 16] if args.quick else [12, 16, 20, 22]
     if args.quick:
@@ -61,6 +82,7 @@ def _parse() -> argparse.Namespace:
     return args
 
 
+LIBRARY = ("hea", "qft", "qaoa", "su2", "qpe", "graph", "random")
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:  # thread pools are sized when their libraries load: set them first
     common.pin_threads(ARGS.threads, common.THREAD_VARIABLES + ("QULACS_NUM_THREADS",))
@@ -199,6 +221,126 @@ def final_state(name: str, result: Any) -> np.ndarray:
     return np.asarray(result)
 
 
+# --------------------------------------------------------------------------- library circuits
+_BASIS = ["h", "x", "y", "z", "s", "sdg", "t", "tdg", "sx", "rx", "ry", "rz", "p", "u", "cx",
+          "cz", "cp", "crz", "swap", "rzz", "rxx", "ryy", "ccx", "cswap"]
+
+
+def library_circuit(name: str, n: int, seed: int = 5) -> Any:
+    """The library circuit ``name`` on ``n`` qubits, its parameters bound to random angles,
+    transpiled to standard gates (``random`` as Qiskit draws it)."""
+    import qiskit
+    from qiskit.circuit import library as lib
+    from qiskit.circuit.random import random_circuit
+    from qiskit.quantum_info import SparsePauliOp
+
+    rng = np.random.default_rng(seed)
+    if name == "random":
+        return random_circuit(n, 10, max_operands=4, seed=seed)
+    if name == "hea":
+        qc = common.qiskit_circuit(n, common.hea_gates(n, 10, common.hea_angles(n, 10, seed)))
+    elif name == "qft":
+        qc = qiskit.QuantumCircuit(n)
+        qc.h(range(n))
+        qc.append(lib.QFTGate(n), range(n))
+    elif name == "qaoa":
+        ring = SparsePauliOp.from_sparse_list([("ZZ", [k, (k + 1) % n], 1.0) for k in range(n)],
+                                              n)
+        qc = lib.qaoa_ansatz(ring, reps=4)
+    elif name == "su2":
+        qc = lib.efficient_su2(n, reps=3)
+    elif name == "qpe":  # of a phase gate, its powers as phase gates (matrix powers)
+        qc = qiskit.QuantumCircuit(n)
+        qc.x(n - 1)
+        qc.h(range(n - 1))
+        for j in range(n - 1):
+            qc.cp(2 * np.pi * 0.3183 * 2 ** j, j, n - 1)
+        qc.append(lib.QFTGate(n - 1).inverse(), range(n - 1))
+    elif name == "graph":
+        adjacency = np.zeros((n, n), int)
+        for k in range(n):  # a ring and random chords: degree about 3
+            for j in ((k + 1) % n, int(rng.integers(n))):
+                if j != k:
+                    adjacency[k, j] = adjacency[j, k] = 1
+        qc = qiskit.QuantumCircuit(n)
+        qc.append(lib.GraphStateGate(adjacency), range(n))
+    else:
+        raise ValueError(f"unknown library circuit {name!r}; known: {', '.join(LIBRARY)}")
+    if qc.parameters:
+        qc = qc.assign_parameters(rng.uniform(-np.pi, np.pi, qc.num_parameters))
+    return qiskit.transpile(qc, basis_gates=_BASIS, optimization_level=0)
+
+
+def plan_floors(program: Any, n: int, bandwidth: float, flop_rate: float
+                ) -> tuple[int, float, float, float]:
+    """(passes, cost, bandwidth floor s, compute floor s) of the plan the Numba back end runs."""
+    from qdiff.quantum.execution.reference import fused_program
+    from qdiff.quantum.lang.fusion import GATE_KINDS, gate_parts
+    from qdiff.quantum.lang.gate_forms import gate_form
+
+    fused, stats = fused_program(program, "numba")
+    work = sum(gate_form(spec).cost for e in fused.eqns if e.primitive.name in GATE_KINDS
+               for spec, _, _, _ in gate_parts(e))
+    return (stats.passes, stats.cost, stats.passes * 32 * 2 ** n / bandwidth,
+            8 * work * 2 ** n / flop_rate)
+
+
+def complex_flop_rate(size: int = 384) -> float:
+    """Flops per second of a complex128 matrix product (8 per multiply-add), best of 5."""
+    a = np.ones((size, size), complex)
+    seconds = common.best_of(lambda: a @ a, 5)[0]
+    return 8 * size ** 3 / seconds
+
+
+def library_table(args: argparse.Namespace) -> None:
+    """The table of library circuits (see the module docstring)."""
+    rate = complex_flop_rate()
+    header = ["circuit", "n", "gates", "passes", "cost", "bw floor", "flop floor", "qdiff",
+              "aer", "lightning", "qdiff/aer"]
+    rows = []
+    aer = None
+    try:
+        from qiskit import transpile
+        from qiskit_aer import AerSimulator
+
+        aer = AerSimulator(method="statevector", max_parallel_threads=args.threads,
+                           max_parallel_experiments=1, max_parallel_shots=1)
+    except ImportError:
+        pass
+    for n in args.sizes:
+        bandwidth = common.copy_bandwidth(16 << n, args.threads)
+        for name in args.circuits or LIBRARY:
+            qc = library_circuit(name, n)
+            program = qm.from_qiskit(qc)
+            passes, cost, bw_floor, flop_floor = plan_floors(program, n, bandwidth, rate)
+            ours = best_time(lambda p=program: qm.run(p, backend="numba"), args.repeats,
+                             args.budget)
+            row = {"circuit": name, "n": str(n), "gates": str(len(qc.data)),
+                   "passes": str(passes), "cost": f"{cost:.0f}", "bw floor": _ms(bw_floor),
+                   "flop floor": _ms(flop_floor), "qdiff": _ms(ours),
+                   "aer": "not installed", "lightning": "n/a", "qdiff/aer": ""}
+            if aer is not None:
+                saved = qc.copy()
+                saved.save_statevector()
+                compiled = transpile(saved, aer)
+                theirs = best_time(lambda c=compiled: aer.run(c).result().get_statevector(),
+                                   args.repeats, args.budget)
+                row["aer"], row["qdiff/aer"] = _ms(theirs), f"{ours / theirs:.2f}"
+            if name == "hea":
+                make = lightning_runner(common.hea_angles(n, 10, 5))
+                if make is not None:
+                    run = make(10)
+                    row["lightning"] = _ms(best_time(run, args.repeats, args.budget))
+            print(f"  {name} n={n}: " + ", ".join(f"{k} {row[k]}" for k in header[2:]),
+                  file=sys.stderr, flush=True)
+            rows.append(row)
+    print(f"Library circuits, complex128, one run of the whole circuit, ms; threads: "
+          f"{args.threads}; copy bandwidth {bandwidth / 1e9:.1f} GB/s, complex matmul "
+          f"{rate / 1e9:.1f} GFLOP/s")
+    common.print_table(header, [[r[h] for h in header] for r in rows])
+    print()
+
+
 # ---------------------------------------------------------------------------------- the table
 def _ms(seconds: float) -> str:
     return f"{seconds * 1e3:.{2 if seconds < 0.01 else 1}f}"
@@ -207,6 +349,10 @@ def _ms(seconds: float) -> str:
 def main() -> None:
     args = ARGS
     assert args is not None
+    if args.library:
+        library_table(args)
+        if args.library_only:
+            return
     import numba
 
     qdiff_columns = []

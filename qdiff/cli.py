@@ -11,8 +11,8 @@ import numpy
 import scipy
 
 from . import __version__
-from .demo import run_demo
 from .compiler import CompiledProgram
+from .demo import run_demo
 from .ir.core import Program
 from .ir.errors import QdiffError
 

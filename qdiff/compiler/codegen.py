@@ -73,7 +73,8 @@ def generate(program: Program, options: Options) -> Generated:
                for atom, text in zip(program.outputs, outputs)]
     flags = f"cache=True, error_model='numpy', parallel={options.parallel}"
     params = ", ".join([*inputs, *(f"k{k}" for k in range(len(source.constants)))])
-    text = HEADER.format(name=program.name, runtime=RUNTIME_VERSION) + f"@njit({flags})\ndef kernel({params}):\n"
+    text = HEADER.format(name=program.name, runtime=RUNTIME_VERSION)
+    text += f"@njit({flags})\ndef kernel({params}):\n"
     text += "\n".join(source.lines) + "\n"
     text += f"    return ({''.join(f'{o}, ' for o in outputs).rstrip()})\n"
     return Generated(text, source.constants, source.messages)

@@ -54,6 +54,7 @@ from ...ir.types import QState
 from ..execution.options import DEFAULTS, RunOptions
 from ..execution.runner import HANDLERS, BranchRunner, Item, _with_params, merge_groups
 from ..lang.fusion import GATE_KINDS, gate_parts, gate_runs, plan_blocks
+from ..lang.gate_forms import gate_form
 from ..lang.gates import gate_spec
 from ..lang.primitives import measure_p, pauli_sum_of
 from ..simulator import GateOp, available_memory_bytes
@@ -273,7 +274,7 @@ def apply_gates(be: Any, state: Any, ops: list[GateOp]) -> Any:
         for op in ops:
             be.apply_gate(state, n, op.gate, list(op.wires), op.params)
         return state
-    for block in plan_blocks([op.wires for op in ops], width):
+    for block in plan_blocks([op.wires for op in ops], width, _costs(ops)):
         if len(block) == 1:
             op = ops[block[0]]
             be.apply_gate(state, n, op.gate, list(op.wires), op.params)
@@ -543,6 +544,14 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
     sweep.add_lam(first, lam)
 
 
+def _costs(ops: Sequence[GateOp]) -> list[float]:
+    """The gates' arithmetic per amplitude in their sparse forms (a raw matrix: dense), the
+    prices the planner weighs with the back end's (``FusionWidth``): the forward pass and
+    the reverse sweep plan a run of gates alike."""
+    return [float(len(op.gate)) if isinstance(op.gate, np.ndarray) else gate_form(op.gate).cost
+            for op in ops]
+
+
 def _adjoint_blocks(ops: list[GateOp], width: int) -> list[tuple[list[int], list[int]]]:
     """(wires, op indices) of the blocks of a gate run in execution order: the fusion pass's
     planner, with gates wider than three wires alone (a dense block matrix would be big)."""
@@ -550,7 +559,8 @@ def _adjoint_blocks(ops: list[GateOp], width: int) -> list[tuple[list[int], list
     start = 0
     for end in [k for k, op in enumerate(ops) if len(op.wires) > 3] + [len(ops)]:
         if end > start:
-            for block in plan_blocks([ops[k].wires for k in range(start, end)], width):
+            for block in plan_blocks([ops[k].wires for k in range(start, end)], width,
+                                     _costs(ops[start:end])):
                 indices = [start + k for k in block]
                 blocks.append((sorted({w for k in indices for w in ops[k].wires}), indices))
         if end < len(ops):

@@ -7,6 +7,11 @@ wire become one gate, one-qubit gates merge into a neighbouring two-qubit gate (
 after it), and wider blocks form when a back end has a kernel for them (the Numba back end
 applies a block of up to eight wires in cache, one pass for the whole block).
 
+A back end's width may carry its price list (:class:`FusionWidth`): then each block's width
+is chosen by cost, the passes over the state it saves against the arithmetic it costs
+(gates in their sparse forms, :mod:`~qdiff.quantum.lang.gate_forms`, or one dense
+``2^k x 2^k`` matrix), and :class:`FusionStats` reports the price of the plan.
+
 Gate angles are traced values, so a fused gate keeps them as operands and its matrix (or its
 parts' matrices) is computed when it runs:
 
@@ -46,11 +51,13 @@ from typing import Any
 from ...ir.core import Eqn, Program, Var
 from ...ir.errors import TypeCheckError
 from ...ir.types import Type
+from .gate_forms import gate_form
 from .gates import GateSpec, gate_spec
 from .primitives import _register, _state, _wires, check_angles, checked_gate_spec, gate_p
 
-__all__ = ["FusionStats", "fuse_gates", "plan_blocks", "fused_gate_parts", "gate_parts",
-           "gate_runs", "unfuse_gates", "fused_gate_p", "GATE_KINDS"]
+__all__ = ["FusionStats", "FusionWidth", "fuse_gates", "plan_blocks", "plan_cost",
+           "fused_gate_parts", "gate_parts", "gate_runs", "unfuse_gates", "fused_gate_p",
+           "GATE_KINDS"]
 
 
 # ------------------------------------------------------------------------------ the primitive
@@ -155,10 +162,84 @@ def gate_parts(eqn: Eqn) -> Parts:
     return parts
 
 
+# ----------------------------------------------------------------------------- the cost model
+class FusionWidth(int):
+    """The widest block a back end takes (an ``int``), with its price list: the planner
+    chooses each block's width by cost (:func:`plan_blocks`) instead of the widest that fits.
+
+    Costs are in passes over the state. A block applied in one pass costs ``pass_cost``
+    (``low_pass_cost`` when its lowest wire is below ``low_bits``: the Numba block kernel
+    transposes such a batch instead of copying runs), plus its arithmetic: with ``dense``,
+    one ``2^k x 2^k`` matrix (``2^k`` complex multiply-adds per amplitude), otherwise each
+    gate in its sparse form (:attr:`GateForm.cost <qdiff.quantum.lang.gate_forms.GateForm.cost>`).
+    ``flops_per_pass`` is the calibration constant: the multiply-adds per amplitude that take
+    as long as one pass over memory. A gate left alone costs one pass and its arithmetic.
+
+    >>> w = FusionWidth(8, flops_per_pass=4.0, dense=False, low_pass_cost=4.0, low_bits=3)
+    >>> int(w), w.block_cost((3, 4, 5), [2.0, 2.0, 0.0]), w.block_cost((0, 4), [2.0, 2.0])
+    (8, 2.0, 5.0)
+    """
+
+    flops_per_pass: float
+    dense: bool
+    low_pass_cost: float
+    low_bits: int
+
+    def __new__(cls, max_qubits: int, flops_per_pass: float = 8.0, dense: bool = True,
+                low_pass_cost: float = 1.0, low_bits: int = 0) -> FusionWidth:
+        self = super().__new__(cls, max_qubits)
+        self.flops_per_pass = float(flops_per_pass)
+        self.dense = bool(dense)
+        self.low_pass_cost = float(low_pass_cost)
+        self.low_bits = int(low_bits)
+        return self
+
+    def __reduce__(self) -> Any:  # an int subclass with attributes: pickle them too
+        return (FusionWidth, (int(self), self.flops_per_pass, self.dense, self.low_pass_cost,
+                              self.low_bits))
+
+    def gate_cost(self, cost: float) -> float:
+        """Passes of one gate applied alone (its own kernel): one pass and its arithmetic.
+
+        >>> FusionWidth(4, flops_per_pass=4.0).gate_cost(2.0)
+        1.5
+        """
+        return 1.0 + cost / self.flops_per_pass
+
+    def block_cost(self, wires: Sequence[int], costs: Sequence[float]) -> float:
+        """Passes of a block of gates (their sparse costs ``costs``) on ``wires``, in one
+        pass (a single gate: :meth:`gate_cost`).
+
+        >>> FusionWidth(4, flops_per_pass=4.0).block_cost((0, 1, 2), [2.0, 2.0])  # 8x8 dense
+        3.0
+        """
+        if len(costs) == 1:
+            return self.gate_cost(costs[0])
+        passes = self.low_pass_cost if min(wires) < self.low_bits else 1.0
+        work = float(1 << len(wires)) if self.dense else float(sum(costs))
+        return passes + work / self.flops_per_pass
+
+
+def plan_cost(plan: Sequence[Sequence[int]], gate_wires: Sequence[Sequence[int]],
+              costs: Sequence[float], width: FusionWidth) -> float:
+    """Passes over the state a plan of blocks costs (:meth:`FusionWidth.block_cost`).
+
+    >>> plan_cost([[0, 1]], [(0,), (0, 1)], [2.0, 0.0], FusionWidth(2, flops_per_pass=4.0))
+    2.0
+    """
+    return sum(width.block_cost(sorted({w for i in block for w in gate_wires[i]}),
+                                [costs[i] for i in block]) for block in plan)
+
+
 # --------------------------------------------------------------------------- block planning
-def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int) -> list[list[int]]:
+def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int,
+                costs: Sequence[float] | None = None) -> list[list[int]]:
     """Group a gate sequence into blocks of at most ``max_qubits`` wires; returns the gate
     indices of each block, blocks in execution order, gates in order within a block.
+
+    With a :class:`FusionWidth` and the gates' ``costs`` (``GateForm.cost``), each block of
+    the widest plan is planned again at every narrower width, down to its gates one by one,
+    and the cheapest of these is kept: a block's width is chosen by its cost.
 
     Greedy, one gate at a time. A gate joins the block that last touched all its wires when
     the union stays within ``max_qubits`` (it moves earlier past blocks on other wires);
@@ -170,18 +251,46 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int) -> list[li
 
     >>> plan_blocks([(0,), (1,), (0, 1), (0,), (1, 2), (2,)], 2)
     [[0, 1, 2, 3], [4, 5]]
+    >>> gates, costs = [(0,), (1,), (0, 1), (2,)], [2.0, 2.0, 0.0, 2.0]
+    >>> plan_blocks(gates, 3, costs)
+    [[0, 1, 2, 3]]
+    >>> plan_blocks(gates, FusionWidth(3, flops_per_pass=1.0), costs)  # an 8x8 costs 9 passes
+    [[0, 1, 2], [3]]
     """
     # the runners plan the same gate sequences run after run: remember the plans
-    key = (tuple(tuple(ws) for ws in gate_wires), max_qubits)
+    priced = isinstance(max_qubits, FusionWidth) and costs is not None
+    key = (tuple(tuple(ws) for ws in gate_wires), int(max_qubits),
+           (tuple(costs), max_qubits.__reduce__()[1]) if priced else None)
     plan = _BLOCK_PLANS.get(key)
     if plan is None:
         if len(_BLOCK_PLANS) > 1024:
             _BLOCK_PLANS.clear()
-        plan = _BLOCK_PLANS[key] = _plan_blocks(key[0], max_qubits)
+        plan = _plan_blocks(key[0], int(max_qubits))
+        if priced:
+            plan = _priced(plan, key[0], list(costs or ()), max_qubits)
+        _BLOCK_PLANS[key] = plan
     return [list(block) for block in plan]
 
 
 _BLOCK_PLANS: dict[tuple, list[list[int]]] = {}
+
+
+def _priced(plan: list[list[int]], gate_wires: Sequence[Sequence[int]], costs: list[float],
+            width: Any) -> list[list[int]]:
+    # each block of the widest plan against its own gates planned narrower: the cheapest
+    out: list[list[int]] = []
+    for block in plan:
+        best, best_cost = [block], plan_cost([block], gate_wires, costs, width)
+        wires = [gate_wires[i] for i in block]
+        for narrower in range(len({w for ws in wires for w in ws}) - 1, -1, -1):
+            sub = ([[k] for k in range(len(block))] if narrower == 0
+                   else _plan_blocks(wires, narrower))
+            candidate = [[block[k] for k in b] for b in sub]
+            cost = plan_cost(candidate, gate_wires, costs, width)
+            if cost < best_cost - 1e-9:
+                best, best_cost = candidate, cost
+        out += best
+    return out
 
 
 def _plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int) -> list[list[int]]:
@@ -232,7 +341,9 @@ class FusionStats:
 
     ``gates``: gate equations before; ``passes``: gate and fused-gate equations after (each
     is one pass over the state); ``passes_saved = gates - passes``; ``fused``: how many
-    ``fused_gate`` equations were formed; ``widest``: the widest one.
+    ``fused_gate`` equations were formed; ``widest``: the widest one; ``cost``: what the
+    plan costs in passes over the state by the back end's price list (:class:`FusionWidth`;
+    0 without one), the blocks' arithmetic included.
 
     >>> FusionStats(gates=10, passes=3, fused=2, widest=4).passes_saved
     7
@@ -242,6 +353,7 @@ class FusionStats:
     passes: int = 0
     fused: int = 0
     widest: int = 0
+    cost: float = 0.0
 
     @property
     def passes_saved(self) -> int:
@@ -326,16 +438,22 @@ def _fuse(program: Program, max_qubits: Width, stats: FusionStats,
 
 
 def _width(max_qubits: Width, num_qubits: int) -> int:
-    return int(max_qubits(num_qubits) if callable(max_qubits) else max_qubits)
+    width = max_qubits(num_qubits) if callable(max_qubits) else max_qubits
+    return width if isinstance(width, FusionWidth) else int(width)  # keep its price list
 
 
 def _fuse_run(run: list[Eqn], max_qubits: Width, stats: FusionStats,
               origins: Origins | None = None) -> list[Eqn]:
     state_type = run[0].inputs[0].type
     stats.gates += len(run)
-    blocks = plan_blocks([e.params["wires"] for e in run],
-                         _width(max_qubits, state_type.num_qubits))
+    width = _width(max_qubits, state_type.num_qubits)
+    gate_wires = [e.params["wires"] for e in run]
+    costs = ([gate_form(gate_parts(e)[0][0]).cost for e in run]
+             if isinstance(width, FusionWidth) else None)
+    blocks = plan_blocks(gate_wires, width, costs)
     stats.passes += len(blocks)
+    if costs is not None:
+        stats.cost += plan_cost(blocks, gate_wires, costs, width)
     out: list[Eqn] = []
     state = run[0].inputs[0]
     for number, block in enumerate(blocks):

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..lang.gate_forms import gate_form
 from ..lang.gates import GateSpec, gate_spec
 from ..lang.observables import PauliSum
 from .block_encoding import op_table
@@ -70,6 +71,8 @@ def _generator_parts(spec: GateSpec) -> tuple[int, np.ndarray, bool]:
 def _inverse_structure(spec: GateSpec, params: tuple[float, ...], wires: tuple[int, ...]
                        ) -> tuple[str, tuple[int, ...], tuple[int, ...], np.ndarray, Any]:
     """(kind, controls, targets, data, perm) of ``U(params)^†`` on ``wires``."""
+    if spec.inverse_name is None:  # no table gate for the inverse: invert the sparse form
+        return _inverse_form(spec, params, wires)
     inverse, inverse_params = spec.inverse(*params)
     controls: tuple[int, ...] = ()
     targets = wires
@@ -83,6 +86,26 @@ def _inverse_structure(spec: GateSpec, params: tuple[float, ...], wires: tuple[i
         perm, phases = inverse.permutation()
         return "perm", controls, targets, np.asarray(phases, np.complex128), perm
     return "dense", controls, targets, inverse.matrix(*inverse_params), None
+
+
+def _inverse_form(spec: GateSpec, params: tuple[float, ...], wires: tuple[int, ...]
+                  ) -> tuple[str, tuple[int, ...], tuple[int, ...], np.ndarray, Any]:
+    # U = phases[t] |perm[t]><t| on the targets: U^† = conj(phases[t]) |t><perm[t]|
+    form = gate_form(spec)
+    data = form.data(*params)
+    controls = tuple(wires[j] for j in form.controls)
+    targets = tuple(wires[j] for j in form.targets)
+    if form.kind == "diagonal":
+        return "diag", controls, targets, data.conj(), None
+    if form.kind == "permutation":
+        assert form.perm is not None
+        perm = [0] * len(form.perm)
+        phases = np.empty(len(form.perm), np.complex128)
+        for t, r in enumerate(form.perm):
+            perm[r] = t
+            phases[r] = np.conj(data[t])
+        return "perm", controls, targets, phases, tuple(perm)
+    return "dense", controls, targets, np.ascontiguousarray(data.conj().T), None
 
 
 _ROTATIONS: dict[int, tuple[GateSpec, np.ndarray | None, np.ndarray | None]] = {}

@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from ..lang.fusion import FusionWidth
+from ..lang.gate_forms import gate_form
 from ..lang.gates import GateSpec, gate_spec
 from ..lang.observables import PauliSum, parity, pauli_masks
 from .gate_ops import GateOp, fused_matrix
@@ -36,6 +38,12 @@ from .memory import check_statevector_memory
 __all__ = ["StatevectorBackend", "SUPPORTED_DTYPES"]
 
 SUPPORTED_DTYPES = (np.dtype(np.complex128), np.dtype(np.complex64))
+
+DENSE_FLOPS_PER_PASS = 16.0
+"""Complex multiply-adds per amplitude that cost about one pass over the state when an
+array module applies a dense matrix (calibrated so that a 5-wire block, 32 per amplitude,
+costs three passes: the widths measured on the hardware-efficient ansatz stay the ones
+chosen)."""
 
 
 def _as_pauli_sum(obs: PauliSum | str | Sequence[tuple[Any, str]]) -> PauliSum:
@@ -54,6 +62,11 @@ def _gate_wires(wires: tuple[Any, ...], num_qubits: int, name: str,
     if len(ws) != width:
         raise ValueError(f"{what} acts on {width} wire(s), got {len(ws)}: {ws}")
     return ws
+
+
+@functools.lru_cache(maxsize=4096)
+def _perm_array(perm: tuple[int, ...]) -> np.ndarray:
+    return np.asarray(perm, dtype=np.int64)  # the kernels only read it
 
 
 class StatevectorBackend(abc.ABC):
@@ -218,26 +231,22 @@ class StatevectorBackend(abc.ABC):
             spec = gate if isinstance(gate, GateSpec) else gate_spec(gate)
         ws = _gate_wires(tuple(wires), n, spec.name, spec.num_qubits)
         params = tuple(params)
-        controls: tuple[int, ...] = ()
-        if spec.structure == "controlled":
-            assert spec.base is not None
-            spec._check_params(params)
-            controls, ws, spec = ws[: spec.num_controls], ws[spec.num_controls:], spec.base
-        if spec.pauli_word is not None and spec.num_qubits > 2 and not controls:
+        spec._check_params(params)
+        if spec.pauli_word is not None and spec.num_qubits > 2:
             # A wide Pauli rotation would need a 2^k matrix; the pair kernel needs none.
-            spec._check_params(params)
             return self.apply_pauli_rotation(state, n, params[0], spec.pauli_word, ws)
-        layout = index_layout(n, ws, controls)
-        dt = state.dtype
-        if spec.structure == "diagonal":
-            self._apply_diagonal(state, layout, spec.diagonal(*params))
-        elif spec.structure == "permutation":
-            spec._check_params(params)
-            perm, phases = spec.permutation()
-            self._permutation(state, layout, np.asarray(perm, dtype=np.int64),
-                              np.asarray(phases, dtype=dt))
+        form = gate_form(spec)  # read off the matrix once per gate: see lang.gate_forms
+        layout = index_layout(n, tuple(ws[j] for j in form.targets),
+                              tuple(ws[j] for j in form.controls))
+        data = form.data(*params)
+        if form.kind == "diagonal":
+            self._apply_diagonal(state, layout, data)
+        elif form.kind == "permutation":
+            assert form.perm is not None
+            self._permutation(state, layout, _perm_array(form.perm),
+                              np.asarray(data, dtype=state.dtype))
         else:
-            self._dense(state, layout, spec.matrix(*params).astype(dt, copy=False))
+            self._dense(state, layout, data.astype(state.dtype, copy=False))
         return state
 
     def _apply_diagonal(self, state: Any, layout: IndexLayout, diag: np.ndarray) -> None:
@@ -285,11 +294,17 @@ class StatevectorBackend(abc.ABC):
         than the passes they save, 4x4 matrices up to 13 qubits, 5-qubit blocks (32x32) from
         14 qubits on, where fewer passes over the state win.
 
+        The width carries the price list the planner chooses each block's width by
+        (:class:`~qdiff.quantum.lang.fusion.FusionWidth`): a block here is one dense
+        ``2^k x 2^k`` matrix, and ``DENSE_FLOPS_PER_PASS`` complex multiply-adds per
+        amplitude cost about one pass over the state.
+
         >>> from qdiff.quantum.simulator import get_backend
         >>> [get_backend("numpy").fusion_width(n) for n in (4, 12, 20)]
         [0, 2, 5]
         """
-        return 0 if num_qubits < 11 else 2 if num_qubits < 14 else 5
+        width = 0 if num_qubits < 11 else 2 if num_qubits < 14 else 5
+        return FusionWidth(width, flops_per_pass=DENSE_FLOPS_PER_PASS, dense=True)
 
     def apply_fused(self, state: Any, num_qubits: int, wires: Sequence[int],
                     ops: Iterable[GateOp]) -> Any:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..lang.gate_forms import GateForm, gate_form
 from ..lang.gates import GateSpec, gate_spec
 
 __all__ = ["encode_block", "op_table", "OP_DENSE1", "OP_DENSE2", "OP_DENSEK", "OP_DIAG",
@@ -37,31 +38,22 @@ class _Skeleton:
     # or "complex" (the kind follows the product: diagonal, anti-diagonal or full) or
     # "fixed" (one half of a pair of real runs)
     folds: list[tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, str]]
-    # multi-qubit ops computed at every call: (entry number, op index, spec, kind), kind
-    # "dense" | "perm" for parametric table gates, "matrix" for raw matrices
-    dynamic: list[tuple[int, int, GateSpec | None, str]]
-    # merged diagonals: (pool offset, size, [([(spec, op index)], control ok, index)]):
+    # multi-qubit ops computed at every call: (entry number, op index, form, kind), kind
+    # "dense" | "perm" for parametric table gates (their sparse form's data), "matrix" for
+    # raw matrices (no form)
+    dynamic: list[tuple[int, int, GateForm | None, str]]
+    # merged diagonals: (pool offset, size, [([(form, op index)], control ok, index)]):
     # each item's diagonal d (2^targets) enters as d[index] where its controls are 1
-    diagonals: list[tuple[int, int, list[tuple[list[tuple[GateSpec, int]], np.ndarray,
+    diagonals: list[tuple[int, int, list[tuple[list[tuple[GateForm, int]], np.ndarray,
                                                np.ndarray]]]]
 
 
-def _split(spec: GateSpec, wires: tuple[int, ...]) -> tuple[GateSpec, tuple[int, ...],
+def _split(form: GateForm, wires: tuple[int, ...]) -> tuple[tuple[int, ...],
                                                              tuple[int, ...], str]:
-    """(the gate acting on the targets, controls, targets, kind) of one table gate."""
-    controls: tuple[int, ...] = ()
-    if spec.structure == "controlled":
-        controls, wires, spec = wires[:spec.num_controls], wires[spec.num_controls:], spec.base
-    kind = {"diagonal": "diag", "permutation": "perm"}.get(spec.structure, "dense")
-    return spec, controls, wires, kind
-
-
-def _op_data(spec: GateSpec, kind: str, params: tuple[float, ...]) -> np.ndarray:
-    if kind == "diag":
-        return spec.diagonal(*params)
-    if kind == "perm":
-        return np.asarray(spec.permutation()[1], np.complex128)
-    return spec.matrix(*params)
+    """(controls, targets, kind) of one table gate on ``wires``, from its sparse form."""
+    kind = {"diagonal": "diag", "permutation": "perm"}.get(form.kind, "dense")
+    return (tuple(wires[j] for j in form.controls), tuple(wires[j] for j in form.targets),
+            kind)
 
 
 def op_table(count: int, width: int) -> tuple[np.ndarray, ...]:
@@ -90,6 +82,7 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
     pending: dict[int, list[int]] = {}
     diag_items: list[tuple[list[int], int, tuple[int, ...]]] = []  # (ops, cmask, tbits)
     specs: list[GateSpec | None] = []
+    forms: list[GateForm | None] = []
     info: list[tuple[str, bool]] = []  # per op: kind, real
 
     def emit_diagonal() -> None:
@@ -133,15 +126,17 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
             m = np.asarray(gate, np.complex128)
             if m.shape != (1 << len(wires),) * 2:
                 raise ValueError(f"a matrix of shape {m.shape} cannot act on wires {wires}")
-            spec, controls, targets, kind, real = None, (), wires, "matrix", False
+            spec, form, controls, targets, kind, real = None, None, (), wires, "matrix", False
         else:
-            full = gate_spec(gate)
-            if len(wires) != full.num_qubits:
-                raise ValueError(f"gate {full.name!r} acts on {full.num_qubits} wire(s), "
+            spec = gate_spec(gate)
+            if len(wires) != spec.num_qubits:
+                raise ValueError(f"gate {spec.name!r} acts on {spec.num_qubits} wire(s), "
                                  f"got {wires}")
-            spec, controls, targets, kind = _split(full, wires)
+            form = gate_form(spec)
+            controls, targets, kind = _split(form, wires)
             real = not controls and len(targets) == 1 and _always_real(spec)
         specs.append(spec)
+        forms.append(form)
         info.append((kind, real))
         if not controls and len(targets) == 1:
             pending.setdefault(local[targets[0]], []).append(index)
@@ -165,8 +160,8 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
     perms: list[int] = [1, 0]  # slot 0: the swap of a folded anti-diagonal 2x2
     size = 0
     fold_groups: dict[tuple[Any, ...], list[tuple[int, list[int], int]]] = {}
-    dynamic: list[tuple[int, int, GateSpec | None, str]] = []
-    diagonals: list[tuple[int, int, list[tuple[list[tuple[GateSpec, int]], np.ndarray,
+    dynamic: list[tuple[int, int, GateForm | None, str]] = []
+    diagonals: list[tuple[int, int, list[tuple[list[tuple[GateForm, int]], np.ndarray,
                                                np.ndarray]]]] = []
     fixed: list[tuple[int, np.ndarray]] = []
     for q, (kind, cmask, tmasks, sz, payload) in enumerate(entries):
@@ -194,21 +189,22 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
             for op_indices, icmask, tbits in items:
                 ok = (rows & icmask) == icmask
                 idx = sum(((rows >> b) & 1) << j for j, b in enumerate(tbits))
-                expanded.append(([(specs[i], i) for i in op_indices], ok, idx))
+                expanded.append(([(forms[i], i) for i in op_indices], ok, idx))
             diagonals.append((int(moffs[q]), sz, expanded))
             continue
         kinds[q] = {"perm": OP_PERM}.get(
             kind, OP_DENSE1 if m == 1 else OP_DENSE2 if m == 2 else OP_DENSEK)
-        spec = specs[payload]
+        form = forms[payload]
         if kind == "perm":
+            assert form is not None and form.perm is not None
             poffs[q] = len(perms)
-            perms.extend(int(p) for p in spec.permutation()[0])
-        if kind == "matrix":  # read at every call: the array may change in place
-            dynamic.append((q, payload, spec, kind))
-        elif spec.num_params == 0:
-            fixed.append((q, np.ravel(_op_data(spec, kind, ()))))
+            perms.extend(form.perm)
+        if form is None:  # a raw matrix, read at every call: the array may change in place
+            dynamic.append((q, payload, None, kind))
+        elif form.spec.num_params == 0:
+            fixed.append((q, np.ravel(form.data())))
         else:
-            dynamic.append((q, payload, spec, kind))
+            dynamic.append((q, payload, form, kind))
     pool = np.zeros(max(size, 1), np.complex128)
     for q, data in fixed:
         pool[moffs[q]:moffs[q] + data.size] = data
@@ -277,11 +273,11 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
         _SKELETONS[key] = skel
     kinds = skel.kinds.copy()
     pool = skel.pool_fixed.copy()
-    for q, index, spec, kind in skel.dynamic:
-        if kind == "matrix":
+    for q, index, form, _ in skel.dynamic:
+        if form is None:
             data = np.asarray(gates[index][0], np.complex128).ravel()
         else:
-            data = np.ravel(_op_data(spec, kind, params[index]))
+            data = np.ravel(form.data(*params[index]))
         pool[skel.moffs[q]:skel.moffs[q] + data.size] = data
     for chain, indices, entries, offsets, mode in skel.folds:
         m = _stacked_matrices(chain[0], [params[i] for i in indices[:, 0]])
@@ -302,9 +298,9 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
     for offset, size, items in skel.diagonals:
         d = np.ones(size, np.complex128)
         for parts, ok, idx in items:
-            part = parts[0][0].diagonal(*params[parts[0][1]])
-            for spec, i in parts[1:]:
-                part = spec.diagonal(*params[i]) * part
+            part = parts[0][0].data(*params[parts[0][1]])
+            for form, i in parts[1:]:
+                part = form.data(*params[i]) * part
             d *= np.where(ok, part[idx], 1)
         pool[offset:offset + size] = d
     return (kinds, skel.cmasks, skel.ntg, skel.tgts, skel.moffs, pool, skel.perm, skel.poffs)

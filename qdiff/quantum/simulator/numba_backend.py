@@ -15,6 +15,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from ..lang.fusion import FusionWidth
 from ..lang.gates import gate_spec
 from . import numba_adjoint
 from .backend import StatevectorBackend
@@ -40,6 +41,14 @@ __all__ = ["NumbaBackend", "DEFAULT_PARALLEL_THRESHOLD", "encode_block"]
 
 DEFAULT_PARALLEL_THRESHOLD = 1 << 15
 """Amplitudes at and above which the threaded drivers are used."""
+
+# The block kernel's price list (see fusion_width), measured at n = 20, one thread, against
+# a copy of the state (one pass): a dense 4x4 in a block about 2.5 passes, a complex 2x2
+# about one, so 2 multiply-adds per amplitude per pass; a block on wires 0-2 4 passes
+# (transposed batches), on wire 3 2, from wire 4 on one.
+BLOCK_FLOPS_PER_PASS = 2.0
+LOW_PASS_COST = 3.5
+LOW_BITS = 3
 
 
 def _block_wires(num_qubits: int, wires: tuple[int, ...]) -> tuple[int, ...]:
@@ -174,6 +183,13 @@ class NumbaBackend(StatevectorBackend):
         one kernel call per run of gates (n = 4, 55 gates: 0.34 ms against 0.54 ms gate by
         gate, the Python cost per gate being most of a small register's time).
 
+        From ``FUSION_MIN_QUBITS`` on, the width carries the block kernel's price list
+        (:class:`~qdiff.quantum.lang.fusion.FusionWidth`), by which the planner chooses each
+        block's width: the kernel applies a block's gates one by one in cache in their sparse
+        forms, ``BLOCK_FLOPS_PER_PASS`` complex multiply-adds per amplitude cost about one pass
+        over the state, and a block whose lowest wire is below ``LOW_BITS`` costs
+        ``LOW_PASS_COST`` passes (its batches are transposed, not copied as runs).
+
         >>> NumbaBackend().fusion_width(20), NumbaBackend().fusion_width(10)
         (8, 5)
         >>> NumbaBackend().fusion_width(4)  # the register
@@ -181,7 +197,9 @@ class NumbaBackend(StatevectorBackend):
         """
         if num_qubits < FUSION_MIN_QUBITS:
             return num_qubits
-        return max(2, min(MAX_BLOCK_WIRES, num_qubits - MIN_BATCH.bit_length() + 1))
+        return FusionWidth(max(2, min(MAX_BLOCK_WIRES, num_qubits - MIN_BATCH.bit_length() + 1)),
+                           flops_per_pass=BLOCK_FLOPS_PER_PASS, dense=False,
+                           low_pass_cost=LOW_PASS_COST, low_bits=LOW_BITS)
 
     def apply_fused(self, state: Any, num_qubits: int, wires: Sequence[int],
                     ops: Sequence[GateOp]) -> Any:

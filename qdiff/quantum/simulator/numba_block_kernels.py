@@ -302,15 +302,43 @@ def quad_rows(re, im, p0, p1, p2, p3, B):
             re[p2:p2 + B], im[p2:p2 + B], re[p3:p3 + B], im[p3:p3 + B])
 
 
-@_jit_op
-def _cdot4(mr, mi, e, x):
-    # row e // 4 of a 4x4 (mr + i mi, row-major) times x = (x0r, x0i, ..., x3i): (re, im)
-    x0r, x0i, x1r, x1i, x2r, x2i, x3r, x3i = x
-    re = (mr[e] * x0r - mi[e] * x0i + mr[e + 1] * x1r - mi[e + 1] * x1i
-          + mr[e + 2] * x2r - mi[e + 2] * x2i + mr[e + 3] * x3r - mi[e + 3] * x3i)
-    im = (mr[e] * x0i + mi[e] * x0r + mr[e + 1] * x1i + mi[e + 1] * x1r
-          + mr[e + 2] * x2i + mi[e + 2] * x2r + mr[e + 3] * x3i + mi[e + 3] * x3r)
-    return re, im
+@_jit_blk
+def _dense2_rows(ar, ai, br, bi, cr, ci, dr, di, mr, mi):
+    # a 4x4 (mr + i mi, row-major) on four rows; the entries in locals, so that the loop
+    # over the columns keeps them in registers and vectorizes
+    r00, r01, r02, r03 = mr[0], mr[1], mr[2], mr[3]
+    i00, i01, i02, i03 = mi[0], mi[1], mi[2], mi[3]
+    r10, r11, r12, r13 = mr[4], mr[5], mr[6], mr[7]
+    i10, i11, i12, i13 = mi[4], mi[5], mi[6], mi[7]
+    r20, r21, r22, r23 = mr[8], mr[9], mr[10], mr[11]
+    i20, i21, i22, i23 = mi[8], mi[9], mi[10], mi[11]
+    r30, r31, r32, r33 = mr[12], mr[13], mr[14], mr[15]
+    i30, i31, i32, i33 = mi[12], mi[13], mi[14], mi[15]
+    for b in range(ar.shape[0]):
+        x0r = ar[b]
+        x0i = ai[b]
+        x1r = br[b]
+        x1i = bi[b]
+        x2r = cr[b]
+        x2i = ci[b]
+        x3r = dr[b]
+        x3i = di[b]
+        ar[b] = (r00 * x0r + r01 * x1r + r02 * x2r + r03 * x3r
+                 - i00 * x0i - i01 * x1i - i02 * x2i - i03 * x3i)
+        ai[b] = (r00 * x0i + r01 * x1i + r02 * x2i + r03 * x3i
+                 + i00 * x0r + i01 * x1r + i02 * x2r + i03 * x3r)
+        br[b] = (r10 * x0r + r11 * x1r + r12 * x2r + r13 * x3r
+                 - i10 * x0i - i11 * x1i - i12 * x2i - i13 * x3i)
+        bi[b] = (r10 * x0i + r11 * x1i + r12 * x2i + r13 * x3i
+                 + i10 * x0r + i11 * x1r + i12 * x2r + i13 * x3r)
+        cr[b] = (r20 * x0r + r21 * x1r + r22 * x2r + r23 * x3r
+                 - i20 * x0i - i21 * x1i - i22 * x2i - i23 * x3i)
+        ci[b] = (r20 * x0i + r21 * x1i + r22 * x2i + r23 * x3i
+                 + i20 * x0r + i21 * x1r + i22 * x2r + i23 * x3r)
+        dr[b] = (r30 * x0r + r31 * x1r + r32 * x2r + r33 * x3r
+                 - i30 * x0i - i31 * x1i - i32 * x2i - i33 * x3i)
+        di[b] = (r30 * x0i + r31 * x1i + r32 * x2i + r33 * x3i
+                 + i30 * x0r + i31 * x1r + i32 * x2r + i33 * x3r)
 
 
 @_jit_blk
@@ -325,13 +353,7 @@ def _blk_dense2(buf, rowmap, B, t0, t1, cmask, pool, mo):
             continue
         p0, p1, p2, p3 = block_quad(rowmap, r0, t0, t1, B)
         for s in range(0, len(buf), 2):
-            ar, ai, br, bi, cr, ci, dr, di = quad_rows(buf[s], buf[s + 1], p0, p1, p2, p3, B)
-            for b in range(B):
-                x = (ar[b], ai[b], br[b], bi[b], cr[b], ci[b], dr[b], di[b])
-                ar[b], ai[b] = _cdot4(mr, mi, 0, x)
-                br[b], bi[b] = _cdot4(mr, mi, 4, x)
-                cr[b], ci[b] = _cdot4(mr, mi, 8, x)
-                dr[b], di[b] = _cdot4(mr, mi, 12, x)
+            _dense2_rows(*quad_rows(buf[s], buf[s + 1], p0, p1, p2, p3, B), mr, mi)
 
 
 @_jit_op
