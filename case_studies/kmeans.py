@@ -86,15 +86,20 @@ def main(argv: list[str] | None = None) -> int:
     cost = qdiff.trace(lambda c, p: kmeans_cost(qnp, c, p), start, points)
     grad = qdiff.grad(cost)
 
-    # derivative checks at the start
+    # derivative checks at the start; finite differences on the first 1000 points only: among
+    # many points one lies within the step of a tie, where the cost has a kink
     g = np.asarray(grad(start, points))
     diagonal = hessian_diagonal(args.method, cost, grad, start, points)
+    few = points[:1000]
+    few_cost = qdiff.trace(lambda c, p: kmeans_cost(qnp, c, p), start, few)
+    few_grad = np.asarray(qdiff.grad(few_cost)(start, few))
     h = 1e-5
-    finite = np.array([(float(cost(start + h * e, points)) - float(cost(start - h * e, points)))
+    finite = np.array([(float(few_cost(start + h * e, few)) - float(few_cost(start - h * e, few)))
                        / (2 * h) for e in np.eye(start.size).reshape(-1, *start.shape)])
+    passed = [common.check("gradient vs central differences (max relative, 1000 points)",
+                           np.max(np.abs(few_grad - finite.reshape(g.shape)))
+                           / np.max(np.abs(few_grad)), 0.0, 1e-6)]
     scale = np.max(np.abs(g))
-    passed = [common.check("gradient vs central differences (max relative)",
-                           np.max(np.abs(g - finite.reshape(g.shape))) / scale, 0.0, 1e-6)]
     reference = jax_references(start, points)
     if reference is None:
         print("JAX is not installed: no JAX checks")
