@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     print(common.results_table([{
         "layers": LAYERS, "b": b, "c": c, "loss at start": start_loss, "trained loss": final,
         "entropy floor": floor, "steps": steps, "evaluations": trained.evaluations,
-        "seconds": f"{trained.seconds:.1f}"}], f"D-LSTM ({args.method} reverse mode)"))
+        "seconds": f"{trained.seconds:.1f}"}], "D-LSTM, reverse mode with "
+        + ("every carry stored" if checkpoint is None else "strip-mined checkpoints")))
     common.plot_loss(trained.losses, args.out / "loss.png")
     passed += [
         common.check("training closes the gap to the entropy floor (fraction left)",

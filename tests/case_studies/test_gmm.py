@@ -11,7 +11,7 @@ sys.path.insert(0, str(Path(__file__).parents[2] / "case_studies"))
 import gmm  # noqa: E402
 
 
-@pytest.mark.parametrize("method", ["reverse", "forward"])
+@pytest.mark.parametrize("method", ["reverse", pytest.param("forward", marks=pytest.mark.slow)])
 def test_gmm_quick_run_passes_its_self_checks(tmp_path, method):
     assert gmm.main(["--quick", "--method", method, "--out", str(tmp_path)]) == 0
     if importlib.util.find_spec("matplotlib"):
