@@ -4,7 +4,9 @@ For a graph with edges E the cut of a bit string z is C(z) = Σ_{(a,b) ∈ E} (1
 QAOA of depth p prepares |+>^n, then p layers of exp(-iγ_k C) (one ``rzz(-γ_k)`` per edge)
 and exp(-iβ_k Σ X_i) (``rx(2β_k)`` on every qubit); the layers are a ``qdiff.fori_loop``
 indexing the angle arrays. Training maximizes <C> (Adam with a progress bar, then BFGS with
-``qdiff.value_and_grad`` gradients, adjoint or parameter shift by ``--method``); depth p
+``qdiff.value_and_grad`` gradients, adjoint or parameter shift by ``--method``: parameter
+shift runs two programs per gate occurrence, about ten times the adjoint method's time, so
+it takes minutes even with --quick, and reaches the same angles); depth p
 starts from depth p-1's angles interpolated (Zhou et al., PRX 10, 021067 (2020)), so <C>
 can only grow with p. The approximation ratio is <C> / max_z C(z), the maximum found by
 enumerating all 2^n cuts.
