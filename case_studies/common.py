@@ -11,7 +11,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,9 +23,9 @@ class TrainResult:
     the objective (with or without its gradient), and the wall time in seconds."""
 
     params: np.ndarray
-    losses: list[float] = field(default_factory=list)
-    evaluations: int = 0
-    seconds: float = 0.0
+    losses: list[float]
+    evaluations: int
+    seconds: float
 
 
 def parse_args(description: str, methods: tuple[str, ...] = (),
@@ -53,7 +53,7 @@ def adam(value_and_grad: Callable, x0, *, steps: int, lr: float, desc: str,
     x = np.array(x0, dtype=np.float64)
     m, v = np.zeros_like(x), np.zeros_like(x)
     beta1, beta2, eps = 0.9, 0.999, 1e-8
-    result = TrainResult(params=x)
+    result = TrainResult(params=x, losses=[], evaluations=0, seconds=0.0)
     start = time.perf_counter()
     bar = _progress(steps, desc, quiet)
     for step in range(1, steps + 1):
@@ -87,7 +87,8 @@ def minimize(fun: Callable, x0, jac: Callable, *, method: str = "BFGS") -> Train
     """``scipy.optimize.minimize(fun, x0, jac=jac, method=method)``, counted and timed."""
     from scipy.optimize import minimize as scipy_minimize
 
-    result = TrainResult(params=np.array(x0, dtype=np.float64))
+    result = TrainResult(params=np.array(x0, dtype=np.float64), losses=[], evaluations=0,
+                         seconds=0.0)
 
     def counted(x):
         result.evaluations += 1

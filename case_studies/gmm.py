@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         "objective at fit": value, "at generating parameters": truth,
         "evaluations": first.evaluations + polished.evaluations,
         "seconds": f"{first.seconds + polished.seconds:.1f}"}], "objective"))
-    common.plot_loss(first.losses + polished.losses, args.out / "loss.png")
+    common.plot_loss(first.losses + polished.losses, Path(args.out) / "loss.png")
 
     final_grad = np.max(np.abs(loss_and_grad(polished.params)[1]))
     passed += [

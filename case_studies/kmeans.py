@@ -20,6 +20,7 @@ each center moves to the mean of its points), and the final cost against Lloyd's
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import common  # case_studies/common.py: this folder is on sys.path however the study starts
 import numpy as np
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         "evaluations": evaluations, "seconds": f"{seconds:.2f}"}],
         f"k-means by Newton steps ({args.method} Hessian diagonal)"))
     print(f"centers found (first 3): {np.round(centers[:3], 4).tolist()}")
-    common.plot_loss(costs, args.out / "loss.png")
+    common.plot_loss(costs, Path(args.out) / "loss.png")
     passed += [
         common.check("Newton centers vs Lloyd's (max abs)", np.max(np.abs(centers - lloyd)),
                      0.0, 1e-9),

@@ -24,6 +24,7 @@ entropy floor (a floor in expectation: a short sequence can be learnt below it).
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import common  # case_studies/common.py: this folder is on sys.path however the study starts
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
         "entropy floor": floor, "steps": steps, "evaluations": trained.evaluations,
         "seconds": f"{trained.seconds:.1f}"}], "D-LSTM, reverse mode with "
         + ("every carry stored" if checkpoint is None else "strip-mined checkpoints")))
-    common.plot_loss(trained.losses, args.out / "loss.png")
+    common.plot_loss(trained.losses, Path(args.out) / "loss.png")
     passed += [
         common.check("training closes the gap to the entropy floor (fraction left)",
                      (final - floor) / (start_loss - floor), 0.0, 0.5),

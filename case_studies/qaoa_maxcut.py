@@ -27,6 +27,7 @@ Self-checks:
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import common  # case_studies/common.py: this folder is on sys.path however the study starts
 import numpy as np
@@ -190,12 +191,12 @@ def main(argv: list[str] | None = None) -> int:
                                    max(0.0, values[-1] - best_cut), 0.0, 1e-9))
     print(common.results_table(rows, f"QAOA MaxCut on random 3-regular graphs, "
                                      f"{args.method} gradients"))
-    common.plot_loss(loss_curve, args.out / "loss.png")
+    common.plot_loss(loss_curve, Path(args.out) / "loss.png")
     n, edges, trained = landscape
     common.plot_landscape(lambda g, b: depth_one_closed_form(n, edges, g, b),
                           np.linspace(0, np.pi, 61), np.linspace(0, np.pi / 2, 31),
                           trained=(trained[0] % np.pi, trained[1] % (np.pi / 2)),
-                          path=args.out / "landscape_p1.png")
+                          path=Path(args.out) / "landscape_p1.png")
     return common.finish(all(passed))
 
 

@@ -28,6 +28,8 @@ qdiff's observables) and calls scipy's ``eigsh``.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import common  # case_studies/common.py: this folder is on sys.path however the study starts
 import numpy as np
 from qiskit.quantum_info import SparsePauliOp
@@ -107,7 +109,8 @@ def solve(name: str, hamiltonian: SparsePauliOp, layers: int, args, *, adam_step
         x0 = rng.uniform(-np.pi, np.pi, size=np.prod(shape))
         trained = common.adam(flat_value_and_grad, x0, steps=adam_steps, lr=0.05,
                               desc=f"{name} Adam, start {restart + 1}/{restarts}")
-        polished = common.TrainResult(params=trained.params)
+        polished = common.TrainResult(params=trained.params, losses=[], evaluations=0,
+                                      seconds=0.0)
         if polish:
             polished = common.minimize(lambda x: flat_value_and_grad(x)[0], trained.params,
                                        jac=lambda x: flat_value_and_grad(x)[1])
@@ -143,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     print(common.results_table(rows, f"VQE, hardware-efficient ansatz, {args.method} gradients"))
     print(f"H2 parameters found: {np.round(h2['params'].ravel(), 6).tolist()}")
 
-    common.plot_loss(h2["losses"], args.out / "h2_loss.png")
-    common.plot_loss(chain["losses"], args.out / "ising_loss.png")
+    common.plot_loss(h2["losses"], Path(args.out) / "h2_loss.png")
+    common.plot_loss(chain["losses"], Path(args.out) / "ising_loss.png")
     # the H2 energy over the two angles of qubit 0's first layer, the others at the optimum
     trained = h2["params"]
 
@@ -156,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     angles = np.linspace(-np.pi, np.pi, 25 if args.quick else 61)
     common.plot_landscape(slice_energy, trained[0, 0, 0] + angles, trained[0, 1, 0] + angles,
                           trained=(trained[0, 0, 0], trained[0, 1, 0]),
-                          path=args.out / "h2_landscape.png")
+                          path=Path(args.out) / "h2_landscape.png")
 
     chain_bound = 5e-2 if args.quick else 1e-2
     passed = [
