@@ -132,7 +132,7 @@ def solve(name: str, hamiltonian: SparsePauliOp, layers: int, args, *, adam_step
 
 def main(argv: list[str] | None = None) -> int:
     args = common.parse_args(__doc__.splitlines()[0], ("adjoint", "parameter-shift"), argv)
-    chain_qubits, chain_layers, chain_steps = (8, 3, 100) if args.quick else (10, 6, 400)
+    chain_qubits, chain_layers, chain_steps = (8, 3, 150) if args.quick else (10, 6, 400)
     h2 = solve("H2 (STO-3G, 0.735 Å)", H2_HAMILTONIAN, 1, args, adam_steps=100, restarts=2,
                polish=True)
     chain = solve(f"Ising chain, h = 1, n = {chain_qubits}", ising_chain(chain_qubits),
