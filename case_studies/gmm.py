@@ -39,9 +39,9 @@ def _benchmark():
         spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         saved_path = list(sys.path)
+        sys.modules[name] = module  # before running it: its dataclasses look themselves up
         spec.loader.exec_module(module)
         sys.path[:] = saved_path   # it puts benchmarks/ first on sys.path; take that back
-        sys.modules[name] = module
     return sys.modules[name]
 
 
