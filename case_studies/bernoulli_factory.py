@@ -67,7 +67,7 @@ def closed_form(theta: float) -> tuple[float, float, float, float]:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(__doc__.splitlines()[0], ("adjoint", "parameter-shift"), argv)
-    shots, steps = (400, 25) if args.quick else (20000, 150)
+    shots, steps = (400, 25) if args.quick else (4000, 100)
     tol = 1e-10
     theta = 0.9
     passed = True
