@@ -133,7 +133,8 @@ def j_from_p(p):
     """E[min(K, 5)] / 4 for rounds that succeed independently with probability p."""
     p = np.asarray(p, dtype=float)
     # 1 - (1 - p)^5 without cancellation: its limit 5p as p -> 0 gives J -> 5/4
-    missing = -np.expm1(CAP * np.log1p(-p))
+    with np.errstate(divide="ignore"):  # p = 1: log1p(-1) = -inf, and 1 - 0^5 = 1 is right
+        missing = -np.expm1(CAP * np.log1p(-p))
     return np.where(p > 0, missing / np.where(p > 0, p, 1.0), CAP) / (CAP - 1)
 
 
