@@ -1,11 +1,15 @@
-"""The ``qdiff`` command: ``demo``, ``info`` and ``show FILE.json [--compiled]``."""
+"""The ``qdiff`` command: ``demo``, ``info``, ``show FILE.json [--compiled]``, ``case-study``."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
+import importlib.util
+import os
 import platform
 import sys
+from pathlib import Path
 
 import numpy
 import scipy
@@ -74,6 +78,50 @@ def show(path: str, compiled: bool = False) -> str:
     return CompiledProgram(program).source if compiled else str(program)
 
 
+def case_studies_dir() -> Path:
+    """Where the case studies are: ``$QDIFF_CASE_STUDIES``, else ``case_studies/`` of the
+    repository checkout the package was installed from (``pip install -e``)."""
+    configured = os.environ.get("QDIFF_CASE_STUDIES")
+    checkout = Path(__file__).resolve().parents[1]
+    folder = Path(configured) if configured else checkout / "case_studies"
+    if not folder.is_dir():
+        raise QdiffError(f"no case studies at {folder}: set QDIFF_CASE_STUDIES to the "
+                         "case_studies folder of a qdiff checkout")
+    return folder
+
+
+def list_case_studies(folder: Path | None = None) -> str:
+    """One line per study: its name and the first line of its docstring (read, not run).
+
+    >>> "quantum_walk" in list_case_studies()
+    True
+    """
+    folder = case_studies_dir() if folder is None else folder
+    lines = []
+    for path in sorted(folder.glob("*.py")):
+        doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
+        if path.stem != "common" and not path.stem.startswith("_") and doc:
+            lines.append((path.stem, doc.splitlines()[0]))
+    width = max((len(name) for name, _ in lines), default=0)
+    return "\n".join(f"{name:<{width}}  {text}" for name, text in lines)
+
+
+def run_case_study(name: str, flags: list[str]) -> int:
+    """Import ``case_studies/NAME.py`` and return its ``main(flags)``."""
+    folder = case_studies_dir()
+    path = folder / f"{name}.py"
+    if not name.isidentifier() or name == "common" or not path.is_file():
+        raise QdiffError(f"unknown case study {name!r}; `qdiff case-study --list` lists them")
+    # the studies import their shared helpers as the top-level module `common`
+    if str(folder) not in sys.path:
+        sys.path.insert(0, str(folder))
+    spec = importlib.util.spec_from_file_location(f"qdiff_case_study_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses and pickling look their module up there
+    spec.loader.exec_module(module)
+    return int(module.main(flags))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``qdiff`` command."""
     parser = argparse.ArgumentParser(prog="qdiff", description=__doc__)
@@ -84,6 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     show_parser.add_argument("file")
     show_parser.add_argument("--compiled", action="store_true",
                              help="print the generated source of the compiled program")
+    study_parser = sub.add_parser("case-study", help="run a case study (--list lists them)")
+    study_parser.add_argument("--list", action="store_true", help="list the case studies")
+    study_parser.add_argument("name", nargs="?", help="the study, e.g. quantum_walk")
+    study_parser.add_argument("flags", nargs=argparse.REMAINDER,
+                              help="the study's flags: --quick, --seed, --method, --out")
     args = parser.parse_args(argv)
 
     try:
@@ -91,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
             print(run_demo())
         elif args.command == "info":
             print(info())
+        elif args.command == "case-study":
+            if args.list or args.name is None:
+                print(list_case_studies())
+                return 0
+            return run_case_study(args.name, args.flags)
         else:
             print(show(args.file, args.compiled))
     except (QdiffError, OSError) as exc:
