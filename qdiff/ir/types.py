@@ -32,13 +32,27 @@ def canonical_dtype(dtype: Any) -> str:
     if isinstance(dtype, str) and dtype in _LONG_DTYPE:
         return _LONG_DTYPE[dtype]
     try:
+        known = _CANONICAL.get(dtype)
+    except TypeError:  # an unhashable dtype-like value
+        known = None
+    if known is not None:
+        return known
+    try:
         name = np.dtype(dtype).name
     except TypeError as exc:
         raise TypeCheckError(f"{dtype!r} is not a dtype") from exc
     if name not in SUPPORTED_DTYPES:
         raise TypeCheckError(
             f"dtype {name} is not supported; use one of {sorted(SUPPORTED_DTYPES)}")
+    try:
+        _CANONICAL[dtype] = name
+    except TypeError:
+        pass
     return name
+
+
+# dtype-like value -> IR name, for the ones seen: types are built on every primitive call
+_CANONICAL: dict[Any, str] = {}
 
 
 class Type(ABC):
