@@ -280,19 +280,29 @@ def cycle_coin(theta) -> np.ndarray:
     return ry @ t_h
 
 
-def cycle_hitting_times(theta, n_sites: int, tol: float = 1e-15,
-                        max_steps: int = 10 ** 6) -> np.ndarray:
-    """E[T] for every θ in ``theta``, by a NumPy simulation independent of qdiff.
-
-    The amplitudes psi[θ, coin, x] take the coin, the shift and the absorption (the marked
-    amplitudes set to 0) step by step; E[T] = sum over k >= 0 of P(T > k), the norm still
-    on the cycle after k steps, summed until it is below ``tol`` (what is left then adds
-    about tol / (1 - decay per step) at most: below 1e-11 on these cycles).
+def cycle_hitting_times(theta, n_sites: int) -> np.ndarray:
+    """E[T] of the study's walk for every θ in ``theta``, by `hitting_times` (no qdiff).
 
     >>> round(float(cycle_hitting_times(3 * np.pi / 2, 8)[0]), 6)  # the optimum for N = 8
     6.058875
     """
-    coins = cycle_coin(theta)
+    return hitting_times(cycle_coin(theta), n_sites)
+
+
+def hitting_times(coins: np.ndarray, n_sites: int, tol: float = 1e-15,
+                  max_steps: int = 10 ** 6) -> np.ndarray:
+    """E[T] on the cycle for each coin in ``coins`` (shape (m, 2, 2)), simulated in NumPy.
+
+    The amplitudes psi[i, coin, x] take the coin, the shift and the absorption (the marked
+    amplitudes set to 0) step by step, from x = N/2 - 1 with the coin in |0>;
+    E[T] = sum over k >= 0 of P(T > k), the norm still on the cycle after k steps, summed
+    until it is below ``tol`` (what is left then adds about tol / (1 - decay per step) at
+    most: below 1e-11 on these cycles).
+
+    >>> float(hitting_times(np.eye(2)[None], 8)[0])  # the identity coin: ballistic, N/2
+    4.0
+    """
+    coins = np.asarray(coins)
     m = len(coins)
     psi = np.zeros((m, 2, n_sites), dtype=complex)
     psi[:, 0, n_sites // 2 - 1] = 1.0
