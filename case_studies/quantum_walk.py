@@ -31,13 +31,15 @@ E[T] from an independent NumPy simulation of the same walk (explicit absorption,
 
 Why this coin: the absorbing site cuts the cycle into a path, and on a path every phase
 of the coin can be gauged away, so E[T] depends on θ only through the coin's transmission
-|<0|C|0>|² (checked numerically; the scan shows it). A coin ry(θ) alone, ry(θ) followed by
+|<0|C|0>|² (a test checks this). A coin ry(θ) alone, ry(θ) followed by
 a fixed phase, or two such angles alternating on even and odd steps all contain the
 identity coin, whose ballistic walk reaches the marked site in N/2 steps, the fewest
 possible: their optimum is the trivial θ = 0. Here |<0|C|0>|² = (1 - sin(θ)/√2)/2 never
 reaches 1, no θ is ballistic, and the optimum is interior, at θ = 3π/2 (E[T] = 6.0589 for
-N = 8, against N/2 = 4 for the ballistic walk). The transmission never vanishes either,
-so no mass is trapped at any θ and E[T] is finite everywhere: no cap is needed.
+N = 8, against N/2 = 4 for the ballistic walk). The transmission never vanishes either
+(it is at least 0.146), so no mass is trapped at any θ and E[T] is finite everywhere (the
+scan over the whole period finds it so): no cap is needed. ``--method`` chooses the
+torus part's gradients; the cycle walk is always differentiated by the adjoint method.
 
     python case_studies/quantum_walk.py            # the full study: torus, cycles N = 8, 16
     python case_studies/quantum_walk.py --quick    # fewer steps and shots, the cycle N = 8
