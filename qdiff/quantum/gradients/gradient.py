@@ -49,9 +49,14 @@ from ..execution.options import DEFAULTS, RunOptions
 from ..execution.run import EXTERNAL_MODES, modes, warn_if_truncated
 from ..execution.runner import BranchRunner, MassAccount, _structure, enumerated_outputs
 from ..lang.fusion import unfuse_gates
-from ..lang.sites import postselects
+from ..lang.sites import branches, postselects
 from .adjoint import RecordedRun
-from .shift_gradient import ShiftResult, parameter_shift, sampled_parameter_shift
+from .shift_gradient import (
+    ShiftResult,
+    parameter_shift,
+    sampled_parameter_shift,
+    shot_parameter_shift,
+)
 
 
 @dataclass
@@ -137,7 +142,10 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, cotangent: Any = None,
     ``Client.get_executor()``. See the module docstring.
 
     ``mode="sample"`` estimates value and gradient from ``shots`` seeded samples, with
-    standard errors in ``value_stderr`` and ``grad_stderr``. The adjoint method sweeps each
+    standard errors in ``value_stderr`` and ``grad_stderr``. A program that never measures
+    mid-circuit is differentiated by parameter shift (``"auto"``), each readout of each
+    shifted program estimated from ``shots`` shots (`shot_parameter_shift`); the adjoint
+    method would ignore shots there and is refused. Otherwise the adjoint method sweeps each
     trajectory (``∂g + g ∂log p``, pathwise plus score; postselected values are ratios of two
     such means, with delta-method errors). Parameter shift draws one occurrence per site
     from ``occurrences`` (`qdiff.loops.occurrences`: default ``zeta(0.5)``, or
@@ -196,6 +204,16 @@ def _gradient(f: Any, args: tuple, argnums: Any, cotangent: Any,
             program, leaves, cts, positions, options))
     if options.sampler is not None or options.estimator is not None:
         raise QdiffError("sampler= and estimator= run the gradient on Qiskit: mode='qiskit'")
+    if mode == "sample" and not branches(program):
+        # every trajectory is the same run: only readouts estimated from shots sample it
+        if given not in ("auto", "parameter-shift"):
+            raise QdiffError(
+                f"method={given!r} with mode='sample' would ignore shots: {program.name} "
+                "never measures mid-circuit, so all its trajectories are the same run. Use "
+                "method='parameter-shift' (or 'auto'), which estimates the readouts of the "
+                "shifted programs from shots, or mode='exact'")
+        return _shift_result(program, positions, tree, shot_parameter_shift(
+            program, leaves, cts, positions, options))
     if mode == "sample":
         if method == "parameter-shift":
             return _shift_result(program, positions, tree, sampled_parameter_shift(
