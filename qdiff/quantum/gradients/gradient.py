@@ -45,6 +45,7 @@ from ...ir.errors import QdiffError
 from ...ir.interpreter import argument_leaves
 from ..certificate.tail import certify, tighten
 from ..execution.jobs import run_jobs
+from ..execution.keyed_arguments import keyed_like, positional
 from ..execution.options import DEFAULTS, RunOptions
 from ..execution.run import EXTERNAL_MODES, modes, warn_if_truncated
 from ..execution.runner import BranchRunner, MassAccount, _structure, enumerated_outputs
@@ -161,7 +162,11 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, cotangent: Any = None,
     with more than ``tol`` still going on and no certified bound within ``tol``.
     """
     options = RunOptions.of(options, **settings)
+    args, rekey = positional(f, args)  # an imported circuit's {Parameter: value}
     result = _gradient(f, args, argnums, cotangent, options)
+    if rekey is not None:  # the gradient and what has its structure, keyed like the input
+        for name in ("grad", "grad_stderr", "remainder_bound"):
+            setattr(result, name, keyed_like(rekey, getattr(result, name), argnums))
     if options.strict:
         report_truncation(getattr(f, "name", None) or getattr(f, "__name__", "f"), result,
                           options)
