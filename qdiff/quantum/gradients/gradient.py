@@ -424,6 +424,11 @@ def jacobian_rows(program: Program, leaves: Sequence[Any], positions: Sequence[i
     ``rows[k][index]``: the flat gradients of that element (one array per input; zeros for
     inputs outside ``positions``, default all differentiable ones)."""
     method = _check_method(options.method)
+    if options.mode != "exact":  # every row below is an exact VJP
+        raise QdiffError(
+            f"quantum Jacobians and JVPs are exact; mode={options.mode!r} would ignore "
+            f"shots. Use qm.gradient(..., mode={options.mode!r}, cotangent=row) for sampled "
+            "rows, or mode='exact'")
     if positions is None:
         positions = [k for k, t in enumerate(program.in_types) if is_differentiable(t)]
     values: list[Any] = []

@@ -75,3 +75,11 @@ def test_grad_with_sample_mode_without_measurements_samples_too():
 def test_adjoint_sample_mode_without_measurements_says_it_would_ignore_shots():
     with pytest.raises(QdiffError, match="method='adjoint' with mode='sample' would ignore"):
         qm.gradient(rotated, W, method="adjoint", mode="sample", shots=100, seed=0)
+
+
+def test_jacobian_in_sample_mode_says_it_would_ignore_shots():
+    # it returned the exact Jacobian whatever shots and seed were
+    with pytest.raises(QdiffError, match="mode='sample' would ignore shots"):
+        qm.jacobian(rotated, W, mode="sample", shots=100, seed=0)
+    with pytest.raises(QdiffError, match="mode='sample' would ignore shots"):
+        qdiff.jvp(rotated, (W,), (np.ones(2),), mode="sample", shots=100, seed=0)
