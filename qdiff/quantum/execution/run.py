@@ -22,6 +22,7 @@ from ...ir.types import QState
 from ..certificate.tail import certify_values, tighten
 from ..lang.sites import branches
 from .density_runner import run_density
+from .keyed_arguments import positional
 from .options import DEFAULTS, RunOptions
 from .runner import (
     BranchRunner,
@@ -131,6 +132,7 @@ def run(program: Any, *args: Any, options: RunOptions | None = None,
     True
     """
     options = RunOptions.of(options, **settings)
+    args, _ = positional(program, args)  # an imported circuit's {Parameter: value}
     if isinstance(program, ProgramFunction):
         program = program.trace(*args)
     elif not isinstance(program, Program):

@@ -53,6 +53,7 @@ from ...ir.passes.unpack_scalars import unpack_scalars
 from ...ir.types import QState
 from ..execution.options import DEFAULTS, RunOptions
 from ..execution.runner import HANDLERS, BranchRunner, Item, _with_params, merge_groups
+from ..execution.shot_readouts import estimated_expval
 from ..lang.fusion import GATE_KINDS, gate_parts, gate_runs, plan_blocks
 from ..lang.gate_forms import gate_form
 from ..lang.gates import gate_spec
@@ -130,6 +131,12 @@ class AdjointRunner(BranchRunner):
             return self._record(eqn, weight, inputs, [(weight, [self._defer(eqn, inputs)])])
         if self._pending and any(isinstance(a.type, QState) for a in eqn.inputs):
             self.flush()
+        if name == "expval" and self.readout_shots:  # estimated as a device measures it
+            state = inputs[0]
+            value = estimated_expval(self.backend, state, _num_qubits(state),
+                                     eqn.params["terms"], eqn.params["wires"],
+                                     self.readout_shots, self.rng)
+            return self._record(eqn, weight, inputs, [(weight, [state, np.asarray(value)])])
         if name == "expval":  # <ψ|O|ψ>, all terms in one pass (the back end's kernel)
             state = inputs[0]
             value = self.backend.inner_pauli_sum(state, state, _num_qubits(state),
@@ -747,9 +754,13 @@ class RecordedRun:
     True
     """
 
-    def __init__(self, program: Program, args: Sequence[Any], options: RunOptions = DEFAULTS):
+    def __init__(self, program: Program, args: Sequence[Any], options: RunOptions = DEFAULTS,
+                 readout_shots: int | None = None):
         self.program = program
         self.runner = runner = AdjointRunner(options)
+        # readouts estimated from this many shots each (`shot_readouts`): the classical
+        # sweeps then linearize the post-processing at the estimates, as on a device
+        runner.readout_shots = readout_shots
         mode, tol = options.mode, options.tol
         self.inputs = runner.track_inputs(args)
         self.input_nodes = [runner.node(v) for v in self.inputs]

@@ -45,13 +45,19 @@ from ...ir.errors import QdiffError
 from ...ir.interpreter import argument_leaves
 from ..certificate.tail import certify, tighten
 from ..execution.jobs import run_jobs
+from ..execution.keyed_arguments import keyed_like, positional
 from ..execution.options import DEFAULTS, RunOptions
 from ..execution.run import EXTERNAL_MODES, modes, warn_if_truncated
 from ..execution.runner import BranchRunner, MassAccount, _structure, enumerated_outputs
 from ..lang.fusion import unfuse_gates
-from ..lang.sites import postselects
+from ..lang.sites import branches, postselects
 from .adjoint import RecordedRun
-from .shift_gradient import ShiftResult, parameter_shift, sampled_parameter_shift
+from .shift_gradient import (
+    ShiftResult,
+    parameter_shift,
+    sampled_parameter_shift,
+    shot_parameter_shift,
+)
 
 
 @dataclass
@@ -137,7 +143,10 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, cotangent: Any = None,
     ``Client.get_executor()``. See the module docstring.
 
     ``mode="sample"`` estimates value and gradient from ``shots`` seeded samples, with
-    standard errors in ``value_stderr`` and ``grad_stderr``. The adjoint method sweeps each
+    standard errors in ``value_stderr`` and ``grad_stderr``. A program that never measures
+    mid-circuit is differentiated by parameter shift (``"auto"``), each readout of each
+    shifted program estimated from ``shots`` shots (`shot_parameter_shift`); the adjoint
+    method would ignore shots there and is refused. Otherwise the adjoint method sweeps each
     trajectory (``∂g + g ∂log p``, pathwise plus score; postselected values are ratios of two
     such means, with delta-method errors). Parameter shift draws one occurrence per site
     from ``occurrences`` (`qdiff.loops.occurrences`: default ``zeta(0.5)``, or
@@ -153,7 +162,11 @@ def gradient(f: Any, *args: Any, argnums: Any = 0, cotangent: Any = None,
     with more than ``tol`` still going on and no certified bound within ``tol``.
     """
     options = RunOptions.of(options, **settings)
+    args, rekey = positional(f, args)  # an imported circuit's {Parameter: value}
     result = _gradient(f, args, argnums, cotangent, options)
+    if rekey is not None:  # the gradient and what has its structure, keyed like the input
+        for name in ("grad", "grad_stderr", "remainder_bound"):
+            setattr(result, name, keyed_like(rekey, getattr(result, name), argnums))
     if options.strict:
         report_truncation(getattr(f, "name", None) or getattr(f, "__name__", "f"), result,
                           options)
@@ -196,6 +209,16 @@ def _gradient(f: Any, args: tuple, argnums: Any, cotangent: Any,
             program, leaves, cts, positions, options))
     if options.sampler is not None or options.estimator is not None:
         raise QdiffError("sampler= and estimator= run the gradient on Qiskit: mode='qiskit'")
+    if mode == "sample" and not branches(program):
+        # every trajectory is the same run: only readouts estimated from shots sample it
+        if given not in ("auto", "parameter-shift"):
+            raise QdiffError(
+                f"method={given!r} with mode='sample' would ignore shots: {program.name} "
+                "never measures mid-circuit, so all its trajectories are the same run. Use "
+                "method='parameter-shift' (or 'auto'), which estimates the readouts of the "
+                "shifted programs from shots, or mode='exact'")
+        return _shift_result(program, positions, tree, shot_parameter_shift(
+            program, leaves, cts, positions, options))
     if mode == "sample":
         if method == "parameter-shift":
             return _shift_result(program, positions, tree, sampled_parameter_shift(
@@ -401,6 +424,11 @@ def jacobian_rows(program: Program, leaves: Sequence[Any], positions: Sequence[i
     ``rows[k][index]``: the flat gradients of that element (one array per input; zeros for
     inputs outside ``positions``, default all differentiable ones)."""
     method = _check_method(options.method)
+    if options.mode != "exact":  # every row below is an exact VJP
+        raise QdiffError(
+            f"quantum Jacobians and JVPs are exact; mode={options.mode!r} would ignore "
+            f"shots. Use qm.gradient(..., mode={options.mode!r}, cotangent=row) for sampled "
+            "rows, or mode='exact'")
     if positions is None:
         positions = [k for k, t in enumerate(program.in_types) if is_differentiable(t)]
     values: list[Any] = []

@@ -52,6 +52,7 @@ from ...ir.pytree import split_flat
 from ...loops.occurrences import OccurrenceDistribution, as_distribution, uniform
 from ..execution.jobs import run_jobs
 from ..execution.options import DEFAULTS, RunOptions
+from ..execution.run import READOUT_REPLICATES
 from ..execution.runner import BranchRunner
 from ..lang.sites import (
     READOUTS,
@@ -83,16 +84,22 @@ class ShiftResult:
 
 
 def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequence[Any],
-                    positions: Sequence[int], options: RunOptions = DEFAULTS) -> ShiftResult:
+                    positions: Sequence[int], options: RunOptions = DEFAULTS,
+                    readout_shots: int | None = None) -> ShiftResult:
     """Exact-mode parameter-shift VJP ``Σ_j c_j ∂E_j/∂inputs`` (see the module docstring).
 
     ``positions`` are the flat inputs to differentiate; the result's ``grads`` has one array
     per flat input (zeros elsewhere). Shifted programs run on ``options.executor`` when given.
+    ``readout_shots`` (programs that never branch, `shot_parameter_shift`): every readout of
+    the base and shifted runs is estimated from that many shots, seeded by ``options.seed``.
     """
     leaves = [np.asarray(v) for v in leaves]
     branching = branches(program)
     check_readout_use(program, branching)
-    base = RecordedRun(program, leaves, options)
+    if readout_shots and branching:
+        raise QdiffError("internal: shot-estimated readouts need a program that never branches")
+    streams = _seed_sequence(options.seed).spawn(2) if readout_shots else [options.seed] * 2
+    base = RecordedRun(program, leaves, options.replace(seed=streams[0]), readout_shots)
     _, value_seeds = base.output_seeds(cotangents)
     direct, sweep = base.classical_vjp(value_seeds)
     # the objective's weights: c per output, or c_i per expectation (never-branching runs)
@@ -107,8 +114,11 @@ def parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequenc
         site, inst, groups = occurrences.site, occurrences.inst, occurrences.groups
         terms = site.rule.terms()
         jobs = [[*leaves, np.int64(k), np.float64(s)] for k in sorted(groups) for s, _ in terms]
+        if readout_shots:  # each job's own seed, after its inputs (independent shots)
+            jobs = [[*job, seed] for job, seed in zip(jobs, streams[1].spawn(len(jobs)))]
         outcomes = run_jobs(_shifted_outcome, inst.program, jobs, options.executor,
-                            options=options.for_jobs(), readouts=not branching)
+                            options=options.for_jobs(), readouts=not branching,
+                            readout_shots=readout_shots)
         seeds: dict[int, float] = {}
         for n, k in enumerate(sorted(groups)):
             d_objective = d_mass = 0.0
@@ -238,10 +248,17 @@ def _seed_group(seeds: dict[int, float], records: list[Record], slot: int, d: fl
 
 
 def _shifted_outcome(program: Program, values: list[Any], *, options: RunOptions,
-                     readouts: bool) -> tuple[list[np.ndarray], float, list | None]:
+                     readouts: bool, readout_shots: int | None = None
+                     ) -> tuple[list[np.ndarray], float, list | None]:
     """One shifted program in exact mode: ``Σ_b w_b g_b`` per output (without the counter),
-    the kept mass, and the expectations in execution order when asked (single path)."""
-    runner = _ReadoutRunner(options.replace(mode="exact"))
+    the kept mass, and the expectations in execution order when asked (single path). With
+    ``readout_shots``, the last of ``values`` is the job's seed and every readout is
+    estimated from that many shots."""
+    seed = options.seed
+    if readout_shots:
+        *values, seed = values
+    runner = _ReadoutRunner(options.replace(mode="exact", seed=seed))
+    runner.readout_shots = readout_shots
     items = runner.run_program(program, [(1.0, [np.asarray(v) for v in values])])
     raw = [sum((w * np.asarray(outs[k], np.float64) for w, outs in items),
                np.zeros(atom.type.shape)) for k, atom in enumerate(program.outputs[:-1])]
@@ -260,6 +277,52 @@ class _ReadoutRunner(BranchRunner):
         if eqn.primitive.name in READOUTS:
             self.readouts.append(np.asarray(outcomes[0][1][1], np.float64))
         return outcomes
+
+
+# ------------------------------------------------------- sample mode, no mid-circuit measurement
+def shot_parameter_shift(program: Program, leaves: Sequence[Any], cotangents: Sequence[Any],
+                         positions: Sequence[int], options: RunOptions) -> ShiftResult:
+    """Sample-mode parameter shift of a program that never measures mid-circuit, as a device
+    computes it: every readout of the base run and of each shifted program is estimated from
+    ``options.shots`` shots (`shot_readouts`, seeded by ``options.seed``), the value is the
+    base run's post-processing of its estimates, and the gradient the shift rule's
+    combination of the shifted estimates, chain-ruled through the classical code
+    (linearized at the base estimates). ``value_stderr`` and ``grad_stderr`` are the spread
+    (standard deviation) of `READOUT_REPLICATES` further estimates with fresh shots, as
+    `qdiff.quantum.run` reports for such programs; ``num_evaluations`` counts their runs too.
+    Only ``grads`` of ``positions`` are returned (as sample mode does).
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def f(t):
+    ...     q = qm.qubits(1); qm.ry(t, q[0]); return qm.expval("Z", q)
+    >>> r = shot_parameter_shift(qdiff.trace(f, 0.4), [0.4], [np.ones(())], [0],
+    ...                          RunOptions(mode="sample", shots=4000, seed=1))
+    >>> bool(abs(r.grads[0] + np.sin(0.4)) < 5 * r.grad_stderr[0]), r.shots
+    (True, 4000)
+    """
+    if branches(program):
+        raise QdiffError("internal: shot-estimated readouts need a program that never branches")
+    runs = [parameter_shift(program, leaves, cotangents, positions,
+                            options.replace(seed=stream), readout_shots=options.shots)
+            for stream in _seed_sequence(options.seed).spawn(1 + READOUT_REPLICATES)]
+    first = runs[0]
+
+    def spread(parts: list[list[np.ndarray]]) -> list[np.ndarray]:
+        return [np.std(np.stack(column), axis=0, ddof=1) for column in zip(*parts)]
+
+    grads = [[np.asarray(run.grads[k], np.float64) for k in positions] for run in runs]
+    values = [[np.asarray(v, np.float64) for v in run.values] for run in runs]
+    return ShiftResult(values[0], grads[0], first.runner,
+                       num_derivative_programs=first.num_derivative_programs,
+                       num_evaluations=sum(1 + run.num_evaluations for run in runs),
+                       value_stderr=spread(values), grad_stderr=spread(grads),
+                       shots=options.shots)
+
+
+def _seed_sequence(seed: Any) -> np.random.SeedSequence:
+    # a seed given by the user (None, an int) or one spawned for a replicate
+    return seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
 
 
 # ------------------------------------------------------------------------------ sample mode

@@ -106,8 +106,7 @@ class ImportedCircuit(Program):
     parameters: tuple = ()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if len(args) == 1 and isinstance(args[0], dict):
-            args = (self.values_of(args[0]),)
+        args, _ = self.positional_arguments(args)
         if not self.parameters and len(args) == 1 and np.size(args[0]) == 0:
             args = ()  # a circuit without parameters takes its (empty) array of values too
         shapes = [np.shape(a) for a in args]
@@ -117,6 +116,33 @@ class ImportedCircuit(Program):
                              f"pass their values as one array in that order or as a dict "
                              f"{{Parameter: value}}, got arguments of shapes {shapes}")
         return super().__call__(*args, **kwargs)
+
+    def positional_arguments(self, args: tuple) -> tuple[tuple, Callable[[Any], Any] | None]:
+        """``args`` with a dict of parameter values as the array the Program takes, and how
+        to key a gradient of that array like the dict (None when no dict was given): what
+        `qdiff.quantum.run`, `qdiff.quantum.gradient` and `qdiff.grad` call
+        (`qdiff.quantum.execution.keyed_arguments`).
+
+        >>> from qiskit import QuantumCircuit
+        >>> from qiskit.circuit import Parameter
+        >>> a, b = Parameter("a"), Parameter("b")
+        >>> qc = QuantumCircuit(1); _ = qc.rx(a, 0); _ = qc.ry(b, 0)
+        >>> args, rekey = from_qiskit(qc).positional_arguments(({b: 2.0, a: 1.0},))
+        >>> args, rekey(np.array([10.0, 20.0]))
+        ((array([1., 2.]),), {Parameter(b): np.float64(20.0), Parameter(a): np.float64(10.0)})
+        """
+        if len(args) != 1 or not isinstance(args[0], dict):
+            return tuple(args), None
+        given = args[0]
+        values = self.values_of(given)
+        by_name = {p.name: k for k, p in enumerate(self.parameters)}
+        slots = [(key, by_name[key if isinstance(key, str) else key.name]) for key in given]
+
+        def rekey(grad: Any) -> dict:
+            flat = np.asarray(grad)
+            return {key: flat[k] for key, k in slots}
+
+        return (values,), rekey
 
     def values_of(self, values: dict) -> np.ndarray:
         """The array of parameter values of ``{Parameter or name: value}``, checked: every
