@@ -332,8 +332,8 @@ def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "aut
 
 def _backend(jit: bool, backend: str | None) -> str | None:
     """The back end that ``jit=True`` / ``backend=`` ask for (None: the default)."""
-    if backend is not None and backend not in ("numpy", *BACKENDS):
-        raise QdiffError(f"backend must be one of 'numpy', {', '.join(map(repr, BACKENDS))}, "
+    if backend is not None and backend not in BACKENDS:
+        raise QdiffError(f"backend must be one of {', '.join(map(repr, BACKENDS))}, "
                          f"got {backend!r}")
     return backend or ("numba" if jit else None)
 

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ..autodiff.arguments import as_program
+from ..autodiff.whole_program import rule_for
 from ..ir import pytree
 from ..ir.core import Eqn, Program, Var
 from ..ir.errors import QdiffError
@@ -31,13 +33,12 @@ from ..ir.interpreter import (
 )
 from ..ir.program_function import ProgramFunction
 from ..ir.tracer import Tracer
-from ..ir.types import Tensor
 from ..loops.memory import check_buffer_memory
 from . import rules  # noqa: F401  (fills the rule table)
 from .cache import load
 from .codegen import generate
 from .errors import CompiledCodeError, NotCompilableError
-from .lowering import RULES, Options, unsupported
+from .lowering import Options, unsupported
 
 BACKENDS = ("numba", "numpy")
 FALLBACKS = ("error", "interpret")
@@ -253,19 +254,23 @@ class JittedFunction:
         leaves, tree = pytree.flatten(tuple(args))
         if any(isinstance(leaf, Tracer) for leaf in leaves):
             return self.f(*args)
-        try:
-            compiled = self._compiled_for(args, leaves, tree)
-        except NotCompilableError:
-            raise
-        except QdiffError as error:
-            # derivatives of quantum programs have no Program to compile: they run on the
+        if self._runs_on_simulator(args):
+            # a derivative of a quantum program has no Program to compile: it runs on the
             # simulator when called
-            if self.fallback != "interpret" or isinstance(self.f, Program):
-                raise NotCompilableError(f"cannot compile {self.__name__}: {error}; pass "
-                                         "fallback='interpret' to run it uncompiled") from None
-            log.info("%s runs uncompiled: %s", self.__name__, error)
+            if self.fallback != "interpret":
+                raise NotCompilableError(
+                    f"cannot compile {self.__name__}: derivatives of quantum programs run on "
+                    "the simulator; pass fallback='interpret' to run it uncompiled")
+            log.info("%s runs uncompiled: it differentiates a quantum program", self.__name__)
             return self.f(*args)
+        compiled = self._compiled_for(args, leaves, tree)
         return compiled.call_leaves(leaves)
+
+    def _runs_on_simulator(self, args: tuple) -> bool:
+        source = getattr(self.f, "source", None)  # what a derivative differentiates
+        if source is None or getattr(self.f, "whole", None) is None:
+            return False
+        return rule_for(as_program(source, args)) is not None
 
     def __repr__(self) -> str:
         return f"<qdiff.jit {self.__name__} backend={self.backend!r}>"
@@ -304,5 +309,3 @@ def jit(f: Any, backend: str = "numba", parallel: bool = False,
     """
     return JittedFunction(f, backend, parallel, fallback)
 
-
-_ = RULES, Tensor

@@ -133,3 +133,11 @@ def test_cli_shows_compiled_source(tmp_path, capsys):
     path.write_text(qdiff.trace(lambda x: qnp.sum(qnp.exp(x)), np.zeros(2)).to_json())
     assert cli_main(["show", str(path), "--compiled"]) == 0
     assert "np.exp(" in capsys.readouterr().out
+
+
+def test_a_trace_error_is_reported_as_itself():
+    """A mistake in the user's function is its own error, not "cannot compile"."""
+    f = qdiff.jit(lambda x: x + np.ones(3))
+    with pytest.raises(QdiffError, match="broadcast") as caught:
+        f(np.ones(4))
+    assert not isinstance(caught.value, NotCompilableError)
