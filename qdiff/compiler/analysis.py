@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..ir.core import Eqn, Literal, Program, Var
+from ..ir.core import Eqn, Program, Var
 
 # primitives whose compiled form returns a view of their first operand
 VIEW_PRIMITIVES = {"reshape", "stop_gradient"}
@@ -67,6 +67,3 @@ def _note_outputs(result: Liveness, eqn: Eqn) -> None:
     elif name not in _NOT_FRESH:
         result.owned_roots.update(eqn.outputs)
 
-
-def is_literal(atom: object) -> bool:
-    return isinstance(atom, Literal)

@@ -14,8 +14,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from ..ir.core import Eqn, Literal, Program, Var
 from ..ir.primitives import Primitive
 from ..ir.types import Tensor
@@ -177,10 +175,3 @@ def shape_text(shape: Sequence[int]) -> str:
     """A shape tuple as source text (one-element tuples keep their comma)."""
     return "(" + "".join(f"{int(d)}, " for d in shape).rstrip(" ") + ")" if shape else "()"
 
-
-def out_type(eqn: Eqn, k: int = 0) -> Tensor:
-    return eqn.outputs[k].type
-
-
-def np_dtype(t: Tensor) -> np.dtype:
-    return t.np_dtype
