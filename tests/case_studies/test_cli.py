@@ -8,7 +8,7 @@ from qdiff import cli
 def test_list_names_every_study_with_its_docstring_line(capsys):
     assert cli.main(["case-study", "--list"]) == 0
     out = capsys.readouterr().out
-    assert "quantum_walk" in out and "Quantum walk search on the 4x4 torus" in out
+    assert "quantum_walk" in out and "Quantum walks: search on the 4x4 torus" in out
     assert "common" not in out
 
 
