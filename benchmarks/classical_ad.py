@@ -172,15 +172,8 @@ def workloads(quick: bool) -> list[Workload]:
 
 
 # --------------------------------------------------------------------------------- engines
-def best_time(fn: Callable[[], Any], budget: float = 2.0) -> float:
-    """The best of at least 3 runs, more while they fit in ``budget`` seconds."""
-    best, spent, runs = float("inf"), 0.0, 0
-    while runs < 3 or (spent < budget and runs < 1000):
-        start = time.perf_counter()
-        fn()
-        elapsed = time.perf_counter() - start
-        best, spent, runs = min(best, elapsed), spent + elapsed, runs + 1
-    return best
+def best_time(fn: Callable[[], Any]) -> float:
+    return common.best_within(fn, budget=2.0)
 
 
 def qdiff_engine(jit: bool) -> Callable[[Workload], tuple]:

@@ -116,6 +116,19 @@ def best_of(run: Callable[[], Any], repeats: int,
     return best, result
 
 
+def best_within(run: Callable[[], Any], budget: float, min_runs: int = 3,
+                max_runs: int = 1000) -> float:
+    """The best wall time of ``run``: at least ``min_runs`` calls, more while they fit in
+    ``budget`` seconds (short calls get many samples, long ones a few)."""
+    best, spent, runs = float("inf"), 0.0, 0
+    while runs < min_runs or (spent < budget and runs < max_runs):
+        t0 = time.perf_counter()
+        run()
+        elapsed = time.perf_counter() - t0
+        best, spent, runs = min(best, elapsed), spent + elapsed, runs + 1
+    return best
+
+
 def ansatz_arguments(ap: Any) -> None:
     """The options of a benchmark over the hardware-efficient ansatz: --sizes, --layers,
     --threads, --repeats, --quick (defaults filled by :func:`ansatz_defaults`)."""

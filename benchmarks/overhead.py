@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,14 +24,8 @@ import common  # noqa: E402
 N = 4
 
 
-def best_time(fn: Callable[[], Any], budget: float = 1.0) -> float:
-    best, spent, runs = float("inf"), 0.0, 0
-    while runs < 5 or (spent < budget and runs < 20000):
-        start = time.perf_counter()
-        fn()
-        elapsed = time.perf_counter() - start
-        best, spent, runs = min(best, elapsed), spent + elapsed, runs + 1
-    return best
+def best_time(fn: Callable[[], Any]) -> float:
+    return common.best_within(fn, budget=1.0, min_runs=5, max_runs=20000)
 
 
 def qdiff_engine(x: Any) -> tuple[float, float, Any]:

@@ -189,12 +189,7 @@ def plot_loss(losses: Sequence[float], path) -> Path | None:
         ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("loss")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path)
 
 
 def _grid_values(f, xs: np.ndarray, ys: np.ndarray | None) -> np.ndarray:
@@ -248,12 +243,7 @@ def plot_landscape(f, xs, ys=None, *, trained=None, path) -> Path | None:
             ax.legend()
         ax.set_xlabel("parameter 1")
         ax.set_ylabel("parameter 2")
-    ax.grid(alpha=0.3)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    return path
+    return _save(fig, ax, path)
 
 
 def _cell(value) -> str:
@@ -313,3 +303,15 @@ def finish(passed: bool) -> int:
     """
     print("all self-checks passed" if passed else "SELF-CHECK FAILED")
     return 0 if passed else 1
+
+
+def _save(fig, ax, path) -> Path:
+    """Write a plot as a PNG (``ax`` with a light grid) and close it."""
+    import matplotlib.pyplot as plt
+
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=80)
+    plt.close(fig)
+    return path

@@ -115,35 +115,34 @@ def walk_round(q, t) -> None:
     qm.mcx([q[U1], q[U2], q[V1], q[V2]], q[C1])
 
 
+def _walk_until_flagged(t, cap=None):
+    """The rounds K run while the flag reads 0 (and, with ``cap``, while K < cap)."""
+    q = qm.qubits(6)
+    k = qdiff.Cell(0)
+
+    def body():
+        walk_round(q, t)
+        k.set(k.value + 1)
+
+    body()
+    if cap is None:
+        qdiff.while_loop(lambda: qm.measure(q[C1]) == 0, body)
+    else:
+        qdiff.while_loop(lambda: (qm.measure(q[C1]) == 0) & (k.value < cap), body)
+    return k.value
+
+
 def objective(t):
     """J(t) = E[min(K, 5)] / 4 over the unbounded repeat-while-the-flag-reads-0 loop.
 
     The round counter stops at 5 and the loop then stops testing, since no later round
     changes J (the loop is still one on a measurement; E[K] uses ``rounds``)."""
-    q = qm.qubits(6)
-    k = qdiff.Cell(0)
-
-    def body():
-        walk_round(q, t)
-        k.set(k.value + 1)
-
-    body()
-    qdiff.while_loop(lambda: (qm.measure(q[C1]) == 0) & (k.value < CAP), body)
-    return k.value / (CAP - 1.0)
+    return _walk_until_flagged(t, CAP) / (CAP - 1.0)
 
 
 def rounds(t):
     """K, the number of rounds until the flag reads 1 (no cap: E[K] = 1/p)."""
-    q = qm.qubits(6)
-    k = qdiff.Cell(0)
-
-    def body():
-        walk_round(q, t)
-        k.set(k.value + 1)
-
-    body()
-    qdiff.while_loop(lambda: qm.measure(q[C1]) == 0, body)
-    return qnp.asarray(k.value) * 1.0
+    return qnp.asarray(_walk_until_flagged(t)) * 1.0
 
 
 def success_probability(t):

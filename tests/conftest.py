@@ -21,7 +21,7 @@ def _program_backend(request: pytest.FixtureRequest):
     if backend == "numpy":
         yield
         return
-    import backends  # noqa: F401  (registers numba-checked)
+    from tests import backends  # noqa: F401  (registers numba-checked)
 
     with default_backend(backend):
         yield

@@ -29,16 +29,14 @@ class Liveness:
     last_use: dict[Var, float] = field(default_factory=dict)
     root: dict[Var, Var] = field(default_factory=dict)
     owned_roots: set[Var] = field(default_factory=set)
+    root_last_use: dict[Var, float] = field(default_factory=dict)  # over a root's views
 
     def root_of(self, var: Var) -> Var:
         return self.root.get(var, var)
 
     def dead_after(self, var: Var, index: int) -> bool:
         """Whether no equation after ``index`` (nor the output) reads ``var`` or a view of it."""
-        root = self.root_of(var)
-        return all(self.last_use.get(v, -1) <= index
-                   for v, r in self.root.items() if r is root) and \
-            self.last_use.get(root, -1) <= index
+        return self.root_last_use.get(self.root_of(var), -1) <= index
 
     def overwritable(self, var: Var, index: int) -> bool:
         return self.root_of(var) in self.owned_roots and self.dead_after(var, index)
@@ -57,6 +55,9 @@ def liveness(program: Program, owned_inputs: Iterable[Var] = ()) -> Liveness:
     for atom in program.outputs:
         if isinstance(atom, Var):
             result.last_use[atom] = float("inf")
+    for var, last in result.last_use.items():
+        root = result.root_of(var)
+        result.root_last_use[root] = max(result.root_last_use.get(root, -1), last)
     return result
 
 

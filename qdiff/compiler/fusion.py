@@ -109,6 +109,12 @@ def merge_runs(loop: Sequence[int], shape: Sequence[int]) -> list[tuple[int, int
     return runs
 
 
+def _stream_size(eqn: Eqn, kind: str) -> int:
+    """How many elements ``eqn`` runs over as a member of ``kind``."""
+    source = eqn.inputs[0] if kind in ("reduction", "alias") else eqn.outputs[0]
+    return math.prod(source.type.shape)
+
+
 def _fit(requirements: list[tuple[int, ...]], current: tuple[int, ...] | None,
          required: tuple[int, ...]) -> tuple[int, ...] | None:
     """A loop shape that every requirement and ``required`` merge from, or None."""
@@ -131,9 +137,13 @@ class Group:
     streams: set[Var] = field(default_factory=set)    # values with one element per index
     produced: set[Var] = field(default_factory=set)   # every value the group defines
 
-    def stream_size(self, eqn: Eqn, kind: str) -> int:
-        source = eqn.inputs[0] if kind in ("reduction", "alias") else eqn.outputs[0]
-        return math.prod(source.type.shape)
+    @classmethod
+    def start(cls, eqn: Eqn, kind: str) -> Group:
+        """A group holding ``eqn`` alone."""
+        group = cls(size=_stream_size(eqn, kind))
+        group.add(eqn, kind)
+        return group
+
 
     def requirement(self, eqn: Eqn, kind: str) -> tuple[int, ...] | None:
         """The shape whose multi-index the member needs (None: the flat index does)."""
@@ -147,7 +157,7 @@ class Group:
         return None
 
     def accepts(self, eqn: Eqn, kind: str) -> bool:
-        if self.stream_size(eqn, kind) != self.size:
+        if _stream_size(eqn, kind) != self.size:
             return False
         inputs = [a for a in eqn.inputs if isinstance(a, Var)]
         if any(a in self.produced and a not in self.streams for a in inputs):
@@ -239,10 +249,7 @@ def plan(eqns: Sequence[Eqn]) -> list[Eqn | Group]:
         else:
             close(needed)
         if kind is not None and kind != "alias":
-            group = Group(size=0)
-            group.size = group.stream_size(eqn, kind)
-            group.add(eqn, kind)
-            open_groups.append(group)
+            open_groups.append(Group.start(eqn, kind))
         else:
             items.append(eqn)
     close(list(open_groups))

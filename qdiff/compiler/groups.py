@@ -255,8 +255,5 @@ def _alone(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     kind = member_kind(eqn)
     if kind is None:  # broadcast of a scalar to rank 0: the value itself
         return [args[0]]
-    group = Group(size=0)
-    group.size = group.stream_size(eqn, kind)
-    group.add(eqn, kind)
-    lower_group(scope, group)
+    lower_group(scope, Group.start(eqn, kind))
     return [scope.read(v) for v in eqn.outputs]

@@ -132,16 +132,17 @@ class CompiledProgram:
             (e.params["slots"], e.inputs[0].type.size * e.inputs[0].type.np_dtype.itemsize)
             for e in program.all_eqns() if e.primitive.name == "checkpoint_buffer"]
         missing = unsupported(program)
+        self._claimed = runner_for(program) is not None  # e.g. a quantum program
         if backend == "numpy":
             self._whole = lambda values: evaluate(program, *values)
-        elif runner_for(program) is not None or missing:
+        elif self._claimed or missing:
             self._plan_fallback(missing, fallback)
         else:
             self._steps = [_Kernel(program, self.options)]
 
     def _plan_fallback(self, missing: list[str], fallback: str) -> None:
         program = self.program
-        claimed = runner_for(program) is not None
+        claimed = self._claimed
         what = (f"primitive(s) {', '.join(missing)} have no compiled form"
                 if missing else "its runner executes it as a whole")
         if fallback == "error":
@@ -173,7 +174,7 @@ class CompiledProgram:
         structured as the program's."""
         program = self.program
         if self._whole is not None:
-            if runner_for(program) is not None and self.backend != "numpy":
+            if self._claimed and self.backend != "numpy":
                 return self._whole(pytree.unflatten(program.in_tree, list(values))
                                    if program.in_tree is not None else values)
             outputs = [to_user(v) for v in self._whole(values)]

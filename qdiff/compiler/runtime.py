@@ -88,9 +88,10 @@ def batched_matmul_loops(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @njit(**_JIT)
-def solve(a: np.ndarray, b: np.ndarray, code: int) -> np.ndarray:
-    """``solve(a[p], b[p])`` for ``a`` (P, n, n) and ``b`` (P, n, k); a singular matrix
-    raises ``code``."""
+def factor_or_solve(a: np.ndarray, b: np.ndarray, solve: bool, code: int) -> np.ndarray:
+    """Per matrix ``a[p]`` of (P, n, n): ``solve(a[p], b[p])`` for ``b`` (P, n, k), or with
+    ``solve`` False the lower Cholesky factor (``b`` is then ``a``). A singular or not
+    positive definite matrix raises ``code``."""
     out = np.zeros_like(b)
     if a.shape[1] == 0 or b.shape[2] == 0:
         return out
@@ -98,30 +99,12 @@ def solve(a: np.ndarray, b: np.ndarray, code: int) -> np.ndarray:
         failed = False
         # Numba raises LinAlgError, catches only Exception, and cannot raise in `except`
         try:
-            x = np.linalg.solve(a[p], b[p])
+            x = np.linalg.solve(a[p], b[p]) if solve else np.linalg.cholesky(a[p])
         except Exception:  # noqa: BLE001
             failed = True
         if failed:
             raise CompiledCodeError(code)
         out[p] = x
-    return out
-
-
-@njit(**_JIT)
-def cholesky(a: np.ndarray, code: int) -> np.ndarray:
-    """The lower Cholesky factor of each ``a[p]`` (P, n, n); not positive definite raises
-    ``code``."""
-    out = np.zeros_like(a)
-    if a.shape[1] == 0:
-        return out
-    for p in range(a.shape[0]):
-        failed = False
-        try:
-            out[p] = np.linalg.cholesky(a[p])
-        except Exception:  # noqa: BLE001
-            failed = True
-        if failed:
-            raise CompiledCodeError(code)
     return out
 
 

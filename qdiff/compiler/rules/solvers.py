@@ -27,8 +27,8 @@ def _solve(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     a, b = (x.type.shape for x in eqn.inputs)
     code = len(scope.src.messages)
     scope.src.error(QdiffError, f"solve: the matrix is singular (shape {a})")
-    found = (f"rt.solve({args[0]}.reshape({_batched(a)}), "
-             f"{args[1]}.reshape({_batched(b)}), {code})")
+    found = (f"rt.factor_or_solve({args[0]}.reshape({_batched(a)}), "
+             f"{args[1]}.reshape({_batched(b)}), True, {code})")
     return _bind(scope, f"{found}.reshape({shape_text(b)})")
 
 
@@ -37,7 +37,8 @@ def _cholesky(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     a = eqn.inputs[0].type.shape
     code = len(scope.src.messages)
     scope.src.error(QdiffError, f"cholesky: the matrix is not positive definite (shape {a})")
-    found = f"rt.cholesky({args[0]}.reshape({_batched(a)}), {code})"
+    matrices = f"{args[0]}.reshape({_batched(a)})"
+    found = f"rt.factor_or_solve({matrices}, {matrices}, False, {code})"
     return _bind(scope, f"{found}.reshape({shape_text(a)})")
 
 

@@ -71,7 +71,7 @@ def test_pauli_evolution_of_an_operator_list_is_the_exact_evolution_of_their_sum
 
 
 def test_commuting_pauli_evolution_with_a_parameter_is_exact_and_differentiable():
-    commuting = SparsePauliOp.from_list([("ZZI", 0.8), ("IZZ", -0.3), ("XXX", 0.2)])
+    commuting = SparsePauliOp.from_list([("ZZI", 0.8), ("IZZ", -0.3), ("XYY", 0.2)])
     terms = [Pauli(label).to_matrix() for label in commuting.paulis.to_labels()]
     assert all(np.allclose(a @ b, b @ a) for a in terms for b in terms)  # they do commute
     t = Parameter("t")
