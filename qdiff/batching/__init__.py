@@ -17,6 +17,7 @@ from . import (  # noqa: F401  (each fills the batching rules of its primitives)
     soacs,
 )
 from .interpreter import batch_program, def_batch
-from .vmap import VmappedFunction, register_batched_runner, vmap
+from .vmap import VmappedFunction, register_batched_gradient, register_batched_runner, vmap
 
-__all__ = ["VmappedFunction", "batch_program", "def_batch", "register_batched_runner", "vmap"]
+__all__ = ["VmappedFunction", "batch_program", "def_batch", "register_batched_gradient",
+           "register_batched_runner", "vmap"]

@@ -47,6 +47,18 @@ def register_batched_runner(claims: Callable[[Program, list[bool]], bool],
     _BATCHED_RUNNERS.append((claims, run))
 
 
+# (claims(program, batched flags), run(program, values, flags, size, argnums) -> (value, grads))
+_BATCHED_GRADIENTS: list[tuple[Callable[..., bool], Callable[..., tuple[Any, Any]]]] = []
+
+
+def register_batched_gradient(claims: Callable[[Program, list[bool]], bool],
+                              run: Callable[..., tuple[Any, Any]]) -> None:
+    """Compute ``vmap(grad(f))`` and ``vmap(value_and_grad(f))`` of a program that a
+    whole-program rule claims with ``run(program, values, batched, size, argnums) ->
+    (values, gradients)``, batch axis first, when ``claims(program, batched)`` holds."""
+    _BATCHED_GRADIENTS.append((claims, run))
+
+
 def leaf_axes(axes: Axes, value: Any, what: str) -> list[int | None]:
     """The batch axis of each leaf of ``value``, from ``axes``: an int or None for every
     leaf, or a prefix of ``value``'s structure (tuples, lists, dicts) as in JAX.
@@ -124,6 +136,11 @@ class VmappedFunction(ProgramFunction):
     def _batched(self, *args: Any) -> Any:
         leaves, tree, axes, size, members = self._split(args)
         program, captured = as_closed_program(self.source, members)
+        if rule_for(program) is not None:
+            raise QdiffError(
+                f"vmap of a {rule_for(program).name} program runs on the simulator when it is "
+                "called with concrete values; it cannot be traced, nor differentiated from "
+                "outside (use vmap(grad(f)) for each member's gradient)")
         skeleton = unflatten_outputs(program, list(range(len(program.outputs))))
         out_axes = leaf_axes(self.out_axes, skeleton, "out_axes")
         flags = [a is not None for a in axes] + [False] * len(captured)
@@ -152,20 +169,27 @@ class VmappedFunction(ProgramFunction):
         """The batch run by a batched runner or member by member, when ``f`` is run on a
         simulator as a whole; None when it is rewritten like any program."""
         leaves, tree, axes, size, members = self._split(args)
+        gradient = getattr(self.source, "gradient_of", None)
         try:
-            program = as_program(self.source, members)
+            program = as_program(self.source if gradient is None else gradient[0], members)
         except QdiffError:
-            program = None  # a derivative computed on a simulator has no program
-        if program is not None and rule_for(program) is None:
+            program = None
+        if gradient is None and program is not None and rule_for(program) is None:
             return None
+        if gradient is not None and program is not None and rule_for(program) is None:
+            return None  # the derivative of a classical program is a program too
         flags = [a is not None for a in axes]
         moved = [np.moveaxis(np.asarray(x), a, 0) if a is not None else x
                  for x, a in zip(leaves, axes)]
         if program is not None and self.out_axes == 0:
-            for claims, run in _BATCHED_RUNNERS:
-                if claims(program, flags):
-                    outs = run(program, moved, flags, size)
-                    return unflatten_outputs(program, outs)
+            found = _batched_run(program, gradient, moved, flags, size)
+            if found is not None:
+                return found[0]
+        return self._member_by_member(tree, moved, flags, size)
+
+    def _member_by_member(self, tree: tuple, moved: list[Any], flags: list[bool],
+                          size: int) -> Any:
+        """``f`` called on each member in turn, the results stacked."""
         results = [self.source(*pytree.unflatten(tree, [x[b] if f else x
                                                         for x, f in zip(moved, flags)]))
                    for b in range(size)]
@@ -176,6 +200,25 @@ class VmappedFunction(ProgramFunction):
             column = [np.asarray(pytree.flatten(r)[0][k]) for r in results]
             stacked.append(np.asarray(first[k]) if axis is None else np.stack(column, axis))
         return pytree.unflatten(out_tree, stacked)
+
+
+def _batched_run(program: Program, gradient: tuple | None, values: list[Any],
+                 flags: list[bool], size: int) -> tuple[Any] | None:
+    """``(result,)`` from a registered batched runner (or batched gradient, for a
+    ``gradient_of`` description), or None when none claims the program."""
+    if gradient is None:
+        for claims, run in _BATCHED_RUNNERS:
+            if claims(program, flags):
+                return (unflatten_outputs(program, run(program, values, flags, size)),)
+        return None
+    _, argnums, with_value, method, options = gradient
+    if method not in ("auto", "adjoint") or options:
+        return None
+    for claims, run in _BATCHED_GRADIENTS:
+        if claims(program, flags):
+            value, grads = run(program, values, flags, size, argnums)
+            return ((value, grads) if with_value else grads,)
+    return None
 
 
 def vmap(f: Function, in_axes: Axes = 0, out_axes: Axes = 0) -> VmappedFunction:
@@ -196,4 +239,5 @@ def vmap(f: Function, in_axes: Axes = 0, out_axes: Axes = 0) -> VmappedFunction:
     return VmappedFunction(f, in_axes, out_axes)
 
 
-__all__ = ["VmappedFunction", "leaf_axes", "register_batched_runner", "vmap"]
+__all__ = ["VmappedFunction", "leaf_axes", "register_batched_gradient",
+           "register_batched_runner", "vmap"]
