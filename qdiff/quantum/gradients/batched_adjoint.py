@@ -46,15 +46,20 @@ def _vjp(part: Program, active: tuple[bool, ...], with_primal: bool) -> Program:
     return vjp_program(part, list(active), with_primal=with_primal)
 
 
+_PAULI_CODES = {"X": 1, "Y": 2, "Z": 3}
+
+
 def _generators(circuit: BatchedCircuit) -> tuple[np.ndarray, np.ndarray]:
+    """Each gate's generator (4x4 blocks) and its form for `adjoint_sweep`: 0 no angle,
+    1/2/3 a rotation about X/Y/Z on the wire the kernel acts on, 4 any other."""
     gens = np.zeros((len(circuit.gates), 4, 4), np.complex128)
-    has = np.zeros(len(circuit.gates), np.bool_)
+    forms = np.zeros(len(circuit.gates), np.int64)
     for g, gate in enumerate(circuit.gates):
         if gate.angle is not None:
             generator = gate.generator()
             gens[g, :generator.shape[0], :generator.shape[1]] = generator
-            has[g] = True
-    return gens, has
+            forms[g] = _PAULI_CODES.get(gate.acting.pauli_word or "", 4)
+    return gens, forms
 
 
 def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Sequence[bool],

@@ -19,33 +19,41 @@ matrix on ``wire0, wire1``; bit ``j`` of its index is wire ``j``) or ``CONTROLLE
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 DENSE1, DENSE2, CONTROLLED1 = 1, 2, 3
 
 
 @njit(inline="always", cache=True)
-def _pairs(row, wire, control, m00, m01, m10, m11):  # pragma: no cover - compiled
+def _pair_loops(row, wire, control, m00, m01, m10, m11):  # pragma: no cover - compiled
     # amplitude pairs (i, i + 2^wire), only where bit `control` is 1 (control < 0: all);
     # the innermost loops run over contiguous indices, without a branch
     stride = 1 << wire
     if control < 0:
-        for start in range(0, row.shape[0], 2 * stride):
-            for i in range(start, start + stride):
-                x = row[i]
-                y = row[i + stride]
-                row[i] = m00 * x + m01 * y
-                row[i + stride] = m10 * x + m11 * y
-        return
-    lo, hi = min(wire, control), max(wire, control)
-    on = 1 << control
-    for a in range(0, row.shape[0], 2 << hi):
-        for c in range(a + on, a + on + (1 << hi), 2 << lo):
+        lo, hi, on = wire, wire, 0
+        outer = inner = 2 * stride
+    else:
+        lo, hi, on = min(wire, control), max(wire, control), 1 << control
+        outer, inner = 2 << hi, 2 << lo
+    for a in range(0, row.shape[0], outer):
+        for c in range(a + on, a + on + (1 << hi), inner):
             for i in range(c, c + (1 << lo)):
                 x = row[i]
                 y = row[i + stride]
                 row[i] = m00 * x + m01 * y
                 row[i + stride] = m10 * x + m11 * y
+
+
+@njit(inline="always", cache=True)
+def _pairs(row, wire, control, m00, m01, m10, m11):  # pragma: no cover - compiled
+    """The 2x2 matrix on amplitude pairs: a swap when it is X (no arithmetic), real
+    coefficients when they are real (a third of the multiplications), else complex."""
+    if m00 == 0 and m11 == 0 and m01 == 1 and m10 == 1:
+        _pair_loops(row, wire, control, 0.0, 1.0, 1.0, 0.0)
+    elif m00.imag == 0 and m01.imag == 0 and m10.imag == 0 and m11.imag == 0:
+        _pair_loops(row, wire, control, m00.real, m01.real, m10.real, m11.real)
+    else:
+        _pair_loops(row, wire, control, m00, m01, m10, m11)
 
 
 @njit(inline="always", cache=True)
@@ -75,11 +83,10 @@ def _apply(row, kind, w0, w1, m):  # pragma: no cover - compiled
         _pairs(row, w0, -1, m[0, 0], m[0, 1], m[1, 0], m[1, 1])
 
 
-@njit(cache=True, parallel=True)
+@njit(cache=True)
 def run_circuit(psi, kinds, wire0, wire1, mats):  # pragma: no cover - compiled
-    """Apply gates ``g = 0, 1, ...`` to every row of ``psi``, in place; returns ``psi``.
-    Members are independent: they are spread over Numba's threads."""
-    for b in prange(psi.shape[0]):
+    """Apply gates ``g = 0, 1, ...`` to every row of ``psi``, in place; returns ``psi``."""
+    for b in range(psi.shape[0]):
         row = psi[b]
         for g in range(kinds.shape[0]):
             _apply(row, kinds[g], wire0[g], wire1[g], mats[b, g])
@@ -87,12 +94,13 @@ def run_circuit(psi, kinds, wire0, wire1, mats):  # pragma: no cover - compiled
 
 
 @njit(inline="always", cache=True)
-def _undo_pairs(row, adj, wire, control, m, gen, with_gen):  # pragma: no cover - compiled
-    """``<adj|G row>`` (when ``with_gen``), then ``row`` and ``adj`` through ``m^dagger``,
-    in one pass over the amplitude pairs."""
+def _undo_pairs(row, adj, wire, control, m, gen, pauli):  # pragma: no cover - compiled
+    """``<adj|G row>``, then ``row`` and ``adj`` through ``m^dagger``, in one pass over the
+    amplitude pairs. ``pauli``: 0 no generator, 1/2/3 ``G = X/2, Y/2, Z/2`` (a rotation:
+    cheaper sums, and ``Z`` keeps ``m`` diagonal), 4 any other 2x2 ``G``."""
     a00, a01 = np.conj(m[0, 0]), np.conj(m[1, 0])
     a10, a11 = np.conj(m[0, 1]), np.conj(m[1, 1])
-    if not with_gen:
+    if pauli == 0:
         _pairs(row, wire, control, a00, a01, a10, a11)
         _pairs(adj, wire, control, a00, a01, a10, a11)
         return 0j
@@ -100,11 +108,11 @@ def _undo_pairs(row, adj, wire, control, m, gen, with_gen):  # pragma: no cover 
     stride = 1 << wire
     if control < 0:
         lo, hi, on = wire, wire, 0
+        outer = inner = 2 * stride
     else:
         lo, hi, on = min(wire, control), max(wire, control), 1 << control
+        outer, inner = 2 << hi, 2 << lo
     total = 0j
-    outer = 2 << hi if control >= 0 else 2 * stride
-    inner = 2 << lo if control >= 0 else 2 * stride
     for a in range(0, row.shape[0], outer):
         for c in range(a + on, a + on + (1 << hi), inner):
             for i in range(c, c + (1 << lo)):
@@ -113,11 +121,28 @@ def _undo_pairs(row, adj, wire, control, m, gen, with_gen):  # pragma: no cover 
                 y = row[j]
                 u = adj[i]
                 v = adj[j]
-                total += np.conj(u) * (g00 * x + g01 * y) + np.conj(v) * (g10 * x + g11 * y)
+                if pauli == 3:  # diagonal: G = Z/2
+                    total += np.conj(u) * x - np.conj(v) * y
+                    row[i] = a00 * x
+                    row[j] = a11 * y
+                    adj[i] = a00 * u
+                    adj[j] = a11 * v
+                    continue
+                if pauli == 1:
+                    total += np.conj(u) * y + np.conj(v) * x
+                elif pauli == 2:
+                    total += np.conj(v) * x - np.conj(u) * y
+                else:
+                    total += np.conj(u) * (g00 * x + g01 * y) + np.conj(v) * (g10 * x + g11 * y)
                 row[i] = a00 * x + a01 * y
                 row[j] = a10 * x + a11 * y
                 adj[i] = a00 * u + a01 * v
                 adj[j] = a10 * u + a11 * v
+    # the Pauli sums left out G's factor: 1/2 for X and Z, i/2 for Y
+    if pauli == 1 or pauli == 3:
+        return 0.5 * total
+    if pauli == 2:
+        return 0.5j * total
     return total
 
 
@@ -138,27 +163,27 @@ def _overlap4(adj, row, w0, w1, gen):  # pragma: no cover - compiled
     return total
 
 
-@njit(cache=True, parallel=True)
-def adjoint_sweep(psi, lam, kinds, wire0, wire1, mats, gens, has_gen,
+@njit(cache=True)
+def adjoint_sweep(psi, lam, kinds, wire0, wire1, mats, gens, paulis,
                   out):  # pragma: no cover - compiled
     """The reverse sweep of `run_circuit`, member by member: ``psi`` holds the final states,
     ``lam`` the adjoint vectors of the objectives (``dJ = 2 Re<lam|dpsi>``). For each gate
     from the last, ``out[b, g] = 2 Im<lam|G psi>`` where ``has_gen[g]`` (``gens[b]`` the
     generator of ``U = exp(-iθG)``, its 2x2 base block for a controlled gate), then ``psi``
     and ``lam`` are undone through ``U^dagger``. Both end at the states before the circuit."""
-    for b in prange(psi.shape[0]):
+    for b in range(psi.shape[0]):
         row, adj = psi[b], lam[b]
         for g in range(kinds.shape[0] - 1, -1, -1):
             kind, w0, w1, m = kinds[g], wire0[g], wire1[g], mats[b, g]
             if kind == DENSE2:
-                if has_gen[g]:
+                if paulis[g]:
                     out[b, g] = 2.0 * _overlap4(adj, row, w0, w1, gens[g]).imag
                 u = np.conj(m.T)
                 _quads(row, w0, w1, u)
                 _quads(adj, w0, w1, u)
             else:
                 wire, control = (w1, w0) if kind == CONTROLLED1 else (w0, -1)
-                total = _undo_pairs(row, adj, wire, control, m, gens[g], has_gen[g])
-                if has_gen[g]:
+                total = _undo_pairs(row, adj, wire, control, m, gens[g], paulis[g])
+                if paulis[g]:
                     out[b, g] = 2.0 * total.imag
     return out
