@@ -25,11 +25,10 @@ from ..autodiff.whole_program import rule_for
 from ..ir import pytree
 from ..ir.core import Program
 from ..ir.errors import QdiffError
-from ..ir.interpreter import call_program
 from ..ir.program_function import ProgramFunction, holds_tracer
 from ..ir.tracer import as_operand, value_type
 from ..ir.types import Tensor
-from .interpreter import batch_subprogram, move_axis, with_trees
+from .interpreter import batch_eval, materialize, move_axis
 
 Axes = int | None | Sequence[Any] | dict
 
@@ -144,18 +143,17 @@ class VmappedFunction(ProgramFunction):
         skeleton = unflatten_outputs(program, list(range(len(program.outputs))))
         out_axes = leaf_axes(self.out_axes, skeleton, "out_axes")
         flags = [a is not None for a in axes] + [False] * len(captured)
-        batched, natural = batch_subprogram(program, flags, size,
-                                            force=[a is not None for a in out_axes])
+        moved = [x if a is None else move_axis(x, a, 0) for x, a in zip(leaves, axes)]
+        # replayed into this trace (not called as a program: calling would fold the
+        # repeated constants of the batch into literals)
+        outs, natural = batch_eval(program, [*moved, *captured], flags, size)
         for k, (axis, varies) in enumerate(zip(out_axes, natural)):
             if axis is None and varies:
                 raise QdiffError(f"vmap: out_axes is None for output leaf {k}, but it differs "
                                  "from member to member")
-        moved = [x if a is None else move_axis(x, a, 0) for x, a in zip(leaves, axes)]
-        call = (*pytree.unflatten(tree, moved), *pytree.closure_arguments(captured))
-        outs = call_program(with_trees(batched, program), call)
-        out_leaves, out_tree = pytree.flatten(outs)
-        placed = [x if a is None else move_axis(x, 0, a) for x, a in zip(out_leaves, out_axes)]
-        return pytree.unflatten(out_tree, placed)
+        placed = [x if a is None else move_axis(materialize(x, b, size), 0, a)
+                  for x, b, a in zip(outs, natural, out_axes)]
+        return unflatten_outputs(program, placed)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = self.bind_arguments(args, kwargs)
