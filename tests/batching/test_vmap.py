@@ -346,3 +346,21 @@ def test_jit_of_vmap_equals_the_interpreter():
     xs, ws = _u(3), rng.uniform(0.5, 1.5, size=B)
     batched = qdiff.vmap(qdiff.grad(_loss))
     _close(qdiff.jit(batched)(ws, xs), batched(ws, xs))
+
+
+def test_a_member_past_max_iter_fails_as_it_does_alone():
+    halve = lambda a: qdiff.while_loop(lambda v: v > 1.0, lambda v: v / 2, a,  # noqa: E731
+                                       max_iter=3)
+    _close(qdiff.vmap(halve)(np.array([2.0, 5.0])), np.array([1.0, 0.625]))
+    with pytest.raises(qdiff.LoopLimitError):
+        qdiff.program(halve)(1000.0)
+    with pytest.raises(qdiff.LoopLimitError):
+        qdiff.vmap(halve)(np.array([2.0, 1000.0]))
+
+
+def test_a_batch_of_one_and_a_shared_output():
+    x = _u(2)[:1]
+    _close(qdiff.vmap(lambda a: qnp.sum(a) * 2.0)(x), np.sum(x, axis=1) * 2.0)
+    got = qdiff.vmap(lambda a, b: (a + b, b * 2.0), in_axes=(0, None),
+                     out_axes=(0, None))(x, 3.0)
+    _close(got, (x + 3.0, np.float64(6.0)))
