@@ -115,6 +115,8 @@ class VmappedFunction(ProgramFunction):
         label = getattr(f, "name", None) or getattr(f, "__name__", "f")
         super().__init__(self._batched, f"vmap_{label}")
         self.source, self.in_axes, self.out_axes = f, in_axes, out_axes
+        # plain functions read as programs when called, traced once per signature
+        self._programs: dict[int, ProgramFunction] = {}
 
     def signature_source(self) -> Callable[..., Any] | None:
         source = self.source
@@ -169,13 +171,12 @@ class VmappedFunction(ProgramFunction):
         leaves, tree, axes, size, members = self._split(args)
         gradient = getattr(self.source, "gradient_of", None)
         try:
-            program = as_program(self.source if gradient is None else gradient[0], members)
+            program = self._member_program(self.source if gradient is None else gradient[0],
+                                           members)
         except QdiffError:
-            program = None
-        if gradient is None and program is not None and rule_for(program) is None:
-            return None
-        if gradient is not None and program is not None and rule_for(program) is None:
-            return None  # the derivative of a classical program is a program too
+            program = None  # a derivative computed on a simulator has no program
+        if program is not None and rule_for(program) is None:
+            return None  # a classical program, or its derivative: rewritten
         flags = [a is not None for a in axes]
         moved = [np.moveaxis(np.asarray(x), a, 0) if a is not None else x
                  for x, a in zip(leaves, axes)]
@@ -184,6 +185,13 @@ class VmappedFunction(ProgramFunction):
             if found is not None:
                 return found[0]
         return self._member_by_member(tree, moved, flags, size)
+
+    def _member_program(self, fn: Function, members: tuple) -> Program:
+        """``fn``'s program for one member (cached per signature)."""
+        if isinstance(fn, (Program, ProgramFunction)) or not callable(fn):
+            return as_program(fn, members)
+        wrapped = self._programs.setdefault(id(fn), ProgramFunction(fn))
+        return wrapped.trace(*members)
 
     def _member_by_member(self, tree: tuple, moved: list[Any], flags: list[bool],
                           size: int) -> Any:

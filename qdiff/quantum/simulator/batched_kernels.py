@@ -94,16 +94,9 @@ def run_circuit(psi, kinds, wire0, wire1, mats):  # pragma: no cover - compiled
 
 
 @njit(inline="always", cache=True)
-def _undo_pairs(row, adj, wire, control, m, gen, pauli):  # pragma: no cover - compiled
-    """``<adj|G row>``, then ``row`` and ``adj`` through ``m^dagger``, in one pass over the
-    amplitude pairs. ``pauli``: 0 no generator, 1/2/3 ``G = X/2, Y/2, Z/2`` (a rotation:
-    cheaper sums, and ``Z`` keeps ``m`` diagonal), 4 any other 2x2 ``G``."""
-    a00, a01 = np.conj(m[0, 0]), np.conj(m[1, 0])
-    a10, a11 = np.conj(m[0, 1]), np.conj(m[1, 1])
-    if pauli == 0:
-        _pairs(row, wire, control, a00, a01, a10, a11)
-        _pairs(adj, wire, control, a00, a01, a10, a11)
-        return 0j
+def _undo_loops(row, adj, wire, control, a00, a01, a10, a11, gen,
+                pauli):  # pragma: no cover - compiled
+    # one pass over the amplitude pairs: the overlap with the generator, then the undo
     g00, g01, g10, g11 = gen[0, 0], gen[0, 1], gen[1, 0], gen[1, 1]
     stride = 1 << wire
     if control < 0:
@@ -138,6 +131,26 @@ def _undo_pairs(row, adj, wire, control, m, gen, pauli):  # pragma: no cover - c
                 row[j] = a10 * x + a11 * y
                 adj[i] = a00 * u + a01 * v
                 adj[j] = a10 * u + a11 * v
+    return total
+
+
+@njit(inline="always", cache=True)
+def _undo_pairs(row, adj, wire, control, m, gen, pauli):  # pragma: no cover - compiled
+    """``<adj|G row>``, then ``row`` and ``adj`` through ``m^dagger``, in one pass over the
+    amplitude pairs. ``pauli``: 0 no generator, 1/2/3 ``G = X/2, Y/2, Z/2`` (a rotation:
+    cheaper sums, and ``Z`` keeps ``m`` diagonal), 4 any other 2x2 ``G``. A real ``m``
+    (``ry``) is applied with real coefficients."""
+    a00, a01 = np.conj(m[0, 0]), np.conj(m[1, 0])
+    a10, a11 = np.conj(m[0, 1]), np.conj(m[1, 1])
+    if pauli == 0:
+        _pairs(row, wire, control, a00, a01, a10, a11)
+        _pairs(adj, wire, control, a00, a01, a10, a11)
+        return 0j
+    if a00.imag == 0 and a01.imag == 0 and a10.imag == 0 and a11.imag == 0:
+        total = _undo_loops(row, adj, wire, control, a00.real, a01.real, a10.real, a11.real,
+                            gen, pauli)
+    else:
+        total = _undo_loops(row, adj, wire, control, a00, a01, a10, a11, gen, pauli)
     # the Pauli sums left out G's factor: 1/2 for X and Z, i/2 for Y
     if pauli == 1 or pauli == 3:
         return 0.5 * total
