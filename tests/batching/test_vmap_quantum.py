@@ -72,14 +72,31 @@ def test_per_member_gradients_equal_a_loop_of_adjoint_gradients():
     assert abs(want[0][0][1] - fd) < 1e-7
 
 
-def test_programs_outside_the_batched_form_run_member_by_member():
+def test_counted_loops_carrying_the_state_are_unrolled_into_the_circuit():
     theta = np.array([0.5, 0.9, 1.3])
-    looped = qdiff.program(layers)                    # a loop carrying the state
-    assert batched_circuit(looped.trace(0.1)) is None
+    looped = qdiff.program(layers)                    # three ry(θ) in a fori_loop
+    assert batched_circuit(looped.trace(0.1)) is not None
     np.testing.assert_allclose(qdiff.vmap(looped)(theta), np.cos(3 * theta), atol=1e-12)
     np.testing.assert_allclose(qdiff.vmap(qdiff.grad(looped))(theta), -3 * np.sin(3 * theta),
                                atol=1e-10)
+
+
+def test_programs_outside_the_batched_form_run_member_by_member():
+    theta = np.array([0.5, 0.9, 1.3])
+
+    def traced_bound(t, n):                           # a loop carrying the state, traced bound
+        q = qm.qubits(1)
+        qdiff.fori_loop(0, n, lambda i: qm.ry(t, q[0]))
+        return qm.expval("Z", q)
+
+    program = qdiff.program(traced_bound)
+    assert batched_circuit(program.trace(0.1, 3)) is None
+    np.testing.assert_allclose(qdiff.vmap(program, in_axes=(0, None))(theta, 3),
+                               np.cos(3 * theta), atol=1e-12)
+    np.testing.assert_allclose(qdiff.vmap(qdiff.grad(program), in_axes=(0, None))(theta, 3),
+                               -3 * np.sin(3 * theta), atol=1e-10)
     measured = qdiff.program(repeat_until_one)        # a loop on a measurement
+    assert batched_circuit(measured.trace(0.1)) is None
     got = qdiff.vmap(measured)(theta)
     np.testing.assert_allclose(got, [measured(t) for t in theta], rtol=1e-12)
 

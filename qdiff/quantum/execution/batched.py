@@ -35,9 +35,11 @@ import numpy as np
 
 from ...batching import register_batched_runner
 from ...batching.interpreter import batch_subprogram
-from ...ir.core import Program, Var
+from ...ir.control_flow import loop_p
+from ...ir.core import Literal, Program, Var
 from ...ir.interpreter import evaluate
 from ...ir.passes import unpack_scalars
+from ...ir.tracer import bind, trace
 from ...ir.types import Bit, QState
 from ..lang.gates import GateSpec, gate_spec
 from ..lang.observables import PauliSum
@@ -154,6 +156,70 @@ def _split(program: Program) -> BatchedCircuit | None:
     return BatchedCircuit(program, angles, outputs, tuple(gates), tuple(readouts), num_qubits)
 
 
+# Counted loops that carry the state are unrolled when their bounds are constants and
+# they run at most this many iterations in all.
+MAX_UNROLLED_ITERATIONS = 4096
+
+
+def _carries_state(eqn: Any) -> bool:
+    return any(isinstance(a.type, QState) for a in eqn.inputs)
+
+
+def unrolled_state_loops(program: Program) -> Program | None:
+    """``program`` with every counted loop that carries the quantum state and has constant
+    bounds replaced by its iterations (nested ones too), so that its gates form one
+    straight circuit; ``program`` itself when it has none; None when they would run more
+    than `MAX_UNROLLED_ITERATIONS` iterations.
+
+    >>> import qdiff
+    >>> from qdiff.quantum.lang.examples import layers   # three ry(t) in a counted loop
+    >>> [e.primitive.name for e in unrolled_state_loops(qdiff.trace(layers, 0.1)).eqns]
+    ['qalloc', 'gate', 'gate', 'gate', 'expval']
+    """
+    if not any(e.primitive is loop_p and _carries_state(e) for e in program.eqns):
+        return program
+    budget = [MAX_UNROLLED_ITERATIONS]
+
+    def replay(body: Program, args: Sequence[Any]) -> list[Any]:
+        env: dict[Var, Any] = dict(zip(body.inputs, args))
+
+        def read(atom: Any) -> Any:
+            return atom.value if isinstance(atom, Literal) else env[atom]
+
+        for eqn in body.eqns:
+            values = [read(a) for a in eqn.inputs]
+            if eqn.primitive is loop_p and _carries_state(eqn):
+                start, stop = eqn.inputs[:2]
+                if not (isinstance(start, Literal) and isinstance(stop, Literal)):
+                    raise _NotStraight
+                count = max(0, int(stop.value) - int(start.value))
+                budget[0] -= count
+                if budget[0] < 0:
+                    raise _NotStraight
+                nc = eqn.params["num_consts"]
+                consts, outs = values[2:2 + nc], values[2 + nc:]
+                for i in range(int(start.value), int(stop.value)):
+                    index = np.asarray(i, start.value.dtype)
+                    outs = replay(eqn.params["body"], [index, *consts, *outs])
+            else:
+                result = bind(eqn.primitive, *values, **eqn.params)
+                outs = result if eqn.primitive.multiple_results else [result]
+            env.update(zip(eqn.outputs, outs))
+        return [read(a) for a in body.outputs]
+
+    try:
+        flat = trace(lambda *args: tuple(replay(program, args)), *program.in_types,
+                     name=program.name)
+    except _NotStraight:
+        return None
+    return Program(flat.inputs, flat.eqns, flat.outputs, name=program.name,
+                   in_tree=program.in_tree, out_tree=program.out_tree)
+
+
+class _NotStraight(Exception):
+    """A loop carrying the state whose bounds are not constants, or too many iterations."""
+
+
 _PLANS: dict[int, tuple[Program, BatchedCircuit | None]] = {}
 
 
@@ -165,7 +231,8 @@ def batched_circuit(program: Program) -> BatchedCircuit | None:
         return hit[1]
     if len(_PLANS) > 1024:
         _PLANS.clear()
-    plan = _split(program)
+    straight = unrolled_state_loops(program)
+    plan = None if straight is None else _split(straight)
     _PLANS[id(program)] = (program, plan)
     return plan
 
