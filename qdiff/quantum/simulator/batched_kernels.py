@@ -23,8 +23,12 @@ from numba import njit
 
 DENSE1, DENSE2, CONTROLLED1 = 1, 2, 3
 
+# Finite values only, no reassociation: complex products compile to plain arithmetic
+# (not the inf/NaN-careful library routine) and vectorize, while sums keep their order.
+_FAST = {"nnan", "ninf", "nsz", "contract"}
 
-@njit(inline="always", cache=True)
+
+@njit(inline="always", cache=True, fastmath=_FAST)
 def _pair_loops(row, wire, control, m00, m01, m10, m11):  # pragma: no cover - compiled
     # amplitude pairs (i, i + 2^wire), only where bit `control` is 1 (control < 0: all);
     # the innermost loops run over contiguous indices, without a branch
@@ -44,7 +48,7 @@ def _pair_loops(row, wire, control, m00, m01, m10, m11):  # pragma: no cover - c
                 row[i + stride] = m10 * x + m11 * y
 
 
-@njit(inline="always", cache=True)
+@njit(inline="always", cache=True, fastmath=_FAST)
 def _pairs(row, wire, control, m00, m01, m10, m11):  # pragma: no cover - compiled
     """The 2x2 matrix on amplitude pairs: a swap when it is X (no arithmetic), real
     coefficients when they are real (a third of the multiplications), else complex."""
@@ -56,7 +60,7 @@ def _pairs(row, wire, control, m00, m01, m10, m11):  # pragma: no cover - compil
         _pair_loops(row, wire, control, m00, m01, m10, m11)
 
 
-@njit(inline="always", cache=True)
+@njit(inline="always", cache=True, fastmath=_FAST)
 def _quads(row, w0, w1, u):  # pragma: no cover - compiled
     lo, hi = min(w0, w1), max(w0, w1)
     s0, s1 = 1 << w0, 1 << w1
@@ -73,7 +77,7 @@ def _quads(row, w0, w1, u):  # pragma: no cover - compiled
                 row[i + s0 + s1] = u[3, 0] * x0 + u[3, 1] * x1 + u[3, 2] * x2 + u[3, 3] * x3
 
 
-@njit(inline="always", cache=True)
+@njit(inline="always", cache=True, fastmath=_FAST)
 def _apply(row, kind, w0, w1, m):  # pragma: no cover - compiled
     if kind == DENSE2:
         _quads(row, w0, w1, m)
@@ -83,7 +87,7 @@ def _apply(row, kind, w0, w1, m):  # pragma: no cover - compiled
         _pairs(row, w0, -1, m[0, 0], m[0, 1], m[1, 0], m[1, 1])
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=_FAST)
 def run_circuit(psi, kinds, wire0, wire1, mats):  # pragma: no cover - compiled
     """Apply gates ``g = 0, 1, ...`` to every row of ``psi``, in place; returns ``psi``."""
     for b in range(psi.shape[0]):
@@ -93,7 +97,7 @@ def run_circuit(psi, kinds, wire0, wire1, mats):  # pragma: no cover - compiled
     return psi
 
 
-@njit(inline="always", cache=True)
+@njit(inline="always", cache=True, fastmath=_FAST)
 def _undo_loops(row, adj, wire, control, a00, a01, a10, a11, gen,
                 pauli):  # pragma: no cover - compiled
     # one pass over the amplitude pairs: the overlap with the generator, then the undo
@@ -134,7 +138,7 @@ def _undo_loops(row, adj, wire, control, a00, a01, a10, a11, gen,
     return total
 
 
-@njit(inline="always", cache=True)
+@njit(inline="always", cache=True, fastmath=_FAST)
 def _undo_pairs(row, adj, wire, control, m, gen, pauli):  # pragma: no cover - compiled
     """``<adj|G row>``, then ``row`` and ``adj`` through ``m^dagger``, in one pass over the
     amplitude pairs. ``pauli``: 0 no generator, 1/2/3 ``G = X/2, Y/2, Z/2`` (a rotation:
@@ -159,7 +163,7 @@ def _undo_pairs(row, adj, wire, control, m, gen, pauli):  # pragma: no cover - c
     return total
 
 
-@njit(inline="always", cache=True)
+@njit(inline="always", cache=True, fastmath=_FAST)
 def _overlap4(adj, row, w0, w1, gen):  # pragma: no cover - compiled
     lo, hi = min(w0, w1), max(w0, w1)
     s0, s1 = 1 << w0, 1 << w1
@@ -176,7 +180,7 @@ def _overlap4(adj, row, w0, w1, gen):  # pragma: no cover - compiled
     return total
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath=_FAST)
 def adjoint_sweep(psi, lam, kinds, wire0, wire1, mats, gens, paulis,
                   out):  # pragma: no cover - compiled
     """The reverse sweep of `run_circuit`, member by member: ``psi`` holds the final states,
