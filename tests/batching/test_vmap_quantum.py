@@ -106,3 +106,11 @@ def test_tracing_a_vmapped_quantum_program_is_a_clear_error():
     with pytest.raises(qdiff.QdiffError, match="runs on the simulator"):
         qdiff.grad(lambda w: qnp.sum(qdiff.vmap(program, in_axes=(0, None))(w, 0.3)))(
             np.ones((B, 3)))
+
+
+def test_a_member_with_a_nan_angle_is_an_error_naming_it():
+    program = qdiff.program(hybrid)
+    w = rng.uniform(-1, 1, (B, 3))
+    w[2, 0] = np.nan
+    with pytest.raises(qdiff.QdiffError, match="batch member 2 is not finite"):
+        qdiff.vmap(program, in_axes=(0, None))(w, 0.4)

@@ -37,6 +37,7 @@ from ...batching import register_batched_runner
 from ...batching.interpreter import batch_subprogram
 from ...ir.control_flow import loop_p
 from ...ir.core import Literal, Program, Var
+from ...ir.errors import QdiffError
 from ...ir.interpreter import evaluate
 from ...ir.passes import unpack_scalars
 from ...ir.tracer import bind, trace
@@ -252,56 +253,91 @@ def _eigen(spec: GateSpec) -> tuple[np.ndarray, np.ndarray]:
     return values, vectors
 
 
-def gate_matrices(gate: CircuitGate, angle: Any, size: int) -> np.ndarray:
-    """The matrix the kernel applies for ``gate`` (the base of a controlled gate), for every
-    member: ``exp(-iθG)`` from the generator's eigenvectors for a rotation (``(size, k,
-    k)``), the fixed matrix otherwise (``(1, k, k)``)."""
-    acting = gate.acting
-    if gate.angle is None:
-        return acting.matrix()[None]
-    values, vectors = _eigen(acting)
-    theta = np.broadcast_to(np.asarray(angle, np.float64), (size,))
-    phases = np.exp(-1j * theta[:, None] * values[None, :])
-    return np.einsum("ij,bj,kj->bik", vectors, phases, vectors.conj())
+def _check_finite(gate: CircuitGate, theta: np.ndarray) -> None:
+    bad = np.flatnonzero(~np.isfinite(theta))
+    if bad.size:  # as on one member: no number such an angle gives is meaningful
+        raise QdiffError(f"gate {gate.spec.name} on wires {gate.wires}: angle "
+                         f"{theta[bad[0]]} of batch member {int(bad[0])} is not finite; "
+                         "check the classical code that computes it")
+
+
+@functools.lru_cache(maxsize=64)
+def _matrix_plan(circuit: BatchedCircuit) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+    """The fixed gates' 4x4 blocks (gates x 4 x 4), and the rotations grouped by the gate
+    they act with: (spec, gate indices, angle indices, matrix size)."""
+    fixed = np.zeros((len(circuit.gates), 4, 4), np.complex128)
+    groups: dict[GateSpec, tuple[list[int], list[int]]] = {}
+    for g, gate in enumerate(circuit.gates):
+        if gate.angle is None:
+            m = gate.acting.matrix()
+            fixed[g, :m.shape[0], :m.shape[1]] = m
+        else:
+            found = groups.setdefault(gate.acting, ([], []))
+            found[0].append(g)
+            found[1].append(gate.angle)
+    return fixed, [(spec, np.array(gs), idx, spec.generator_matrix().shape[0])
+                   for spec, (gs, idx) in groups.items()]
 
 
 def member_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int) -> np.ndarray:
-    """Every gate's matrix for every member, ``(size, gates, 4, 4)`` (see `batched_kernels`)."""
-    mats = np.zeros((size, len(circuit.gates), 4, 4), np.complex128)
-    for g, gate in enumerate(circuit.gates):
-        angle = None if gate.angle is None else angles[gate.angle]
-        block = gate_matrices(gate, angle, size)
-        mats[:, g, :block.shape[1], :block.shape[2]] = block
+    """Every gate's matrix for every member, ``(size, gates, 4, 4)`` (see `batched_kernels`):
+    ``exp(-iθG)`` from the generator's eigenvectors for rotations (the matrix the kernel
+    applies: the base of a controlled gate), the fixed matrix otherwise."""
+    fixed, groups = _matrix_plan(circuit)
+    mats = np.broadcast_to(fixed, (size, *fixed.shape)).copy()
+    for spec, gates, idx, k in groups:
+        theta = np.stack([np.broadcast_to(np.asarray(angles[i], np.float64), (size,))
+                          for i in idx], axis=1)                       # (size, gates)
+        for column, g in enumerate(gates):
+            _check_finite(circuit.gates[g], theta[:, column])
+        values, vectors = _eigen(spec)
+        phases = np.exp(-1j * theta[:, :, None] * values)
+        mats[:, gates, :k, :k] = np.einsum("ij,bgj,kj->bgik", vectors, phases, vectors.conj())
     return mats
+
+
+@functools.lru_cache(maxsize=64)
+def _fusion_plan(circuit: BatchedCircuit) -> tuple[tuple[np.ndarray, ...], list[list[int]]]:
+    """Kernel arrays of the circuit with each run of one-wire gates on a wire fused (gates
+    on other wires commute with it), and the gates each fused entry multiplies, in order."""
+    pending: dict[int, list[int]] = {}
+    order: list[tuple[CircuitGate, list[int]]] = []
+
+    def flush(wire: int) -> None:
+        if wire in pending:
+            gates = pending.pop(wire)
+            order.append((circuit.gates[gates[0]], gates))
+
+    for g, gate in enumerate(circuit.gates):
+        if gate.kind == DENSE1:
+            pending.setdefault(gate.wires[0], []).append(g)
+            continue
+        for w in gate.wires:
+            flush(w)
+        order.append((gate, [g]))
+    for w in list(pending):
+        flush(w)
+    return _arrays([gate for gate, _ in order]), [gates for _, gates in order]
 
 
 def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The circuit with each run of one-wire gates on a wire multiplied into one matrix per
-    member (gates on other wires commute with it): kernel arrays and matrices."""
-    pending: dict[int, np.ndarray] = {}
-    order: list[tuple[CircuitGate, np.ndarray]] = []
-
-    def flush(wire: int) -> None:
-        if wire in pending:
-            order.append((CircuitGate(circuit.gates[0].spec, (wire,), None, DENSE1),
-                          pending.pop(wire)))
-
-    for g, gate in enumerate(circuit.gates):
-        if gate.kind == DENSE1:
-            w = gate.wires[0]
-            m = mats[:, g, :2, :2]
-            pending[w] = m if w not in pending else np.matmul(m, pending[w])
+    member: kernel arrays and matrices. Runs of one length multiply together."""
+    arrays, entries = _fusion_plan(circuit)
+    fused = np.zeros((mats.shape[0], len(entries), 4, 4), np.complex128)
+    by_length: dict[int, list[int]] = {}
+    for e, gates in enumerate(entries):
+        by_length.setdefault(len(gates), []).append(e)
+    for length, rows in by_length.items():
+        if length == 1:
+            fused[:, rows] = mats[:, [entries[e][0] for e in rows]]
             continue
-        for w in gate.wires:
-            flush(w)
-        order.append((gate, mats[:, g]))
-    for w in list(pending):
-        flush(w)
-    fused = np.zeros((mats.shape[0], len(order), 4, 4), np.complex128)
-    for g, (_, m) in enumerate(order):
-        fused[:, g, :m.shape[1], :m.shape[2]] = m
-    return (*_arrays([gate for gate, _ in order]), fused)
+        product = mats[:, [entries[e][0] for e in rows], :2, :2]
+        for step in range(1, length):
+            product = np.matmul(mats[:, [entries[e][step] for e in rows], :2, :2], product)
+        fused[:, rows, :2, :2] = product
+    return (*arrays, fused)
 
 
 def final_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:
@@ -311,12 +347,27 @@ def final_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:
     return run_circuit(psi, *fused_one_wire_runs(circuit, mats))
 
 
+def observable_rows(psi: np.ndarray, num_qubits: int, obs: PauliSum,
+                    wires: Sequence[int]) -> np.ndarray:
+    """``O ψ_b`` for every row ``ψ_b`` of ``psi``, in one call of the back end: the rows,
+    padded to a power-of-two count, are read as one state whose high wires number the
+    member, and ``O`` acts on the low ones."""
+    members = psi.shape[0]
+    padded = 1 << max(0, (members - 1).bit_length())
+    stacked = psi if padded == members else np.concatenate(
+        [psi, np.zeros((padded - members, psi.shape[1]), psi.dtype)])
+    extra = padded.bit_length() - 1
+    flat = get_backend("auto").apply_pauli_sum(stacked.reshape(-1), num_qubits + extra, obs,
+                                               list(wires))
+    return flat.reshape(padded, -1)[:members]
+
+
 def expectations(circuit: BatchedCircuit, psi: np.ndarray) -> list[np.ndarray]:
     """Each readout's expectation for every member, ``(members,)`` each."""
-    backend = get_backend("auto")
     norms = np.einsum("bi,bi->b", psi.conj(), psi).real
-    return [np.array([backend.expval_pauli_sum(row, circuit.num_qubits, obs, list(wires))
-                      for row in psi]) / norms for obs, wires in circuit.readouts]
+    return [np.einsum("bi,bi->b", psi.conj(),
+                      observable_rows(psi, circuit.num_qubits, obs, wires)).real / norms
+            for obs, wires in circuit.readouts]
 
 
 def run_batched(program: Program, values: Sequence[Any], flags: Sequence[bool],

@@ -36,8 +36,8 @@ from ..execution.batched import (
     expectations,
     final_states,
     member_matrices,
+    observable_rows,
 )
-from ..simulator import get_backend
 from ..simulator.batched_kernels import adjoint_sweep
 
 
@@ -49,6 +49,7 @@ def _vjp(part: Program, active: tuple[bool, ...], with_primal: bool) -> Program:
 _PAULI_CODES = {"X": 1, "Y": 2, "Z": 3}
 
 
+@functools.lru_cache(maxsize=64)
 def _generators(circuit: BatchedCircuit) -> tuple[np.ndarray, np.ndarray]:
     """Each gate's generator (4x4 blocks) and its form for `adjoint_sweep`: 0 no angle,
     1/2/3 a rotation about X/Y/Z on the wire the kernel acts on, 4 any other."""
@@ -84,14 +85,11 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
                     *values, *readouts, seed)
     value, direct, readout_cts = outs[0], outs[1:1 + sum(active)], outs[1 + sum(active):]
     # the adjoint sweep: λ = Σ_r ē_r O_r ψ, then every gate angle's cotangent
-    backend = get_backend("auto")
     lam = np.zeros_like(psi)
     for (obs, wires), ct in zip(circuit.readouts, readout_cts):
-        for b in range(size):
-            lam[b] += ct[b] * backend.apply_pauli_sum(psi[b], circuit.num_qubits, obs,
-                                                      list(wires))
-    gens, has = _generators(circuit)
-    per_gate = adjoint_sweep(psi, lam, *circuit.arrays(), mats, gens, has,
+        lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
+    gens, forms = _generators(circuit)
+    per_gate = adjoint_sweep(psi, lam, *circuit.arrays(), mats, gens, forms,
                              np.zeros((size, len(circuit.gates))))
     angle_cts = [np.zeros(size) for _ in circuit.angles.outputs]
     for g, gate in enumerate(circuit.gates):
