@@ -13,8 +13,10 @@ and after (a loss on the expectations). It splits into three parts (`BatchedCirc
 - ``outputs``: a classical program from the inputs and the expectation values to the
   results, batched likewise.
 
-Programs outside this form (mid-circuit measurements, resets, loops carrying the state,
-readouts that feed gates) are not claimed: `qdiff.vmap` runs their members one by one.
+Counted loops that carry the state with constant bounds are unrolled first
+(`unrolled_state_loops`). Programs outside this form (mid-circuit measurements, resets,
+while loops, branches or loops with traced bounds carrying the state, readouts that feed
+gates) are not claimed: `qdiff.vmap` runs their members one by one.
 
 >>> import qdiff
 >>> from qdiff.quantum.lang.examples import rotation   # <Z> after ry(θ): cos θ
