@@ -46,7 +46,11 @@ def leading_axes_rule(primitive: Primitive) -> BatchRule:
 
 
 def batched_type(t: Type, size: int) -> Type:
-    """The type of ``size`` members of type ``t`` stacked on a leading axis."""
+    """The type of ``size`` members of type ``t`` stacked on a leading axis.
+
+    >>> batched_type(Tensor((3,), "float64"), 4).short()
+    'f64[4,3]'
+    """
     if not isinstance(t, Tensor):
         raise QdiffError(f"vmap cannot batch a {t.short()} value (only arrays have a batch axis)")
     return t.with_shape((size, *t.shape))
@@ -60,7 +64,12 @@ def member_shape(value: Any, batched: bool) -> tuple[int, ...]:
 
 def materialize(value: Any, batched: bool, size: int) -> Any:
     """``value`` with a batch axis: as is when it has one, else repeated ``size`` times
-    (recorded, never folded into a literal)."""
+    (recorded, never folded into a literal).
+
+    >>> import numpy as np
+    >>> materialize(np.array([1.0, 2.0]), False, 2).tolist()
+    [[1.0, 2.0], [1.0, 2.0]]
+    """
     if batched:
         return value
     value = as_operand(value)
@@ -70,7 +79,12 @@ def materialize(value: Any, batched: bool, size: int) -> Any:
 
 
 def move_axis(value: Any, source: int, destination: int) -> Any:
-    """``value`` with axis ``source`` moved to ``destination`` (a transpose; none when equal)."""
+    """``value`` with axis ``source`` moved to ``destination`` (a transpose; none when equal).
+
+    >>> import numpy as np
+    >>> move_axis(np.zeros((2, 3, 4)), 2, 0).shape
+    (4, 2, 3)
+    """
     ndim = value_type(value).ndim
     source, destination = source % ndim, destination % ndim
     if source == destination:
@@ -123,6 +137,12 @@ def batch_subprogram(program: Program, batched: Sequence[bool], size: int,
     case (a loop's carry, say), the others are left as they come.
 
     The returned program's outputs are batched where either flag holds.
+
+    >>> import qdiff
+    >>> p = qdiff.trace(lambda x, c: (x * 2.0, c + 1.0), 0.0, 0.0)
+    >>> batched, natural = batch_subprogram(p, [True, False], 3)
+    >>> natural, [t.short() for t in batched.out_types]
+    ([True, False], ['f64[3]', 'f64[]'])
     """
     natural: list[bool] = []
     types = [batched_type(t, size) if b else t for t, b in zip(program.in_types, batched)]
