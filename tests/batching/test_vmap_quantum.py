@@ -72,6 +72,27 @@ def test_per_member_gradients_equal_a_loop_of_adjoint_gradients():
     assert abs(want[0][0][1] - fd) < 1e-7
 
 
+def classifier(w, x):
+    """Probabilities of two wires after a data-encoding circuit, and a loss on them."""
+    q = qm.qubits(3)
+    for k in range(3):
+        qm.ry(x * (k + 1), q[k]); qm.rz(w[k], q[k])
+    qm.cx(q[0], q[1]); qm.cry(w[1] * w[2], q[1], q[2])
+    p = qm.probs([q[0], q[2]])
+    return qnp.sum(p * np.array([0.1, -0.4, 0.7, 0.2])) + qm.expval("ZII", q) * p[1]
+
+
+def test_probabilities_are_batched_values_and_gradients():
+    program = qdiff.program(classifier)
+    w, x = rng.uniform(-1, 1, (B, 3)), rng.uniform(-1, 1, B)
+    assert batched_circuit(program.trace(w[0], x[0])) is not None
+    np.testing.assert_allclose(qdiff.vmap(program)(w, x), _loop(program, w, x, axes=(0, 0)),
+                               rtol=1e-12, atol=1e-12)
+    grad = qdiff.grad(program, argnums=(0, 1))
+    for g, r in zip(qdiff.vmap(grad)(w, x), _loop(grad, w, x, axes=(0, 0))):
+        np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12)
+
+
 def test_counted_loops_carrying_the_state_are_unrolled_into_the_circuit():
     theta = np.array([0.5, 0.9, 1.3])
     looped = qdiff.program(layers)                    # three ry(θ) in a fori_loop

@@ -88,7 +88,8 @@ class BatchedCircuit:
     angles: Program
     outputs: Program
     gates: tuple[CircuitGate, ...]
-    readouts: tuple[tuple[PauliSum, tuple[int, ...]], ...]
+    # (observable, wires) of each readout: an expval's Pauli sum, or None for probs
+    readouts: tuple[tuple[PauliSum | None, tuple[int, ...]], ...]
     num_qubits: int
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -109,7 +110,7 @@ def _quantum_type(t: Any) -> bool:
 
 def _split(program: Program) -> BatchedCircuit | None:
     gates: list[CircuitGate] = []
-    readouts: list[tuple[PauliSum, tuple[int, ...]]] = []
+    readouts: list[tuple[PauliSum | None, tuple[int, ...]]] = []
     angle_atoms: list[Any] = []
     readout_vars: list[Var] = []
     classical, before = [], []
@@ -142,8 +143,9 @@ def _split(program: Program) -> BatchedCircuit | None:
             gates.append(CircuitGate(spec, tuple(eqn.params["wires"]),
                                      len(angle_atoms) if angles else None, _kind(spec)))
             angle_atoms.extend(angles)
-        elif name == "expval":
-            readouts.append((pauli_sum_of(eqn.params["terms"]), tuple(eqn.params["wires"])))
+        elif name in ("expval", "probs"):
+            observable = pauli_sum_of(eqn.params["terms"]) if name == "expval" else None
+            readouts.append((observable, tuple(eqn.params["wires"])))
             readout_vars.append(eqn.outputs[1])
             derived.add(eqn.outputs[1])
         else:
@@ -364,12 +366,35 @@ def observable_rows(psi: np.ndarray, num_qubits: int, obs: PauliSum,
     return flat.reshape(padded, -1)[:members]
 
 
-def expectations(circuit: BatchedCircuit, psi: np.ndarray) -> list[np.ndarray]:
-    """Each readout's expectation for every member, ``(members,)`` each."""
+@functools.lru_cache(maxsize=64)
+def outcome_index(num_qubits: int, wires: tuple[int, ...]) -> np.ndarray:
+    """For each amplitude, the outcome of ``probs`` on ``wires`` it counts towards (bit
+    ``t`` of the outcome is ``wires[t]``).
+
+    >>> outcome_index(2, (1,)).tolist()
+    [0, 0, 1, 1]
+    """
+    amplitudes = np.arange(1 << num_qubits)
+    return sum(((amplitudes >> w) & 1) << t for t, w in enumerate(wires))
+
+
+def readout_values(circuit: BatchedCircuit, psi: np.ndarray) -> list[np.ndarray]:
+    """Each readout for every member: an expectation ``(members,)`` or probabilities
+    ``(members, 2**k)``, normalized like the single-member readouts."""
     norms = np.einsum("bi,bi->b", psi.conj(), psi).real
-    return [np.einsum("bi,bi->b", psi.conj(),
-                      observable_rows(psi, circuit.num_qubits, obs, wires)).real / norms
-            for obs, wires in circuit.readouts]
+    values = []
+    for obs, wires in circuit.readouts:
+        if obs is None:
+            index = outcome_index(circuit.num_qubits, wires)
+            weights = (psi.conj() * psi).real
+            p = np.zeros((psi.shape[0], 1 << len(wires)))
+            np.add.at(p, (slice(None), index), weights)
+            values.append(p / norms[:, None])
+        else:
+            values.append(np.einsum("bi,bi->b", psi.conj(),
+                                    observable_rows(psi, circuit.num_qubits, obs, wires)).real
+                          / norms)
+    return values
 
 
 def run_batched(program: Program, values: Sequence[Any], flags: Sequence[bool],
@@ -381,7 +406,7 @@ def run_batched(program: Program, values: Sequence[Any], flags: Sequence[bool],
     flags = tuple(bool(f) for f in flags)
     angles = evaluate(batched_part(circuit.angles, flags, size, False), *values)
     psi = final_states(circuit, member_matrices(circuit, angles, size))
-    readouts = expectations(circuit, psi)
+    readouts = readout_values(circuit, psi)
     outputs = batched_part(circuit.outputs, (*flags, *[True] * len(readouts)), size, True)
     return evaluate(outputs, *values, *readouts)
 

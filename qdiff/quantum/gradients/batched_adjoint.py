@@ -4,7 +4,8 @@
 The classical parts are differentiated by the classical reverse mode and batched like any
 program: the outputs' VJP gives each member's cotangents of its expectation values (and
 of the inputs the outputs read directly), the adjoint sweep of the circuit turns them
-into cotangents of every gate angle (``θ̄ = 2 Im<λ|Gψ>`` with ``λ = Σ ē_r O_r ψ``), and the
+into cotangents of every gate angle (``θ̄ = 2 Im<λ|Gψ>`` with ``λ = Σ ē_r O_r ψ``, plus
+``p̄_j(i) ψ_i`` per amplitude for probabilities), and the
 angles' VJP carries those back to the inputs.
 
 >>> import qdiff
@@ -33,10 +34,11 @@ from ..execution.batched import (
     BatchedCircuit,
     batched_circuit,
     batched_part,
-    expectations,
     final_states,
     member_matrices,
     observable_rows,
+    outcome_index,
+    readout_values,
 )
 from ..simulator.batched_kernels import adjoint_sweep
 
@@ -77,7 +79,7 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
     angles = evaluate(batched_part(circuit.angles, flags, size, False), *values)
     mats = member_matrices(circuit, angles, size)
     psi = final_states(circuit, mats)
-    readouts = expectations(circuit, psi)
+    readouts = readout_values(circuit, psi)
     # the outputs' VJP: value, direct input cotangents, expectation cotangents
     backward = _vjp(circuit.outputs, (*active, *[True] * num_readouts), True)
     seed = np.ones((), np.float64)
@@ -87,7 +89,10 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
     # the adjoint sweep: λ = Σ_r ē_r O_r ψ, then every gate angle's cotangent
     lam = np.zeros_like(psi)
     for (obs, wires), ct in zip(circuit.readouts, readout_cts):
-        lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
+        if obs is None:  # probs: λ_i = p̄_j(i) ψ_i
+            lam += ct[:, outcome_index(circuit.num_qubits, wires)] * psi
+        else:            # expval: λ = ē O ψ
+            lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
     gens, forms = _generators(circuit)
     per_gate = adjoint_sweep(psi, lam, *circuit.arrays(), mats, gens, forms,
                              np.zeros((size, len(circuit.gates))))
