@@ -15,6 +15,7 @@ from .api import ProgramFunction, program
 from .autodiff.forward import jvp_program
 from .autodiff.reverse import vjp_program
 from .autodiff.stop_gradient import stop_gradient
+from .batching import vmap
 from .classical.soacs import hist, map, reduce, scan, scatter
 from .compiler import CompiledProgram, NotCompilableError, jit
 from .ir import (
@@ -54,5 +55,5 @@ __all__ = [
     "grad", "grad_program", "hessian", "hist", "jacfwd", "jacobian", "jit",
     "jacobian_program", "jacrev", "jvp", "jvp_program", "map", "program", "reduce", "scan",
     "scatter", "stop_gradient", "switch", "trace", "value_and_grad", "vjp", "vjp_program",
-    "while_loop",
+    "vmap", "while_loop",
 ]

@@ -118,6 +118,9 @@ class TransformedFunction(ProgramFunction):
         label = f"{name}_{getattr(f, 'name', None) or getattr(f, '__name__', 'f')}"
         super().__init__(self._traced, label)
         self.source, self.build, self.kind, self.whole = f, build, name, whole
+        # (f, argnums, with_value, method, options) of a gradient, set by grad and
+        # value_and_grad: vmap reads it to batch a quantum gradient
+        self.gradient_of: tuple | None = None
 
     def _program(self, args: tuple) -> tuple[Program, list[Any]]:
         program, captured = as_closed_program(self.source, args)
@@ -230,7 +233,9 @@ def grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None, method: st
     def whole(rule: WholeProgramRule, program: Program, args: tuple) -> Any:
         return rule.gradient(program, args, argnums, method, options).grad
 
-    return _compiled(_function_or_program(f, build, "grad", whole), jit, backend)
+    transformed = _gradient_of(_function_or_program(f, build, "grad", whole), f, argnums,
+                               False, method, options)
+    return _compiled(transformed, jit, backend)
 
 
 def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
@@ -251,7 +256,18 @@ def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
         _classical_options(method, options)
         return grad_program(program, argnums, has_value=True, fuse=fuse)
 
-    return _compiled(_function_or_program(f, build, "value_and_grad", both), jit, backend)
+    transformed = _gradient_of(_function_or_program(f, build, "value_and_grad", both), f,
+                               argnums, True, method, options)
+    return _compiled(transformed, jit, backend)
+
+
+def _gradient_of(transformed: Any, f: Function, argnums: ArgNums, with_value: bool,
+                 method: str, options: dict) -> Any:
+    """``transformed`` told which gradient it is (``gradient_of``), so that `qdiff.vmap` of
+    a quantum program's gradient can run one batched adjoint sweep instead of a loop."""
+    if isinstance(transformed, TransformedFunction):
+        transformed.gradient_of = (f, argnums, with_value, method, dict(options))
+    return transformed
 
 
 # ------------------------------------------------------------------------------- jvp and vjp

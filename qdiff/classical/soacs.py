@@ -96,7 +96,7 @@ def _map_impl(*args: Any, body: Program, num_consts: int,
               ad_mode: str = "auto") -> list[np.ndarray]:
     consts, xs = args[:num_consts], args[num_consts:]
     n = xs[0].shape[0]
-    if n and _scalar_elementwise(body):
+    if n and scalar_elementwise(body):
         # a fused elementwise lambda on scalars: one vectorized pass instead of n calls
         outs = evaluate(body, *consts, *xs)
         return [out if _fresh_row_array(out, n, t, [*args, *outs[:k]]) else
@@ -107,7 +107,7 @@ def _map_impl(*args: Any, body: Program, num_consts: int,
             for k, t in enumerate(body.out_types)]
 
 
-def _scalar_elementwise(body: Program) -> bool:
+def scalar_elementwise(body: Program) -> bool:
     """Whether ``body`` takes scalars and applies only elementwise primitives, so running
     it once on whole arrays computes every row."""
     return (all(isinstance(t, Tensor) and t.shape == () for t in body.in_types)

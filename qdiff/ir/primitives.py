@@ -1,7 +1,8 @@
 """The one primitive registry.
 
 Every primitive is registered once with its type rule and its implementation per back end;
-its JVP, VJP and transpose rules are filled in beside it by the differentiation layers.
+its JVP, VJP and transpose rules are filled in beside it by the differentiation layers, its
+batching rule by `qdiff.batching`.
 Transformations are interpreters over this table, so adding a primitive never means editing
 a transformation.
 """
@@ -42,6 +43,10 @@ class Primitive:
     jvp: Callable[..., Any] | None = None
     vjp: Callable[..., Any] | None = None
     transpose: Callable[..., Any] | None = None
+    # ``batch(values, batched, size, **params) -> (outputs, batched)``: the primitive applied
+    # to values of which those flagged carry a leading batch axis of ``size`` members
+    # (filled by `qdiff.batching`, the `vmap` transformation)
+    batch: Callable[..., Any] | None = None
 
     def def_impl(self, backend: str = "numpy") -> Callable[[Callable], Callable]:
         """Decorator registering the implementation of this primitive on ``backend``."""

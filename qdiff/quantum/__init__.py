@@ -12,10 +12,14 @@ True
 """
 
 from ..ir.interpreter import register_runner
+from .execution import batched  # noqa: F401  (registers the batched simulation of vmap)
 from .execution.options import RunOptions
 from .execution.run import TruncationError, TruncationWarning, call_quantum_program, run
 from .execution.runner import NonTerminatingLoopError, QuantumResult, needs_runner
-from .gradients import differentiation  # noqa: F401  (registers the quantum derivative rule)
+from .gradients import (
+    batched_adjoint,  # noqa: F401  (registers vmap's batched gradients)
+    differentiation,  # noqa: F401  (registers the quantum derivative rule)
+)
 from .gradients.gradient import QuantumGradient, gradient, jacobian
 from .lang import primitives
 from .lang.frontend import (

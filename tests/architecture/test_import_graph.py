@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("qdiff.classical", "qdiff.numpy"),
     ("qdiff.autodiff",),
     ("qdiff.loops",),
+    ("qdiff.batching",),
     ("qdiff.compiler",),
     ("qdiff.quantum.lang",),
     ("qdiff.quantum.simulator",),

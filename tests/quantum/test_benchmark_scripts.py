@@ -1,4 +1,4 @@
-"""The gradient and Jacobian benchmark scripts run end to end on a tiny register, and the
+"""The gradient, Jacobian and batching benchmark scripts run end to end on a tiny register, and the
 methods they compare agree (their max|d| column)."""
 
 import subprocess
@@ -23,6 +23,7 @@ def run_script(name: str, *args: str) -> list[list[str]]:
 @pytest.mark.parametrize("script, args", [
     ("gradients.py", ["--methods", "qdiff", "qdiff-shift", "--observables", "Z"]),
     ("jacobian.py", ["--methods", "qdiff", "qdiff-rows"]),
+    ("batching.py", ["--batch", "4", "--no-lightning"]),
 ])
 def test_benchmark_script_runs_and_its_methods_agree(script, args):
     rows = run_script(script, "--sizes", "5", "--layers", "1", "--repeats", "1", *args)

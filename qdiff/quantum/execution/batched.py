@@ -1,0 +1,420 @@
+"""Batches of a quantum program as one batched statevector simulation (`qdiff.vmap`).
+
+A program qualifies when its quantum part is one straight circuit: one register
+(complex128), then gates of at most two wires with at most one angle each, then
+expectation values, with classical code before (computing the angles, loops included)
+and after (a loss on the expectations). It splits into three parts (`BatchedCircuit`):
+
+- ``angles``: a classical program from the inputs to every gate's angle, batched by
+  `qdiff.batching` like any classical program (an angle the batch shares stays one number);
+- the circuit: a ``(members, 2**n)`` array of states, run by one compiled loop over the
+  members (`simulator.batched_kernels`), each member's matrices built from its angles
+  (``U(θ) = exp(-iθG)`` from the gate's generator ``G``);
+- ``outputs``: a classical program from the inputs and the expectation values to the
+  results, batched likewise.
+
+Counted loops that carry the state with constant bounds are unrolled first
+(`unrolled_state_loops`). Programs outside this form (mid-circuit measurements, resets,
+while loops, branches or loops with traced bounds carrying the state, readouts that feed
+gates) are not claimed: `qdiff.vmap` runs their members one by one.
+
+>>> import qdiff
+>>> from qdiff.quantum.lang.examples import rotation   # <Z> after ry(θ): cos θ
+>>> program = qdiff.trace(rotation, 0.1)
+>>> theta = np.array([0.0, 0.5, 1.0])
+>>> np.allclose(run_batched(program, [theta], [True], 3)[0], np.cos(theta))
+True
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...batching import register_batched_runner
+from ...batching.interpreter import batch_subprogram
+from ...ir.control_flow import loop_p
+from ...ir.core import Literal, Program, Var
+from ...ir.errors import QdiffError
+from ...ir.interpreter import evaluate
+from ...ir.passes import unpack_scalars
+from ...ir.tracer import bind, trace
+from ...ir.types import Bit, QState
+from ..lang.gates import GateSpec, gate_spec
+from ..lang.observables import PauliSum
+from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
+from ..simulator import get_backend
+from ..simulator.batched_kernels import CONTROLLED1, DENSE1, DENSE2, run_circuit
+
+
+@dataclass(frozen=True)
+class CircuitGate:
+    """One gate of the circuit: its spec, wires, where its angle is among the angles, and
+    its kernel kind (a controlled gate acts through its one-wire base)."""
+
+    spec: GateSpec
+    wires: tuple[int, ...]
+    angle: int | None
+    kind: int
+
+    @property
+    def acting(self) -> GateSpec:
+        """The gate whose matrix the kernel applies: the base of a controlled gate."""
+        return self.spec.base if self.kind == CONTROLLED1 else self.spec
+
+    def generator(self) -> np.ndarray:
+        """The generator of the acting gate (``U = exp(-iθG)``)."""
+        return self.acting.generator_matrix()
+
+
+def _kind(spec: GateSpec) -> int:
+    if spec.num_qubits == 1:
+        return DENSE1
+    if spec.structure == "controlled" and spec.num_controls == 1 \
+            and spec.base.num_qubits == 1:
+        return CONTROLLED1
+    return DENSE2
+
+
+@dataclass(frozen=True, eq=False)
+class BatchedCircuit:
+    """A program split into classical angles, one circuit, and classical outputs."""
+
+    program: Program
+    angles: Program
+    outputs: Program
+    gates: tuple[CircuitGate, ...]
+    # (observable, wires) of each readout: an expval's Pauli sum, or None for probs
+    readouts: tuple[tuple[PauliSum | None, tuple[int, ...]], ...]
+    num_qubits: int
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(kind, first wire, last wire) of each gate, for the kernels."""
+        return _arrays(self.gates)
+
+
+def _arrays(gates: Sequence[CircuitGate]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    kinds = np.array([g.kind for g in gates], dtype=np.int64)
+    first = np.array([g.wires[0] for g in gates], dtype=np.int64)
+    last = np.array([g.wires[-1] for g in gates], dtype=np.int64)
+    return kinds, first, last
+
+
+def _quantum_type(t: Any) -> bool:
+    return isinstance(t, (QState, Bit))
+
+
+def _split(program: Program) -> BatchedCircuit | None:
+    gates: list[CircuitGate] = []
+    readouts: list[tuple[PauliSum | None, tuple[int, ...]]] = []
+    angle_atoms: list[Any] = []
+    readout_vars: list[Var] = []
+    classical, before = [], []
+    derived: set[Var] = set()   # values computed from expectation values
+    num_qubits = None
+    for eqn in program.eqns:
+        name = eqn.primitive.name
+        if name not in QUANTUM_PRIMITIVES:
+            if any(_quantum_type(a.type) for a in (*eqn.inputs, *eqn.outputs)) or any(
+                    e.primitive.name in QUANTUM_PRIMITIVES
+                    for _, sub in eqn.subprograms() for e in sub.all_eqns()):
+                return None  # control flow carrying the state
+            classical.append(eqn)
+            if any(isinstance(a, Var) and a in derived for a in eqn.inputs):
+                derived.update(eqn.outputs)
+            else:
+                before.append(eqn)
+            continue
+        if name == "qalloc":
+            if num_qubits is not None or eqn.params["dtype"] != "complex128":
+                return None
+            num_qubits = eqn.params["num_qubits"]
+        elif name == "gate":
+            spec = gate_spec(eqn.params["name"], **(eqn.params.get("static") or {}))
+            angles = eqn.inputs[1:]
+            if spec.num_qubits > 2 or len(angles) > 1 or (angles and spec.generator is None):
+                return None
+            if any(isinstance(a, Var) and a in derived for a in angles):
+                return None  # an expectation value feeds a gate
+            gates.append(CircuitGate(spec, tuple(eqn.params["wires"]),
+                                     len(angle_atoms) if angles else None, _kind(spec)))
+            angle_atoms.extend(angles)
+        elif name in ("expval", "probs"):
+            observable = pauli_sum_of(eqn.params["terms"]) if name == "expval" else None
+            readouts.append((observable, tuple(eqn.params["wires"])))
+            readout_vars.append(eqn.outputs[1])
+            derived.add(eqn.outputs[1])
+        else:
+            return None
+    if num_qubits is None or not readouts \
+            or any(_quantum_type(a.type) for a in program.outputs):
+        return None
+    # one `unpack` for the angles read element by element from a parameter array
+    angles = unpack_scalars(Program(program.inputs, tuple(before), tuple(angle_atoms),
+                                    name="angles"))
+    outputs = Program((*program.inputs, *readout_vars), tuple(classical), program.outputs,
+                      name="outputs", out_tree=program.out_tree)
+    return BatchedCircuit(program, angles, outputs, tuple(gates), tuple(readouts), num_qubits)
+
+
+# Counted loops that carry the state are unrolled when their bounds are constants and
+# they run at most this many iterations in all.
+MAX_UNROLLED_ITERATIONS = 4096
+
+
+def _carries_state(eqn: Any) -> bool:
+    return any(isinstance(a.type, QState) for a in eqn.inputs)
+
+
+def unrolled_state_loops(program: Program) -> Program | None:
+    """``program`` with every counted loop that carries the quantum state and has constant
+    bounds replaced by its iterations (nested ones too), so that its gates form one
+    straight circuit; ``program`` itself when it has none; None when they would run more
+    than `MAX_UNROLLED_ITERATIONS` iterations.
+
+    >>> import qdiff
+    >>> from qdiff.quantum.lang.examples import layers   # three ry(t) in a counted loop
+    >>> [e.primitive.name for e in unrolled_state_loops(qdiff.trace(layers, 0.1)).eqns]
+    ['qalloc', 'gate', 'gate', 'gate', 'expval']
+    """
+    if not any(e.primitive is loop_p and _carries_state(e) for e in program.eqns):
+        return program
+    budget = [MAX_UNROLLED_ITERATIONS]
+
+    def replay(body: Program, args: Sequence[Any]) -> list[Any]:
+        env: dict[Var, Any] = dict(zip(body.inputs, args))
+
+        def read(atom: Any) -> Any:
+            return atom.value if isinstance(atom, Literal) else env[atom]
+
+        for eqn in body.eqns:
+            values = [read(a) for a in eqn.inputs]
+            if eqn.primitive is loop_p and _carries_state(eqn):
+                start, stop = eqn.inputs[:2]
+                if not (isinstance(start, Literal) and isinstance(stop, Literal)):
+                    raise _NotStraight
+                count = max(0, int(stop.value) - int(start.value))
+                budget[0] -= count
+                if budget[0] < 0:
+                    raise _NotStraight
+                nc = eqn.params["num_consts"]
+                consts, outs = values[2:2 + nc], values[2 + nc:]
+                for i in range(int(start.value), int(stop.value)):
+                    index = np.asarray(i, start.value.dtype)
+                    outs = replay(eqn.params["body"], [index, *consts, *outs])
+            else:
+                result = bind(eqn.primitive, *values, **eqn.params)
+                outs = result if eqn.primitive.multiple_results else [result]
+            env.update(zip(eqn.outputs, outs))
+        return [read(a) for a in body.outputs]
+
+    try:
+        flat = trace(lambda *args: tuple(replay(program, args)), *program.in_types,
+                     name=program.name)
+    except _NotStraight:
+        return None
+    return Program(flat.inputs, flat.eqns, flat.outputs, name=program.name,
+                   in_tree=program.in_tree, out_tree=program.out_tree)
+
+
+class _NotStraight(Exception):
+    """A loop carrying the state whose bounds are not constants, or too many iterations."""
+
+
+_PLANS: dict[int, tuple[Program, BatchedCircuit | None]] = {}
+
+
+def batched_circuit(program: Program) -> BatchedCircuit | None:
+    """``program`` split for batched simulation, or None when it is not of that form
+    (cached per program)."""
+    hit = _PLANS.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    if len(_PLANS) > 1024:
+        _PLANS.clear()
+    straight = unrolled_state_loops(program)
+    plan = None if straight is None else _split(straight)
+    _PLANS[id(program)] = (program, plan)
+    return plan
+
+
+@functools.lru_cache(maxsize=256)
+def batched_part(part: Program, flags: tuple[bool, ...], size: int,
+                 all_batched: bool) -> Program:
+    """A classical part batched for ``flags`` (outputs batched only where they differ per
+    member, or all of them with ``all_batched``), cached."""
+    force = [True] * len(part.outputs) if all_batched else None
+    return batch_subprogram(part, flags, size, force)[0]
+
+
+@functools.lru_cache(maxsize=64)
+def _eigen(spec: GateSpec) -> tuple[np.ndarray, np.ndarray]:
+    values, vectors = np.linalg.eigh(spec.generator_matrix())
+    return values, vectors
+
+
+def _check_finite(gate: CircuitGate, theta: np.ndarray) -> None:
+    bad = np.flatnonzero(~np.isfinite(theta))
+    if bad.size:  # as on one member: no number such an angle gives is meaningful
+        raise QdiffError(f"gate {gate.spec.name} on wires {gate.wires}: angle "
+                         f"{theta[bad[0]]} of batch member {int(bad[0])} is not finite; "
+                         "check the classical code that computes it")
+
+
+@functools.lru_cache(maxsize=64)
+def _matrix_plan(circuit: BatchedCircuit) -> tuple[np.ndarray, list[tuple[Any, ...]]]:
+    """The fixed gates' 4x4 blocks (gates x 4 x 4), and the rotations grouped by the gate
+    they act with: (spec, gate indices, angle indices, matrix size)."""
+    fixed = np.zeros((len(circuit.gates), 4, 4), np.complex128)
+    groups: dict[GateSpec, tuple[list[int], list[int]]] = {}
+    for g, gate in enumerate(circuit.gates):
+        if gate.angle is None:
+            m = gate.acting.matrix()
+            fixed[g, :m.shape[0], :m.shape[1]] = m
+        else:
+            found = groups.setdefault(gate.acting, ([], []))
+            found[0].append(g)
+            found[1].append(gate.angle)
+    return fixed, [(spec, np.array(gs), idx, spec.generator_matrix().shape[0])
+                   for spec, (gs, idx) in groups.items()]
+
+
+def member_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int) -> np.ndarray:
+    """Every gate's matrix for every member, ``(size, gates, 4, 4)`` (see `batched_kernels`):
+    ``exp(-iθG)`` from the generator's eigenvectors for rotations (the matrix the kernel
+    applies: the base of a controlled gate), the fixed matrix otherwise."""
+    fixed, groups = _matrix_plan(circuit)
+    mats = np.broadcast_to(fixed, (size, *fixed.shape)).copy()
+    for spec, gates, idx, k in groups:
+        theta = np.stack([np.broadcast_to(np.asarray(angles[i], np.float64), (size,))
+                          for i in idx], axis=1)                       # (size, gates)
+        for column, g in enumerate(gates):
+            _check_finite(circuit.gates[g], theta[:, column])
+        values, vectors = _eigen(spec)
+        phases = np.exp(-1j * theta[:, :, None] * values)
+        mats[:, gates, :k, :k] = np.einsum("ij,bgj,kj->bgik", vectors, phases, vectors.conj())
+    return mats
+
+
+@functools.lru_cache(maxsize=64)
+def _fusion_plan(circuit: BatchedCircuit) -> tuple[tuple[np.ndarray, ...], list[list[int]]]:
+    """Kernel arrays of the circuit with each run of one-wire gates on a wire fused (gates
+    on other wires commute with it), and the gates each fused entry multiplies, in order."""
+    pending: dict[int, list[int]] = {}
+    order: list[tuple[CircuitGate, list[int]]] = []
+
+    def flush(wire: int) -> None:
+        if wire in pending:
+            gates = pending.pop(wire)
+            order.append((circuit.gates[gates[0]], gates))
+
+    for g, gate in enumerate(circuit.gates):
+        if gate.kind == DENSE1:
+            pending.setdefault(gate.wires[0], []).append(g)
+            continue
+        for w in gate.wires:
+            flush(w)
+        order.append((gate, [g]))
+    for w in list(pending):
+        flush(w)
+    return _arrays([gate for gate, _ in order]), [gates for _, gates in order]
+
+
+def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The circuit with each run of one-wire gates on a wire multiplied into one matrix per
+    member: kernel arrays and matrices. Runs of one length multiply together."""
+    arrays, entries = _fusion_plan(circuit)
+    fused = np.zeros((mats.shape[0], len(entries), 4, 4), np.complex128)
+    by_length: dict[int, list[int]] = {}
+    for e, gates in enumerate(entries):
+        by_length.setdefault(len(gates), []).append(e)
+    for length, rows in by_length.items():
+        if length == 1:
+            fused[:, rows] = mats[:, [entries[e][0] for e in rows]]
+            continue
+        product = mats[:, [entries[e][0] for e in rows], :2, :2]
+        for step in range(1, length):
+            product = np.matmul(mats[:, [entries[e][step] for e in rows], :2, :2], product)
+        fused[:, rows, :2, :2] = product
+    return (*arrays, fused)
+
+
+def final_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:
+    """The circuit run from |0…0> for every member: ``(members, 2**n)``."""
+    psi = np.zeros((mats.shape[0], 1 << circuit.num_qubits), np.complex128)
+    psi[:, 0] = 1.0
+    return run_circuit(psi, *fused_one_wire_runs(circuit, mats))
+
+
+def observable_rows(psi: np.ndarray, num_qubits: int, obs: PauliSum,
+                    wires: Sequence[int]) -> np.ndarray:
+    """``O ψ_b`` for every row ``ψ_b`` of ``psi``, in one call of the back end: the rows,
+    padded to a power-of-two count, are read as one state whose high wires number the
+    member, and ``O`` acts on the low ones."""
+    members = psi.shape[0]
+    padded = 1 << max(0, (members - 1).bit_length())
+    stacked = psi if padded == members else np.concatenate(
+        [psi, np.zeros((padded - members, psi.shape[1]), psi.dtype)])
+    extra = padded.bit_length() - 1
+    flat = get_backend("auto").apply_pauli_sum(stacked.reshape(-1), num_qubits + extra, obs,
+                                               list(wires))
+    return flat.reshape(padded, -1)[:members]
+
+
+@functools.lru_cache(maxsize=64)
+def outcome_index(num_qubits: int, wires: tuple[int, ...]) -> np.ndarray:
+    """For each amplitude, the outcome of ``probs`` on ``wires`` it counts towards (bit
+    ``t`` of the outcome is ``wires[t]``).
+
+    >>> outcome_index(2, (1,)).tolist()
+    [0, 0, 1, 1]
+    """
+    amplitudes = np.arange(1 << num_qubits)
+    return sum(((amplitudes >> w) & 1) << t for t, w in enumerate(wires))
+
+
+def readout_values(circuit: BatchedCircuit, psi: np.ndarray) -> list[np.ndarray]:
+    """Each readout for every member: an expectation ``(members,)`` or probabilities
+    ``(members, 2**k)``, normalized like the single-member readouts."""
+    norms = np.einsum("bi,bi->b", psi.conj(), psi).real
+    values = []
+    for obs, wires in circuit.readouts:
+        if obs is None:
+            index = outcome_index(circuit.num_qubits, wires)
+            weights = (psi.conj() * psi).real
+            p = np.zeros((psi.shape[0], 1 << len(wires)))
+            np.add.at(p, (slice(None), index), weights)
+            values.append(p / norms[:, None])
+        else:
+            values.append(np.einsum("bi,bi->b", psi.conj(),
+                                    observable_rows(psi, circuit.num_qubits, obs, wires)).real
+                          / norms)
+    return values
+
+
+def run_batched(program: Program, values: Sequence[Any], flags: Sequence[bool],
+                size: int) -> list[Any]:
+    """The outputs of ``program`` for a batch (``values`` flat, batch axis first where
+    ``flags`` says so), each with the batch axis first."""
+    circuit = batched_circuit(program)
+    assert circuit is not None, "run_batched needs a program batched_circuit accepts"
+    flags = tuple(bool(f) for f in flags)
+    angles = evaluate(batched_part(circuit.angles, flags, size, False), *values)
+    psi = final_states(circuit, member_matrices(circuit, angles, size))
+    readouts = readout_values(circuit, psi)
+    outputs = batched_part(circuit.outputs, (*flags, *[True] * len(readouts)), size, True)
+    return evaluate(outputs, *values, *readouts)
+
+
+def _claims(program: Program, flags: Sequence[bool]) -> bool:
+    return batched_circuit(program) is not None
+
+
+register_batched_runner(_claims, run_batched)
+
+__all__ = ["BatchedCircuit", "CircuitGate", "batched_circuit", "run_batched"]

@@ -1,0 +1,206 @@
+"""A batch of statevectors, one row per member, run through one circuit whose gate
+matrices may differ per member (rotations by batched angles).
+
+A batch is a C-contiguous ``(members, 2**n)`` array. The compiled loops here take the
+members one at a time and run the whole circuit on that row before the next, so the row
+(64 KiB at n = 12) stays in cache for every gate: one pass over memory per member, not one
+per gate. Each gate has a kind: ``DENSE1`` (a 2x2 matrix on ``wire0``), ``DENSE2`` (a 4x4
+matrix on ``wire0, wire1``; bit ``j`` of its index is wire ``j``) or ``CONTROLLED1`` (a
+2x2 matrix on ``wire1`` where ``wire0`` is 1). ``mats[b, g]`` is a 4x4 array holding gate
+``g``'s matrix for member ``b`` (top-left block for 2x2 ones).
+
+>>> psi = np.zeros((2, 2), complex); psi[:, 0] = 1
+>>> mats = np.zeros((2, 1, 4, 4), complex)
+>>> mats[0, 0, :2, :2] = np.eye(2); mats[1, 0, :2, :2] = [[0, 1], [1, 0]]
+>>> run_circuit(psi, np.array([DENSE1]), np.array([0]), np.array([0]), mats).real.tolist()
+[[1.0, 0.0], [0.0, 1.0]]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+DENSE1, DENSE2, CONTROLLED1 = 1, 2, 3
+
+# Finite values only, no reassociation: complex products compile to plain arithmetic
+# (not the inf/NaN-careful library routine) and vectorize, while sums keep their order.
+_FAST = {"nnan", "ninf", "nsz", "contract"}
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _pair_loops(row, wire, control, m00, m01, m10, m11):  # pragma: no cover - compiled
+    # amplitude pairs (i, i + 2^wire), only where bit `control` is 1 (control < 0: all);
+    # the innermost loops run over contiguous indices, without a branch
+    stride = 1 << wire
+    if control < 0:
+        lo, hi, on = wire, wire, 0
+        outer = inner = 2 * stride
+    else:
+        lo, hi, on = min(wire, control), max(wire, control), 1 << control
+        outer, inner = 2 << hi, 2 << lo
+    for a in range(0, row.shape[0], outer):
+        for c in range(a + on, a + on + (1 << hi), inner):
+            for i in range(c, c + (1 << lo)):
+                x = row[i]
+                y = row[i + stride]
+                row[i] = m00 * x + m01 * y
+                row[i + stride] = m10 * x + m11 * y
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _pairs(row, wire, control, m00, m01, m10, m11):  # pragma: no cover - compiled
+    """The 2x2 matrix on amplitude pairs: a swap when it is X (no arithmetic), real
+    coefficients when they are real (a third of the multiplications), else complex."""
+    if m00 == 0 and m11 == 0 and m01 == 1 and m10 == 1:
+        _pair_loops(row, wire, control, 0.0, 1.0, 1.0, 0.0)
+    elif m00.imag == 0 and m01.imag == 0 and m10.imag == 0 and m11.imag == 0:
+        _pair_loops(row, wire, control, m00.real, m01.real, m10.real, m11.real)
+    else:
+        _pair_loops(row, wire, control, m00, m01, m10, m11)
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _quads(row, w0, w1, u):  # pragma: no cover - compiled
+    lo, hi = min(w0, w1), max(w0, w1)
+    s0, s1 = 1 << w0, 1 << w1
+    for a in range(0, row.shape[0], 2 << hi):
+        for c in range(a, a + (1 << hi), 2 << lo):
+            for i in range(c, c + (1 << lo)):
+                x0 = row[i]
+                x1 = row[i + s0]
+                x2 = row[i + s1]
+                x3 = row[i + s0 + s1]
+                row[i] = u[0, 0] * x0 + u[0, 1] * x1 + u[0, 2] * x2 + u[0, 3] * x3
+                row[i + s0] = u[1, 0] * x0 + u[1, 1] * x1 + u[1, 2] * x2 + u[1, 3] * x3
+                row[i + s1] = u[2, 0] * x0 + u[2, 1] * x1 + u[2, 2] * x2 + u[2, 3] * x3
+                row[i + s0 + s1] = u[3, 0] * x0 + u[3, 1] * x1 + u[3, 2] * x2 + u[3, 3] * x3
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _apply(row, kind, w0, w1, m):  # pragma: no cover - compiled
+    if kind == DENSE2:
+        _quads(row, w0, w1, m)
+    elif kind == CONTROLLED1:
+        _pairs(row, w1, w0, m[0, 0], m[0, 1], m[1, 0], m[1, 1])
+    else:
+        _pairs(row, w0, -1, m[0, 0], m[0, 1], m[1, 0], m[1, 1])
+
+
+@njit(cache=True, fastmath=_FAST)
+def run_circuit(psi, kinds, wire0, wire1, mats):  # pragma: no cover - compiled
+    """Apply gates ``g = 0, 1, ...`` to every row of ``psi``, in place; returns ``psi``."""
+    for b in range(psi.shape[0]):
+        row = psi[b]
+        for g in range(kinds.shape[0]):
+            _apply(row, kinds[g], wire0[g], wire1[g], mats[b, g])
+    return psi
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _undo_loops(row, adj, wire, control, a00, a01, a10, a11, gen,
+                pauli):  # pragma: no cover - compiled
+    # one pass over the amplitude pairs: the overlap with the generator, then the undo
+    g00, g01, g10, g11 = gen[0, 0], gen[0, 1], gen[1, 0], gen[1, 1]
+    stride = 1 << wire
+    if control < 0:
+        lo, hi, on = wire, wire, 0
+        outer = inner = 2 * stride
+    else:
+        lo, hi, on = min(wire, control), max(wire, control), 1 << control
+        outer, inner = 2 << hi, 2 << lo
+    total = 0j
+    for a in range(0, row.shape[0], outer):
+        for c in range(a + on, a + on + (1 << hi), inner):
+            for i in range(c, c + (1 << lo)):
+                j = i + stride
+                x = row[i]
+                y = row[j]
+                u = adj[i]
+                v = adj[j]
+                if pauli == 3:  # diagonal: G = Z/2
+                    total += np.conj(u) * x - np.conj(v) * y
+                    row[i] = a00 * x
+                    row[j] = a11 * y
+                    adj[i] = a00 * u
+                    adj[j] = a11 * v
+                    continue
+                if pauli == 1:
+                    total += np.conj(u) * y + np.conj(v) * x
+                elif pauli == 2:
+                    total += np.conj(v) * x - np.conj(u) * y
+                else:
+                    total += np.conj(u) * (g00 * x + g01 * y) + np.conj(v) * (g10 * x + g11 * y)
+                row[i] = a00 * x + a01 * y
+                row[j] = a10 * x + a11 * y
+                adj[i] = a00 * u + a01 * v
+                adj[j] = a10 * u + a11 * v
+    return total
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _undo_pairs(row, adj, wire, control, m, gen, pauli):  # pragma: no cover - compiled
+    """``<adj|G row>``, then ``row`` and ``adj`` through ``m^dagger``, in one pass over the
+    amplitude pairs. ``pauli``: 0 no generator, 1/2/3 ``G = X/2, Y/2, Z/2`` (a rotation:
+    cheaper sums, and ``Z`` keeps ``m`` diagonal), 4 any other 2x2 ``G``. A real ``m``
+    (``ry``) is applied with real coefficients."""
+    a00, a01 = np.conj(m[0, 0]), np.conj(m[1, 0])
+    a10, a11 = np.conj(m[0, 1]), np.conj(m[1, 1])
+    if pauli == 0:
+        _pairs(row, wire, control, a00, a01, a10, a11)
+        _pairs(adj, wire, control, a00, a01, a10, a11)
+        return 0j
+    if a00.imag == 0 and a01.imag == 0 and a10.imag == 0 and a11.imag == 0:
+        total = _undo_loops(row, adj, wire, control, a00.real, a01.real, a10.real, a11.real,
+                            gen, pauli)
+    else:
+        total = _undo_loops(row, adj, wire, control, a00, a01, a10, a11, gen, pauli)
+    # the Pauli sums left out G's factor: 1/2 for X and Z, i/2 for Y
+    if pauli == 1 or pauli == 3:
+        return 0.5 * total
+    if pauli == 2:
+        return 0.5j * total
+    return total
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _overlap4(adj, row, w0, w1, gen):  # pragma: no cover - compiled
+    lo, hi = min(w0, w1), max(w0, w1)
+    s0, s1 = 1 << w0, 1 << w1
+    total = 0j
+    for a in range(0, row.shape[0], 2 << hi):
+        for c in range(a, a + (1 << hi), 2 << lo):
+            for i in range(c, c + (1 << lo)):
+                for r in range(4):
+                    ir = i + (s0 if r & 1 else 0) + (s1 if r & 2 else 0)
+                    acc = 0j
+                    for s in range(4):
+                        acc += gen[r, s] * row[i + (s0 if s & 1 else 0) + (s1 if s & 2 else 0)]
+                    total += np.conj(adj[ir]) * acc
+    return total
+
+
+@njit(cache=True, fastmath=_FAST)
+def adjoint_sweep(psi, lam, kinds, wire0, wire1, mats, gens, paulis,
+                  out):  # pragma: no cover - compiled
+    """The reverse sweep of `run_circuit`, member by member: ``psi`` holds the final states,
+    ``lam`` the adjoint vectors of the objectives (``dJ = 2 Re<lam|dpsi>``). For each gate
+    from the last, ``out[b, g] = 2 Im<lam|G psi>`` where ``has_gen[g]`` (``gens[b]`` the
+    generator of ``U = exp(-iθG)``, its 2x2 base block for a controlled gate), then ``psi``
+    and ``lam`` are undone through ``U^dagger``. Both end at the states before the circuit."""
+    for b in range(psi.shape[0]):
+        row, adj = psi[b], lam[b]
+        for g in range(kinds.shape[0] - 1, -1, -1):
+            kind, w0, w1, m = kinds[g], wire0[g], wire1[g], mats[b, g]
+            if kind == DENSE2:
+                if paulis[g]:
+                    out[b, g] = 2.0 * _overlap4(adj, row, w0, w1, gens[g]).imag
+                u = np.conj(m.T)
+                _quads(row, w0, w1, u)
+                _quads(adj, w0, w1, u)
+            else:
+                wire, control = (w1, w0) if kind == CONTROLLED1 else (w0, -1)
+                total = _undo_pairs(row, adj, wire, control, m, gens[g], paulis[g])
+                if paulis[g]:
+                    out[b, g] = 2.0 * total.imag
+    return out

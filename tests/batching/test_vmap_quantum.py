@@ -1,0 +1,137 @@
+"""`qdiff.vmap` of quantum programs: one batched statevector simulation (values, and
+per-member gradients by one batched adjoint sweep) equal to a Python loop over the members,
+and programs outside its reach (mid-circuit measurements, loops carrying the state) run
+member by member with the same results."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import qdiff
+import qdiff.numpy as qnp
+from qdiff import quantum as qm
+from qdiff.quantum.execution.batched import batched_circuit
+from qdiff.quantum.lang.examples import layers, repeat_until_one
+
+rng = np.random.default_rng(3)
+B = 5
+
+
+def hybrid(w, x):
+    """Angles from classical code (a loop included), every kernel kind of gate, two
+    readouts and a loss on them."""
+    q = qm.qubits(3)
+    s = qdiff.fori_loop(0, 3, lambda i, c: qnp.sin(c + w[i]), 0.1)
+    qm.ry(w[0] * x, q[0]); qm.rx(qnp.tanh(w[1]), q[1]); qm.h(q[2])
+    qm.rz(s, q[0]); qm.cx(q[0], q[1]); qm.crx(w[2], q[1], q[2]); qm.cry(w[0] + w[1], q[2], q[0])
+    qm.crz(w[1] * 2, q[0], q[2]); qm.cz(q[1], q[0]); qm.rzz(w[2] - x, q[0], q[2])
+    qm.swap(q[0], q[1]); qm.phase(w[0], q[1]); qm.ch(q[2], q[1]); qm.ryy(x, q[1], q[2])
+    qm.ry(0.3, q[2])
+    a = qm.expval("ZZI + 0.5*XIY", q)
+    b = qm.expval("IXZ", q)
+    return (a - 0.2) ** 2 + qnp.sin(b) * x
+
+
+def _loop(fn, *args, axes):
+    rows = []
+    for b in range(B):
+        rows.append(fn(*[a if ax is None else a[b] for a, ax in zip(args, axes)]))
+    if isinstance(rows[0], tuple):
+        return tuple(np.stack([np.asarray(r[k]) for r in rows]) for k in range(len(rows[0])))
+    return np.stack([np.asarray(r) for r in rows])
+
+
+def test_hybrid_program_is_one_batched_simulation():
+    program = qdiff.program(hybrid)
+    w, x = rng.uniform(-1, 1, (B, 3)), rng.uniform(-1, 1, B)
+    assert batched_circuit(program.trace(w[0], x[0])) is not None
+    np.testing.assert_allclose(qdiff.vmap(program)(w, x), _loop(program, w, x, axes=(0, 0)),
+                               rtol=1e-12, atol=1e-12)
+    got = qdiff.vmap(program, in_axes=(0, None))(w, 0.4)
+    np.testing.assert_allclose(got, _loop(program, w, 0.4, axes=(0, None)), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_per_member_gradients_equal_a_loop_of_adjoint_gradients():
+    program = qdiff.program(hybrid)
+    w, x = rng.uniform(-1, 1, (B, 3)), rng.uniform(-1, 1, B)
+    grad = qdiff.grad(program, argnums=(0, 1))
+    got = qdiff.vmap(grad)(w, x)
+    want = _loop(grad, w, x, axes=(0, 0))
+    for g, r in zip(got, want):
+        np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12)
+    value, g0 = qdiff.vmap(qdiff.value_and_grad(program), in_axes=(0, None))(w, 0.4)
+    np.testing.assert_allclose(value, _loop(program, w, 0.4, axes=(0, None)), rtol=1e-12)
+    np.testing.assert_allclose(g0, _loop(qdiff.grad(program), w, 0.4, axes=(0, None)),
+                               rtol=1e-10, atol=1e-12)
+    # and the loop of gradients agrees with central differences
+    h = 1e-6
+    e = np.eye(3)[1]
+    fd = (program(w[0] + h * e, x[0]) - program(w[0] - h * e, x[0])) / (2 * h)
+    assert abs(want[0][0][1] - fd) < 1e-7
+
+
+def classifier(w, x):
+    """Probabilities of two wires after a data-encoding circuit, and a loss on them."""
+    q = qm.qubits(3)
+    for k in range(3):
+        qm.ry(x * (k + 1), q[k]); qm.rz(w[k], q[k])
+    qm.cx(q[0], q[1]); qm.cry(w[1] * w[2], q[1], q[2])
+    p = qm.probs([q[0], q[2]])
+    return qnp.sum(p * np.array([0.1, -0.4, 0.7, 0.2])) + qm.expval("ZII", q) * p[1]
+
+
+def test_probabilities_are_batched_values_and_gradients():
+    program = qdiff.program(classifier)
+    w, x = rng.uniform(-1, 1, (B, 3)), rng.uniform(-1, 1, B)
+    assert batched_circuit(program.trace(w[0], x[0])) is not None
+    np.testing.assert_allclose(qdiff.vmap(program)(w, x), _loop(program, w, x, axes=(0, 0)),
+                               rtol=1e-12, atol=1e-12)
+    grad = qdiff.grad(program, argnums=(0, 1))
+    for g, r in zip(qdiff.vmap(grad)(w, x), _loop(grad, w, x, axes=(0, 0))):
+        np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12)
+
+
+def test_counted_loops_carrying_the_state_are_unrolled_into_the_circuit():
+    theta = np.array([0.5, 0.9, 1.3])
+    looped = qdiff.program(layers)                    # three ry(θ) in a fori_loop
+    assert batched_circuit(looped.trace(0.1)) is not None
+    np.testing.assert_allclose(qdiff.vmap(looped)(theta), np.cos(3 * theta), atol=1e-12)
+    np.testing.assert_allclose(qdiff.vmap(qdiff.grad(looped))(theta), -3 * np.sin(3 * theta),
+                               atol=1e-10)
+
+
+def test_programs_outside_the_batched_form_run_member_by_member():
+    theta = np.array([0.5, 0.9, 1.3])
+
+    def traced_bound(t, n):                           # a loop carrying the state, traced bound
+        q = qm.qubits(1)
+        qdiff.fori_loop(0, n, lambda i: qm.ry(t, q[0]))
+        return qm.expval("Z", q)
+
+    program = qdiff.program(traced_bound)
+    assert batched_circuit(program.trace(0.1, 3)) is None
+    np.testing.assert_allclose(qdiff.vmap(program, in_axes=(0, None))(theta, 3),
+                               np.cos(3 * theta), atol=1e-12)
+    np.testing.assert_allclose(qdiff.vmap(qdiff.grad(program), in_axes=(0, None))(theta, 3),
+                               -3 * np.sin(3 * theta), atol=1e-10)
+    measured = qdiff.program(repeat_until_one)        # a loop on a measurement
+    assert batched_circuit(measured.trace(0.1)) is None
+    got = qdiff.vmap(measured)(theta)
+    np.testing.assert_allclose(got, [measured(t) for t in theta], rtol=1e-12)
+
+
+def test_tracing_a_vmapped_quantum_program_is_a_clear_error():
+    program = qdiff.program(hybrid)
+    with pytest.raises(qdiff.QdiffError, match="runs on the simulator"):
+        qdiff.grad(lambda w: qnp.sum(qdiff.vmap(program, in_axes=(0, None))(w, 0.3)))(
+            np.ones((B, 3)))
+
+
+def test_a_member_with_a_nan_angle_is_an_error_naming_it():
+    program = qdiff.program(hybrid)
+    w = rng.uniform(-1, 1, (B, 3))
+    w[2, 0] = np.nan
+    with pytest.raises(qdiff.QdiffError, match="batch member 2 is not finite"):
+        qdiff.vmap(program, in_axes=(0, None))(w, 0.4)
