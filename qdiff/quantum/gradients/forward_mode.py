@@ -62,10 +62,11 @@ class JetRunner(BranchRunner):
 
     def __init__(self, options: RunOptions = DEFAULTS):
         if options.mode != "exact":
+            why = "would ignore shots" if options.mode == "sample" else "is not supported"
             raise QdiffError(
-                f"forward-mode derivatives of quantum programs are exact: mode={options.mode!r} "
-                "is not supported (use mode='exact', or qm.gradient for sampled first "
-                "derivatives)")
+                "forward-mode derivatives of quantum programs (jvp, hessian, derivatives of "
+                f"derivatives) are exact: mode={options.mode!r} {why}. Use mode='exact', or "
+                "qm.gradient(..., cotangent=...) for sampled first derivatives")
         super().__init__(options.replace(fuse=False))
         self.fuse = False
 
