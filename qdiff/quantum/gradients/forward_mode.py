@@ -43,8 +43,8 @@ from ...autodiff.jets import Jet, as_jet, exp, inner, nilpotency, popcount, powe
 from ...ir.core import Eqn, Program
 from ...ir.errors import QdiffError
 from ..execution.options import DEFAULTS, RunOptions
-from ..execution.runner import HANDLERS, BranchRunner, Handler, Item, merge_groups
 from ..execution.run import warn_if_truncated
+from ..execution.runner import HANDLERS, BranchRunner, Handler, Item, merge_groups
 from ..lang import primitives as qp
 from ..lang.fusion import gate_parts, unfuse_gates
 from ..lang.gates import GateSpec, gate_spec
@@ -94,14 +94,17 @@ class JetRunner(BranchRunner):
                                items[sub[0]][1]))
         return merged
 
-    def outcome(self, weight: Any, state: Any, wire: int, outcome: int) -> tuple[Any, Any]:
-        """The weight ``w·p`` and normalized state ``Πψ/√p`` of one outcome of measuring
-        ``wire`` (None for the state when the outcome is pruned)."""
+    def project(self, state: Any, wire: int, outcome: int) -> tuple[Jet, Jet]:
+        """``Πψ`` for ``outcome`` of measuring ``wire``, and its probability ``‖Πψ‖²``."""
         be = self.backend
         n = _num_qubits(primal(state))
         projected = as_jet(state).map(lambda s: be.project(be.copy(s), n, wire, outcome))
-        p = real(inner(projected, projected))
-        p = as_jet(p)
+        return projected, as_jet(real(inner(projected, projected)))
+
+    def outcome(self, weight: Any, state: Any, wire: int, outcome: int) -> tuple[Any, Any]:
+        """The weight ``w·p`` and normalized state ``Πψ/√p`` of one outcome of measuring
+        ``wire`` (None for the state when the outcome is pruned)."""
+        projected, p = self.project(state, wire, outcome)
         new_weight = weight * p
         if float(primal(p)) <= 0 or float(primal(new_weight)) < self.prune:
             _check_not_opening(new_weight, self.tol, wire, outcome)
@@ -202,10 +205,13 @@ def _outcomes(r: JetRunner, eqn: Eqn, w: Any, state: Any,
         if branch is None:
             continue
         if reset and outcome == 1:
-            n = _num_qubits(primal(branch))
-            branch = branch.map(lambda s: r.backend.apply_gate(s, n, "x", [wire]))
+            branch = branch.map(_flip(r, wire))
         found.append((weight, _plain(branch), outcome))
     return found
+
+
+def _flip(r: JetRunner, wire: int) -> Any:
+    return lambda s: r.backend.apply_gate(s, _num_qubits(s), "x", [wire])
 
 
 def _postselect(r: JetRunner, eqn: Eqn, w: Any, inputs: list[Any]) -> list[Item]:
@@ -217,11 +223,8 @@ def _postselect(r: JetRunner, eqn: Eqn, w: Any, inputs: list[Any]) -> list[Item]
             if branch is not None:
                 items.append((weight, [_plain(branch)]))
         else:
-            n = _num_qubits(primal(inputs[0]))
-            be = r.backend
-            projected = as_jet(inputs[0]).map(
-                lambda s: be.project(be.copy(s), n, wire, outcome))
-            r.postselected_away = r.postselected_away + w * real(inner(projected, projected))
+            r.postselected_away = r.postselected_away + w * r.project(inputs[0], wire,
+                                                                      outcome)[1]
     return items
 
 
