@@ -330,8 +330,10 @@ def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
         backend: str | None = None, **options: Any) -> tuple[Any, Any]:
     """Forward mode: ``(f(*primals), J·tangents)``, with tangents shaped like the primals.
 
-    A quantum program's JVP contracts its Jacobian (`qdiff.quantum.jacobian`, by
-    ``method``, default adjoint) with the tangents.
+    A quantum program's JVP is one run in forward mode on the simulator
+    (`qdiff.quantum.gradients.forward_mode`); another ``method`` contracts its Jacobian
+    (`qdiff.quantum.jacobian`) with the tangents. A JVP of a quantum program's derivative
+    (``jvp(grad(f), …)``: a Hessian-vector product) is exact too.
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> out, tangent = qdiff.jvp(qnp.sin, (0.0,), (2.0,))
@@ -605,7 +607,8 @@ def jacrev(f: Function, argnums: ArgNums = 0, holomorphic: bool = False,
 
 def hessian(f: Function, argnums: int = 0, fuse: bool | None = None, jit: bool = False,
             backend: str | None = None) -> Any:
-    """The Hessian of a scalar function: forward mode over reverse mode.
+    """The Hessian of a scalar function: forward mode over reverse mode (for a quantum
+    program, forward mode over forward mode on the simulator, exact).
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> qdiff.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 3.0])).tolist()

@@ -18,7 +18,7 @@ around it.
 >>> def f(t):
 ...     q = qm.qubits(1); qm.ry(t, q[0]); return qm.expval("Z", q)
 >>> program = qdiff.trace(f, 0.3)
->>> base = base_jet_function(program, rule_for(program).taylor(program, {}))
+>>> base = base_jet_function(program, rule_for(program).taylor(program, "auto", {}))
 >>> second = with_layer(with_layer(base, DerivativeLayer("grad", 0)), DerivativeLayer("grad", 0))
 >>> bool(np.isclose(user_values(second((np.float64(0.3),))), -np.cos(0.3)))
 True
