@@ -58,7 +58,7 @@ from .ir.errors import QdiffError
 from .ir.interpreter import call_program, inline
 from .ir.passes import fuse_elementwise, simplify
 from .ir.program_function import ProgramFunction, holds_tracer
-from .ir.tracer import current_builder, trace
+from .ir.tracer import current_builder, trace, value_type
 from .ir.types import Tensor
 from .loops import control_flow_rules  # noqa: F401  (rules of loop, while, cond)
 
@@ -133,6 +133,9 @@ class TransformedFunction(ProgramFunction):
         super().__init__(self._traced, label)
         self.source, self.build, self.kind, self.whole = f, build, name, whole
         self.layer = layer
+        # per argument signature: whether the bottom of the chain is a program that a
+        # whole-program rule evaluates on jets (a classical one is not traced again per call)
+        self._on_jets: dict[Any, bool] = {}
 
     def _program(self, args: tuple) -> tuple[Program, list[Any]]:
         program, captured = as_closed_program(self.source, args)
@@ -167,8 +170,13 @@ class TransformedFunction(ProgramFunction):
         first_order = len(layers) == 1 and layers[0].kind != "hessian" and not outer
         if not layers or first_order or isinstance(bottom, TransformedFunction):
             return None
+        leaves, tree = pytree.flatten(tuple(args))
+        signature = (tree, tuple(value_type(leaf) for leaf in leaves))
+        if self._on_jets.get(signature) is False:
+            return None
         program, captured = as_closed_program(bottom, args)
         rule = rule_for(program)
+        self._on_jets[signature] = rule is not None and rule.taylor is not None
         if rule is None or rule.taylor is None:
             return None
         _no_captures(captured, rule, self.kind)

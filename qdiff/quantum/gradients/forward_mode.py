@@ -39,7 +39,18 @@ from typing import Any
 import numpy as np
 
 from ...autodiff.jet_equations import equation_on_jets
-from ...autodiff.jets import Jet, as_jet, exp, inner, nilpotency, popcount, power, primal, real
+from ...autodiff.jets import (
+    Jet,
+    as_jet,
+    exp,
+    inner,
+    nilpotency,
+    popcount,
+    power,
+    primal,
+    real,
+    simplified,
+)
 from ...ir.core import Eqn, Program
 from ...ir.errors import QdiffError
 from ..execution.options import DEFAULTS, RunOptions
@@ -150,7 +161,7 @@ def _gate(r: JetRunner, eqn: Eqn, w: Any, inputs: list[Any]) -> list[Item]:
     for spec, wires, lo, hi in gate_parts(eqn):
         psi = _apply_gate(r, psi, spec, wires, angles[lo:hi])
     r.gate_passes += 1
-    return [(w, [_plain(psi)])]
+    return [(w, [simplified(psi)])]
 
 
 def _apply_gate(r: JetRunner, psi: Jet, spec: GateSpec, wires: tuple[int, ...],
@@ -183,10 +194,6 @@ def _apply_gate(r: JetRunner, psi: Jet, spec: GateSpec, wires: tuple[int, ...],
     return result
 
 
-def _plain(value: Any) -> Any:
-    return value.primal if isinstance(value, Jet) and len(value.parts) == 1 else value
-
-
 def _measure(r: JetRunner, eqn: Eqn, w: Any, inputs: list[Any]) -> list[Item]:
     return [(weight, [state, np.asarray(bit, np.int64)])
             for weight, state, bit in _outcomes(r, eqn, w, inputs[0], eqn.params["reset"])]
@@ -206,7 +213,7 @@ def _outcomes(r: JetRunner, eqn: Eqn, w: Any, state: Any,
             continue
         if reset and outcome == 1:
             branch = branch.map(_flip(r, wire))
-        found.append((weight, _plain(branch), outcome))
+        found.append((weight, simplified(branch), outcome))
     return found
 
 
@@ -221,7 +228,7 @@ def _postselect(r: JetRunner, eqn: Eqn, w: Any, inputs: list[Any]) -> list[Item]
         if outcome == value:
             weight, branch = r.outcome(w, inputs[0], wire, outcome)
             if branch is not None:
-                items.append((weight, [_plain(branch)]))
+                items.append((weight, [simplified(branch)]))
         else:
             r.postselected_away = r.postselected_away + w * r.project(inputs[0], wire,
                                                                       outcome)[1]
@@ -246,7 +253,7 @@ def _readout(r: JetRunner, eqn: Eqn, w: Any, inputs: list[Any]) -> list[Item]:
     else:
         raise QdiffError(f"{name}: draws samples, which have no derivative; forward-mode "
                          "derivatives need exact readouts (expval, probs, state)")
-    return [(w, [state, _plain(value)])]
+    return [(w, [state, simplified(value)])]
 
 
 def _marginal(values: np.ndarray, num_qubits: int, wires: list[int]) -> np.ndarray:
@@ -263,7 +270,7 @@ def _marginal(values: np.ndarray, num_qubits: int, wires: list[int]) -> np.ndarr
 
 def _qextend(r: JetRunner, eqn: Eqn, w: Any, inputs: list[Any]) -> list[Item]:
     extend = eqn.primitive.impl("numpy")
-    return [(w, [_plain(as_jet(inputs[0]).map(
+    return [(w, [simplified(as_jet(inputs[0]).map(
         lambda s: extend(r.backend.to_numpy(s), **eqn.params)))])]
 
 
@@ -297,7 +304,7 @@ def run_on_jets(program: Program, inputs: Sequence[Any],
         if float(primal(mass)) <= runner.tol:
             raise QdiffError("postselection succeeds with probability 0: the value is undefined")
         outputs = [as_jet(o) * power(mass, -1.0) for o in outputs]
-    return [_plain(as_jet(o)) for o in outputs], runner
+    return [simplified(as_jet(o)) for o in outputs], runner
 
 
 def missing_mass(runner: JetRunner) -> float:
