@@ -216,7 +216,7 @@ class TransformedFunction(ProgramFunction):
         if nested is not None:
             f, coerced, evaluator = nested
             result = user_values(f(coerced))
-            evaluator.report(f"the {self.kind} of {self.__name__}")
+            evaluator.report(f"the derivative {self.name}")
             return result
         if not holds_tracer(args) and self.whole is not None:
             program, captured = as_closed_program(self.source, args)
@@ -352,7 +352,7 @@ def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
     if nested is not None:
         chain, coerced, evaluator = nested
         value, tangent = jvp_of(chain, coerced, tuple(tangents))
-        evaluator.report(f"the jvp of {f.__name__}")
+        evaluator.report(f"the jvp of {f.name}")
         return user_values(value), user_values(tangent)
     program, captured = as_closed_program(f, tuple(primals))
     flat_primals, in_tree = pytree.flatten(tuple(primals))
@@ -394,7 +394,7 @@ def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "aut
     if nested is not None:
         chain, coerced, evaluator = nested
         result = vjp_of(chain, coerced)
-        evaluator.report(f"the vjp of {f.__name__}")
+        evaluator.report(f"the vjp of {f.name}")
         return result
     program, captured = as_closed_program(f, primals)
     flat_primals, in_tree = pytree.flatten(tuple(primals))
