@@ -6,8 +6,10 @@ built by transforming one. They are evaluated instead: the program runs once per
 direction in forward mode on jets (`qdiff.autodiff.jets`; the rule's ``taylor``
 evaluator), and each derivative layer adds one generator: ``grad`` and ``jacobian`` seed
 one input element at a time with a new generator ε_k and read the outputs' ε_k parts;
-``jvp`` seeds the tangents. The layers compose, so any order is exact: a Hessian of n
-inputs takes n² runs with two generators, a third derivative three, and so on.
+``jvp`` seeds the tangents; ``hessian`` seeds each pair of input elements once with two
+generators (n(n+1)/2 runs for n elements). The layers compose, so any order is exact:
+``jacfwd(grad(f))`` takes n² runs with two generators, a third derivative three
+generators, and so on.
 
 A *jet function* maps arguments whose leaves are jets (or plain values) to outputs whose
 leaves are jets: the base one runs the program, `with_layer` wraps one derivative layer
@@ -82,8 +84,7 @@ def with_layer(f: JetFunction, layer: DerivativeLayer) -> JetFunction:
     if layer.kind == "hessian":
         if not isinstance(layer.argnums, (int, np.integer)):
             raise QdiffError("hessian: argnums must be one int (one argument)")
-        inner = with_layer(f, DerivativeLayer("grad", layer.argnums))
-        return with_layer(inner, DerivativeLayer("jacobian", layer.argnums))
+        return lambda args: hessian_of(f, args, int(layer.argnums))
     if layer.kind not in ("grad", "value_and_grad", "jacobian"):
         raise QdiffError(f"{layer.kind} cannot be composed here")
 
@@ -139,10 +140,8 @@ def derivative_blocks(f: JetFunction, args: tuple, argnums: Any, what: str
             shapes.append(base.shape)
             elements = []
             for index in np.ndindex(base.shape):
-                direction = np.zeros(base.shape)
-                direction[index] = 1.0
                 moved = list(leaves)
-                moved[j] = seeded(leaf, bit, direction)
+                moved[j] = seeded(leaf, bit, _unit(base.shape, index))
                 new_args = list(args)
                 new_args[a] = pytree.unflatten(tree, moved)
                 out = f(tuple(new_args))
@@ -159,6 +158,56 @@ def derivative_blocks(f: JetFunction, args: tuple, argnums: Any, what: str
     return value, blocks, pytree.flatten(selected)[1]
 
 
+def hessian_of(f: JetFunction, args: tuple, argnum: int) -> Any:
+    """The Hessian of the scalar ``f`` with respect to argument ``argnum``, one run with two
+    new generators per pair of its elements (i ≤ j: n(n+1)/2 runs for n elements), shaped
+    like ``jacobian(grad(f))``: the argument's structure of the argument's structure, block
+    ``(j, k)`` of shape ``leaf_j.shape + leaf_k.shape``."""
+    args = tuple(args)
+    (argnum,), _ = _numbers(argnum, len(args), "hessian")
+    leaves, tree = pytree.flatten(args[argnum])
+    shapes = []
+    for leaf in leaves:
+        base = np.asarray(primal(leaf))
+        if base.dtype.kind != "f":
+            raise QdiffError(f"hessian: argument {argnum} has a {base.dtype} leaf; only float "
+                             "arguments are differentiated here")
+        shapes.append(base.shape)
+    elements = [(j, index) for j, shape in enumerate(shapes) for index in np.ndindex(shape)]
+    first = next_bit(args)
+    second = first << 1
+    entries: dict[tuple[int, int], Any] = {}
+    for p, (jp, ip) in enumerate(elements):
+        for q in range(p, len(elements)):
+            jq, iq = elements[q]
+            moved = list(leaves)
+            moved[jp] = seeded(moved[jp], first, _unit(shapes[jp], ip))
+            moved[jq] = seeded(moved[jq], second, _unit(shapes[jq], iq))
+            new_args = list(args)
+            new_args[argnum] = pytree.unflatten(tree, moved)
+            out_leaves = pytree.flatten(f(tuple(new_args)))[0]
+            if len(out_leaves) != 1 or np.shape(primal(out_leaves[0])) != ():
+                raise QdiffError("hessian needs a function returning one float scalar")
+            entries[p, q] = entries[q, p] = derivative_along(
+                derivative_along(out_leaves[0], second), first)
+    starts = np.cumsum([0] + [int(np.prod(shape, dtype=int)) for shape in shapes])
+    rows = []
+    for j, shape_j in enumerate(shapes):
+        row = []
+        for k, shape_k in enumerate(shapes):
+            block = [entries[p, q] for p in range(starts[j], starts[j + 1])
+                     for q in range(starts[k], starts[k + 1])]
+            row.append(_array_of(block, shape_j + shape_k))
+        rows.append(pytree.unflatten(tree, row))
+    return pytree.unflatten(tree, rows)
+
+
+def _unit(shape: tuple, index: tuple) -> np.ndarray:
+    direction = np.zeros(shape)
+    direction[index] = 1.0
+    return direction
+
+
 def _without(value: Any, bit: int) -> Any:
     """``value`` with the parts along generator ``bit`` left out."""
     leaves, tree = pytree.flatten(value)
@@ -172,16 +221,26 @@ def _without(value: Any, bit: int) -> Any:
 
 
 def _stack(elements: list[list[Any]], k: int, out_shape: tuple, in_shape: tuple) -> Any:
-    column = [per_out[k] for per_out in elements]
-    masks = sorted({m for d in column if isinstance(d, Jet) for m in d.parts} | {0})
+    """Output leaf ``k``'s derivatives along each input element as one block of shape
+    ``out_shape + in_shape``."""
+    stacked = _array_of([per_out[k] for per_out in elements], in_shape, out_shape)
+    moved = tuple(range(len(in_shape)))
+    to = tuple(range(len(out_shape), len(out_shape) + len(in_shape)))
+    if isinstance(stacked, Jet):
+        return stacked.map(lambda v: np.moveaxis(v, moved, to))
+    return np.moveaxis(stacked, moved, to)
+
+
+def _array_of(values: list[Any], shape: tuple, inner: tuple = ()) -> Any:
+    """Values (jets or arrays, each of shape ``inner``), one per element of ``shape`` in C
+    order, as one jet of shape ``shape + inner``."""
+    masks = sorted({m for v in values if isinstance(v, Jet) for m in v.parts} | {0})
     parts = {}
     for mask in masks:
-        rows = [np.asarray(d.part(mask) if isinstance(d, Jet) else
-                           (d if mask == 0 else np.zeros_like(d))) for d in column]
-        stacked = np.stack(rows) if rows else np.zeros((0, *out_shape))
-        stacked = stacked.reshape(in_shape + out_shape)
-        parts[mask] = np.moveaxis(stacked, tuple(range(len(in_shape))),
-                                  tuple(range(len(out_shape), len(out_shape) + len(in_shape))))
+        rows = [np.asarray(v.part(mask) if isinstance(v, Jet) else
+                           (v if mask == 0 else np.zeros_like(v))) for v in values]
+        stacked = np.stack(rows) if rows else np.zeros((0, *inner))
+        parts[mask] = stacked.reshape(shape + inner)
     return Jet(parts) if len(parts) > 1 else parts[0]
 
 

@@ -87,6 +87,32 @@ def test_jacfwd_jacrev_and_grad_of_grad_agree_with_the_hessian():
 
 
 @qdiff.program
+def keyed(a, b, n):
+    q = qm.qubits(2)
+    qm.ry(a * n, q[0])
+    qm.rx(b["x"][0] * b["y"], q[1])
+    qm.crz(b["x"][1], q[1], q[0])
+    qm.h(q[0])
+    return qm.expval("ZZ + 0.3*XI", q)
+
+
+def test_hessian_of_a_structured_argument_has_the_structure_of_jacfwd_of_grad():
+    b = {"x": np.array([0.7, -0.2]), "y": np.array(1.3)}
+    hessian = qdiff.hessian(keyed, argnums=1)(0.4, b, 2)
+    again = qdiff.jacfwd(qdiff.grad(keyed, argnums=1), argnums=1)(0.4, b, 2)
+    for row in ("x", "y"):
+        for column in ("x", "y"):
+            assert np.shape(hessian[row][column]) == np.shape(b[row]) + np.shape(b[column])
+            np.testing.assert_allclose(hessian[row][column], again[row][column], atol=1e-12)
+    np.testing.assert_allclose(hessian["x"]["y"], hessian["y"]["x"], atol=1e-12)
+    np.testing.assert_allclose(hessian["x"]["x"], hessian["x"]["x"].T, atol=1e-12)
+
+
+def test_third_derivatives_compose_with_the_hessian():
+    assert np.isclose(qdiff.grad(qdiff.hessian(rotated))(0.3), np.sin(0.3), atol=1e-13)
+
+
+@qdiff.program
 def measured(w):
     q = qm.qubits(2)
     qm.ry(w[0], q[0])
