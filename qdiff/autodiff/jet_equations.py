@@ -35,7 +35,13 @@ _NESTED: dict[tuple[int, int], tuple[Eqn, Program, tuple[Var, ...]]] = {}
 
 def equation_on_jets(eqn: Eqn, values: Sequence[Any]) -> list[Any]:
     """The outputs of ``eqn`` on ``values`` (jets or plain values), as jets where they have
-    derivative parts."""
+    derivative parts (see the module docstring for an example).
+
+    >>> import qdiff
+    >>> eqn = qdiff.trace(lambda x: x * x, 0.0).eqns[0]
+    >>> [float(v) for v in equation_on_jets(eqn, [np.asarray(3.0)] * 2)]  # x * x
+    [9.0]
+    """
     outs: Any
     if not any(isinstance(v, Jet) for v in values):
         outs = eqn.primitive.impl("numpy")(*values, **eqn.params)

@@ -61,7 +61,13 @@ class DerivativeLayer:
 def base_jet_function(program: Program, evaluate: Callable[[list[Any]], list[Any]]
                       ) -> JetFunction:
     """The jet function of ``program`` run by ``evaluate`` (flat input jets to flat output
-    jets: a whole-program rule's ``taylor`` evaluator)."""
+    jets: a whole-program rule's ``taylor`` evaluator).
+
+    >>> import qdiff
+    >>> program = qdiff.trace(lambda x: x * 2.0, 1.0)
+    >>> base_jet_function(program, lambda leaves: [leaves[0] * 2.0])((3.0,))
+    6.0
+    """
     def run(args: tuple) -> Any:
         leaves, _ = pytree.flatten(tuple(args))
         return unflatten_outputs(program, evaluate(leaves))
@@ -70,7 +76,12 @@ def base_jet_function(program: Program, evaluate: Callable[[list[Any]], list[Any
 
 
 def coerced_arguments(program: Program, args: tuple) -> tuple:
-    """``args`` with their leaves converted as the program was traced for them."""
+    """``args`` with their leaves converted as the program was traced for them.
+
+    >>> import qdiff
+    >>> coerced_arguments(qdiff.trace(lambda x: x * 2.0, np.zeros(2)), (np.arange(2),))[0].dtype
+    dtype('float64')
+    """
     leaves, tree = pytree.flatten(tuple(args))
     if len(leaves) != len(program.inputs):
         raise QdiffError(f"{program.name} takes {len(program.inputs)} input leaves, got "
@@ -80,7 +91,12 @@ def coerced_arguments(program: Program, args: tuple) -> tuple:
 
 
 def with_layer(f: JetFunction, layer: DerivativeLayer) -> JetFunction:
-    """The jet function of ``layer`` applied to ``f``."""
+    """The jet function of ``layer`` applied to ``f``.
+
+    >>> cube = lambda args: args[0] * args[0] * args[0]
+    >>> float(with_layer(cube, DerivativeLayer("grad", 0))((np.float64(2.0),)))
+    12.0
+    """
     if layer.kind == "hessian":
         if not isinstance(layer.argnums, (int, np.integer)):
             raise QdiffError("hessian: argnums must be one int (one argument)")
@@ -112,7 +128,11 @@ def _numbers(argnums: Any, count: int, what: str) -> tuple[tuple[int, ...], bool
 
 
 def next_bit(args: Any) -> int:
-    """The first generator no leaf of ``args`` uses yet, as a one-bit mask."""
+    """The first generator no leaf of ``args`` uses yet, as a one-bit mask.
+
+    >>> next_bit((1.0,)), next_bit((Jet({0: 1.0, 2: 1.0}),))
+    (1, 4)
+    """
     leaves = pytree.flatten(args)[0]
     return 1 << order_of(m for leaf in leaves if isinstance(leaf, Jet) for m in leaf.parts)
 
@@ -121,7 +141,13 @@ def derivative_blocks(f: JetFunction, args: tuple, argnums: Any, what: str
                       ) -> tuple[Any, list[list[Any]], tuple]:
     """``f(args)`` and the derivative of each of its output leaves ``k`` with respect to each
     selected input leaf ``j``: ``blocks[k][j]`` of shape ``out_k.shape + in_j.shape`` (jets
-    in the generators the arguments already carry), and the tree of the selection."""
+    in the generators the arguments already carry), and the tree of the selection.
+
+    >>> square = lambda args: args[0] * args[0]
+    >>> value, blocks, _ = derivative_blocks(square, (np.array([1.0, 2.0]),), 0, "jacobian")
+    >>> blocks[0][0].tolist()
+    [[2.0, 0.0], [0.0, 4.0]]
+    """
     args = tuple(args)
     numbers, single = _numbers(argnums, len(args), what)
     selected = args[numbers[0]] if single else tuple(args[a] for a in numbers)
@@ -162,7 +188,13 @@ def hessian_of(f: JetFunction, args: tuple, argnum: int) -> Any:
     """The Hessian of the scalar ``f`` with respect to argument ``argnum``, one run with two
     new generators per pair of its elements (i ≤ j: n(n+1)/2 runs for n elements), shaped
     like ``jacobian(grad(f))``: the argument's structure of the argument's structure, block
-    ``(j, k)`` of shape ``leaf_j.shape + leaf_k.shape``."""
+    ``(j, k)`` of shape ``leaf_j.shape + leaf_k.shape``.
+
+    >>> f = lambda args: args[0]["a"] * args[0]["a"] * args[0]["b"]
+    >>> h = hessian_of(f, ({"a": np.float64(1.0), "b": np.float64(3.0)},), 0)
+    >>> {row: {column: float(v) for column, v in h[row].items()} for row in h}
+    {'a': {'a': 6.0, 'b': 2.0}, 'b': {'a': 2.0, 'b': 0.0}}
+    """
     args = tuple(args)
     (argnum,), _ = _numbers(argnum, len(args), "hessian")
     leaves, tree = pytree.flatten(args[argnum])
@@ -246,7 +278,12 @@ def _array_of(values: list[Any], shape: tuple, inner: tuple = ()) -> Any:
 
 def jvp_of(f: JetFunction, primals: Sequence[Any], tangents: Sequence[Any]) -> tuple[Any, Any]:
     """``(f(primals), the derivative of f along tangents)`` as jets in the generators the
-    primals already carry."""
+    primals already carry.
+
+    >>> cube = lambda args: args[0] * args[0] * args[0]
+    >>> [float(v) for v in jvp_of(cube, (np.float64(2.0),), (0.5,))]
+    [8.0, 6.0]
+    """
     leaves, tree = pytree.flatten(tuple(primals))
     tangent_leaves, tangent_tree = pytree.flatten(tuple(tangents))
     if tangent_tree != tree:
@@ -262,7 +299,13 @@ def jvp_of(f: JetFunction, primals: Sequence[Any], tangents: Sequence[Any]) -> t
 
 def vjp_of(f: JetFunction, primals: Sequence[Any]) -> tuple[Any, Callable[[Any], tuple]]:
     """``(f(primals), vjp_fn)``: the Jacobian with respect to every float argument,
-    contracted with the cotangent when ``vjp_fn`` is called."""
+    contracted with the cotangent when ``vjp_fn`` is called.
+
+    >>> cube = lambda args: args[0] * args[0] * args[0]
+    >>> value, back = vjp_of(cube, (np.float64(2.0),))
+    >>> float(value), float(back(2.0)[0])
+    (8.0, 24.0)
+    """
     primals = tuple(primals)
     floats = tuple(k for k, a in enumerate(primals)
                    if all(np.asarray(primal(leaf)).dtype.kind == "f"
@@ -288,6 +331,10 @@ def vjp_of(f: JetFunction, primals: Sequence[Any]) -> tuple[Any, Callable[[Any],
 
 
 def user_values(value: Any) -> Any:
-    """The values of a tree of jets, as the caller sees them (0-d arrays as scalars)."""
+    """The values of a tree of jets, as the caller sees them (0-d arrays as scalars).
+
+    >>> user_values((Jet({0: np.asarray(1.0), 1: np.asarray(2.0)}), [np.ones(1)]))
+    (np.float64(1.0), [array([1.])])
+    """
     leaves, tree = pytree.flatten(value)
     return pytree.unflatten(tree, [to_user(np.asarray(primal(leaf))) for leaf in leaves])

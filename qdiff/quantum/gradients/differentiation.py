@@ -84,7 +84,16 @@ def _vjp(program: Program, primals: tuple, flags: list[bool], method: str,
 
 class TaylorEvaluator:
     """A quantum program run on jets (`forward_mode.run_on_jets`), run after run, keeping
-    the largest mass a run pruned or cut off for one `report`."""
+    the largest mass a run pruned or cut off for one `report`.
+
+    >>> import qdiff
+    >>> from qdiff.autodiff.jets import Jet
+    >>> from qdiff.quantum.lang.examples import rotation
+    >>> evaluate = TaylorEvaluator(qdiff.trace(rotation, 0.3), "auto", {})
+    >>> (value,) = evaluate([Jet({0: np.asarray(0.3), 1: np.asarray(1.0)})])
+    >>> bool(np.isclose(value.part(1), -np.sin(0.3)))
+    True
+    """
 
     def __init__(self, program: Program, method: str, options: dict):
         if method != "auto":

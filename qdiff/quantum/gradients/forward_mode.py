@@ -69,7 +69,13 @@ class BranchOpensError(QdiffError):
 
 
 class JetRunner(BranchRunner):
-    """The branching runner over jets (see the module docstring): exact mode, unfused."""
+    """The branching runner over jets (see the module docstring): exact mode, unfused.
+
+    >>> JetRunner(RunOptions(mode="sample", shots=10))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    qdiff.ir.errors.QdiffError: forward-mode derivatives ... mode='sample' would ignore shots...
+    """
 
     def __init__(self, options: RunOptions = DEFAULTS):
         if options.mode != "exact":
@@ -308,13 +314,25 @@ def run_on_jets(program: Program, inputs: Sequence[Any],
 
 
 def missing_mass(runner: JetRunner) -> float:
-    """The probability a run pruned or cut off."""
+    """The probability a run pruned or cut off.
+
+    >>> import qdiff
+    >>> from qdiff.quantum.lang.examples import rotation
+    >>> missing_mass(run_on_jets(qdiff.trace(rotation, 0.3), [0.3])[1])
+    0.0
+    """
     return float(primal(runner.dropped)) + float(primal(runner.unterminated))
 
 
 def report_jet_truncation(name: str, missing: float, options: RunOptions) -> None:
     """Warn (raise with ``strict``) when loops on measurements were cut off with more than
-    ``tol`` still going on: forward-mode derivatives have no certified remainder."""
+    ``tol`` still going on: forward-mode derivatives have no certified remainder.
+
+    >>> report_jet_truncation("f", 0.5, RunOptions(strict=True))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    qdiff.quantum.execution.run.TruncationError: f: loops were cut off with probability 0.5 ...
+    """
     warn_if_truncated(name, missing, None, options.tol,
                       "forward-mode derivatives have no certified remainder",
                       strict=options.strict)
