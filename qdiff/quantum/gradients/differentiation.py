@@ -103,6 +103,14 @@ class TaylorEvaluator:
                 "exactly; they take no method")
         self.program = program
         self.options = _run_options(options)
+        unused = [name for name in ("remainder_tol", "exit_probability", "occurrences",
+                                    "sampler", "estimator")
+                  if getattr(self.options, name) is not None]
+        if unused:
+            raise QdiffError(
+                f"{', '.join(name + '=' for name in unused)}: settings of first derivatives "
+                "(certified adjoint gradients, sampled parameter shift, Qiskit runs); forward-"
+                "mode derivatives (jvp, hessian, derivatives of derivatives) do not use them")
         self.missing = 0.0
         JetRunner(self.options)  # checks the mode now, before any run
 

@@ -291,6 +291,13 @@ def test_a_method_for_a_second_derivative_is_refused():
         qdiff.grad(qdiff.grad(rotated, method="parameter-shift"))(0.3)
 
 
+def test_settings_forward_mode_would_ignore_are_refused():
+    with pytest.raises(qdiff.QdiffError, match="remainder_tol=: settings of first derivatives"):
+        qdiff.hessian(qdiff.grad(rotated, remainder_tol=1e-6))(0.3)
+    with pytest.raises(qdiff.QdiffError, match="exit_probability="):
+        qdiff.jvp(repeat_until_one, (0.7,), (1.0,), exit_probability=0.1)
+
+
 @qdiff.program
 def opening(t):
     q = qm.qubits(1)
