@@ -35,6 +35,7 @@ from .autodiff.arguments import (
     wrt_flags,
     wrt_tree,
 )
+from .autodiff.derivative_calls import call_derivative
 from .autodiff.forward import jvp_program
 from .autodiff.nested_derivatives import (
     DerivativeLayer,
@@ -144,11 +145,23 @@ class TransformedFunction(ProgramFunction):
             raise QdiffError(
                 f"{self.kind} of a {rule.name} program has no derivative Program: it is "
                 "computed on the simulator when called with concrete values, so it cannot be "
-                f"traced. Derivatives of it are computed when called directly ({self.kind} "
-                f"inside grad, jacobian, jacfwd, jacrev, hessian, jvp or vjp); mixing it with "
-                "other operations inside a function that is differentiated or traced (such as "
-                f"grad(lambda x: g(x) * {self.kind}(f)(x))) is not supported")
+                "traced. Derivatives of it, and of code that calls it, are computed when "
+                "called with concrete values")
         return program, captured
+
+    def recorded_call(self, args: tuple) -> Any:
+        """Inside another trace, a derivative of a program that a whole-program rule
+        evaluates on jets, recorded as one ``derivative_call`` equation
+        (`qdiff.autodiff.derivative_calls`); None for anything else."""
+        layers, bottom = self.derivative_chain()
+        if not layers or isinstance(bottom, TransformedFunction):
+            return None
+        program, captured = as_closed_program(bottom, args)
+        rule = rule_for(program)
+        if rule is None or rule.taylor is None:
+            return None
+        _no_captures(captured, rule, self.kind)
+        return call_derivative(program, rule, layers, args)
 
     def derivative_chain(self) -> tuple[list[DerivativeLayer], Function]:
         """The derivative layers from the outermost (this one) in, and the function at the
@@ -218,6 +231,10 @@ class TransformedFunction(ProgramFunction):
             result = user_values(f(coerced))
             evaluator.report(f"the derivative {self.name}")
             return result
+        if holds_tracer(args):
+            recorded = self.recorded_call(args)
+            if recorded is not None:
+                return recorded
         if not holds_tracer(args) and self.whole is not None:
             program, captured = as_closed_program(self.source, args)
             rule = rule_for(program)

@@ -118,7 +118,12 @@ def with_layer(f: JetFunction, layer: DerivativeLayer) -> JetFunction:
     return derivative
 
 
-def _numbers(argnums: Any, count: int, what: str) -> tuple[tuple[int, ...], bool]:
+def argument_numbers(argnums: Any, count: int, what: str) -> tuple[tuple[int, ...], bool]:
+    """``argnums`` as non-negative argument numbers, and whether it was one int.
+
+    >>> argument_numbers(-1, 3, "grad"), argument_numbers((0, 2), 3, "grad")
+    (((2,), True), ((0, 2), False))
+    """
     single = isinstance(argnums, (int, np.integer))
     numbers = (int(argnums),) if single else tuple(int(a) for a in argnums)
     for a in numbers:
@@ -149,7 +154,7 @@ def derivative_blocks(f: JetFunction, args: tuple, argnums: Any, what: str
     [[2.0, 0.0], [0.0, 4.0]]
     """
     args = tuple(args)
-    numbers, single = _numbers(argnums, len(args), what)
+    numbers, single = argument_numbers(argnums, len(args), what)
     selected = args[numbers[0]] if single else tuple(args[a] for a in numbers)
     bit = next_bit(args)
     per_arg = [pytree.flatten(a) for a in args]
@@ -196,7 +201,7 @@ def hessian_of(f: JetFunction, args: tuple, argnum: int) -> Any:
     {'a': {'a': 6.0, 'b': 2.0}, 'b': {'a': 2.0, 'b': 0.0}}
     """
     args = tuple(args)
-    (argnum,), _ = _numbers(argnum, len(args), "hessian")
+    (argnum,), _ = argument_numbers(argnum, len(args), "hessian")
     leaves, tree = pytree.flatten(args[argnum])
     shapes = []
     for leaf in leaves:

@@ -82,3 +82,19 @@ def rule_for(program: Program) -> WholeProgramRule | None:
         _FOUND.clear()
     _FOUND[id(program)] = (program, found)
     return found
+
+
+def rules_in(program: Program) -> list[WholeProgramRule]:
+    """Every registered rule whose primitives ``program`` holds, at any depth, in order of
+    first appearance.
+
+    >>> import qdiff
+    >>> rules_in(qdiff.trace(lambda x: x * 2.0, 1.0))
+    []
+    """
+    found: list[WholeProgramRule] = []
+    for eqn in program.all_eqns():
+        rule = _RULES.get(eqn.primitive)
+        if rule is not None and rule not in found:
+            found.append(rule)
+    return found

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ...autodiff.arguments import output_leaves, unflatten_outputs
+from ...autodiff.derivative_calls import CALLING_RULE, calls_derivatives
 from ...autodiff.jets import derivative_along, primal, seeded
 from ...autodiff.whole_program import WholeProgramRule, register_whole_program_rule
 from ...ir import pytree
@@ -46,17 +47,23 @@ def _run_options(options: dict) -> RunOptions:
 
 
 def _gradient(program: Program, args: tuple, argnums: Any, method: str, options: dict) -> Any:
+    if calls_derivatives(program):  # derivatives of derivatives inside: forward mode
+        return CALLING_RULE.gradient(program, args, argnums, method, options)
     result = gradient(program, *args, argnums=argnums, method=method, **options)
     report_truncation(program.name, result, _run_options(options))
     return result
 
 
 def _jacobian(program: Program, args: tuple, argnums: Any, method: str, options: dict) -> Any:
+    if calls_derivatives(program):
+        return CALLING_RULE.jacobian(program, args, argnums, method, options)
     return jacobian(program, *args, argnums=argnums, method=method, **options)
 
 
 def _vjp(program: Program, primals: tuple, flags: list[bool], method: str,
          options: dict) -> tuple[Any, Callable[[Any], tuple]]:
+    if calls_derivatives(program):
+        return CALLING_RULE.vjp(program, primals, flags, method, options)
     # the adjoint method records one run and sweeps it back once per cotangent
     flat_primals, in_tree = pytree.flatten(tuple(primals))
     argnums = tuple(range(len(primals)))
@@ -127,6 +134,8 @@ class TaylorEvaluator:
 
 def _jvp(program: Program, flat_primals: list[Any], flat_tangents: list[Any],
          flags: list[bool], method: str, options: dict) -> tuple[Any, Any]:
+    if calls_derivatives(program):
+        return CALLING_RULE.jvp(program, flat_primals, flat_tangents, flags, method, options)
     if method == "auto":  # one forward-mode run with the tangents on one generator
         evaluator = TaylorEvaluator(program, method, options)
         leaves = [seeded(coerce_argument(program, i, x), 1, t) if flag else

@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from ...autodiff.derivative_calls import call_on_jets, derivative_call_p
 from ...autodiff.jet_equations import equation_on_jets
 from ...autodiff.jets import (
     Jet,
@@ -89,6 +90,8 @@ class JetRunner(BranchRunner):
 
     def apply(self, eqn: Eqn, handler: Handler | None, weight: Any,
               inputs: list[Any]) -> list[Item]:
+        if eqn.primitive is derivative_call_p:
+            return [(weight, call_on_jets(eqn, inputs))]
         if handler is None:
             return [(weight, equation_on_jets(eqn, inputs))]
         return JET_HANDLERS[eqn.primitive](self, eqn, weight, inputs)
