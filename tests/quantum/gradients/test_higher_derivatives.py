@@ -298,6 +298,18 @@ def test_a_loss_on_the_gradient_and_the_value_of_a_circuit_matches_central_diffe
     np.testing.assert_allclose(qdiff.grad(loss)(W), expected, atol=1e-7)
 
 
+def test_a_derivative_of_code_that_calls_a_quantum_gradient_can_be_called_again_in_code():
+    def inner(y):
+        return qnp.cos(y) * qdiff.grad(rotated)(y)      # -sin(2y) / 2
+
+    def outer(x):
+        return qdiff.grad(inner)(x) * x                 # -x cos 2x
+
+    x = 0.3
+    assert np.isclose(qdiff.grad(outer)(x), -np.cos(2 * x) + 2 * x * np.sin(2 * x),
+                      atol=1e-13)
+
+
 # ------------------------------------------------------------------ refused, with the reason
 def test_a_quantum_gradient_called_inside_a_classical_loop_is_refused():
     def looped(x):
