@@ -40,12 +40,11 @@ from .autodiff.forward import jvp_program
 from .autodiff.nested_derivatives import (
     DerivativeLayer,
     JetFunction,
-    base_jet_function,
+    chain_function,
     coerced_arguments,
     jvp_of,
     user_values,
     vjp_of,
-    with_layer,
 )
 from .autodiff.reverse import vjp_program
 from .autodiff.tangents import is_differentiable
@@ -193,17 +192,7 @@ class TransformedFunction(ProgramFunction):
         if rule is None or rule.taylor is None:
             return None
         _no_captures(captured, rule, self.kind)
-        method = next((layer.method for layer in layers if layer.method != "auto"), "auto")
-        if any(layer.holomorphic for layer in layers):
-            raise QdiffError(f"holomorphic=True: {rule.name} programs have real arguments "
-                             "and outputs")
-        options: dict = {}
-        for layer in reversed(layers):
-            options.update(layer.options)
-        evaluator = rule.taylor(program, method, options)
-        f = base_jet_function(program, evaluator)
-        for layer in reversed(layers):
-            f = with_layer(f, layer)
+        f, evaluator = chain_function(program, rule, layers)
         return f, coerced_arguments(program, args), evaluator
 
     def _traced(self, *args: Any) -> Any:

@@ -40,6 +40,7 @@ from .nested_derivatives import (
     DerivativeLayer,
     argument_numbers,
     base_jet_function,
+    chain_function,
     coerced_arguments,
     jvp_of,
     vjp_of,
@@ -60,14 +61,7 @@ class DerivativeChain:
 
     def __call__(self, leaves: Sequence[Any]) -> list[Any]:
         """The flat outputs of the chain on flat argument leaves (jets or plain values)."""
-        method = next((layer.method for layer in self.layers if layer.method != "auto"), "auto")
-        options: dict = {}
-        for layer in reversed(self.layers):
-            options.update(layer.options)
-        evaluator = self.rule.taylor(self.program, method, options)
-        f = base_jet_function(self.program, evaluator)
-        for layer in reversed(self.layers):
-            f = with_layer(f, layer)
+        f, evaluator = chain_function(self.program, self.rule, self.layers)
         out = f(pytree.unflatten(self.in_tree, list(leaves)))
         evaluator.report(f"a derivative of {self.program.name}")
         return pytree.flatten(out)[0]

@@ -17,6 +17,7 @@ around it.
 
 >>> import qdiff
 >>> from qdiff import quantum as qm
+>>> from qdiff.autodiff.whole_program import rule_for
 >>> def f(t):
 ...     q = qm.qubits(1); qm.ry(t, q[0]); return qm.expval("Z", q)
 >>> program = qdiff.trace(f, 0.3)
@@ -40,7 +41,7 @@ from ..ir.errors import QdiffError
 from ..ir.interpreter import coerce_argument, to_user
 from .arguments import unflatten_outputs
 from .jets import Jet, derivative_along, order_of, primal, seeded
-from .whole_program import rule_for  # noqa: F401  (the doctest's)
+from .whole_program import WholeProgramRule
 
 JetFunction = Callable[[tuple], Any]
 
@@ -73,6 +74,35 @@ def base_jet_function(program: Program, evaluate: Callable[[list[Any]], list[Any
         return unflatten_outputs(program, evaluate(leaves))
 
     return run
+
+
+def chain_function(program: Program, rule: WholeProgramRule,
+                   layers: Sequence[DerivativeLayer]) -> tuple[JetFunction, Any]:
+    """The jet function of derivative ``layers`` (outermost first) of ``program``, on its
+    ``rule``'s ``taylor`` evaluator, and that evaluator (its ``report`` says what the runs
+    left out). The layers' options go to the evaluator (inner ones win); a ``method`` other
+    than ``"auto"`` on any layer is the evaluator's to accept or refuse.
+
+    >>> import qdiff
+    >>> from qdiff.autodiff.whole_program import rule_for
+    >>> from qdiff.quantum.lang.examples import rotation
+    >>> program = qdiff.trace(rotation, 0.3)
+    >>> f, _ = chain_function(program, rule_for(program), [DerivativeLayer("hessian", 0)])
+    >>> bool(np.isclose(user_values(f((np.float64(0.3),))), -np.cos(0.3)))
+    True
+    """
+    if any(layer.holomorphic for layer in layers):
+        raise QdiffError(f"holomorphic=True: {rule.name} programs have real arguments and "
+                         "outputs")
+    method = next((layer.method for layer in layers if layer.method != "auto"), "auto")
+    options: dict = {}
+    for layer in reversed(layers):
+        options.update(layer.options)
+    evaluator = rule.taylor(program, method, options)
+    f = base_jet_function(program, evaluator)
+    for layer in reversed(layers):
+        f = with_layer(f, layer)
+    return f, evaluator
 
 
 def coerced_arguments(program: Program, args: tuple) -> tuple:

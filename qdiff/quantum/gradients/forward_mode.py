@@ -12,7 +12,8 @@ rules, per operation:
   (reset flips the wire back, postselection books the other outcome's ``w·p``);
 - ``expval``: ``⟨ψ|O|ψ⟩``, ``probs``: ``|ψ_i|²`` summed per outcome, by the product rule;
 - classical equations: their forward mode nested once per generator
-  (`qdiff.autodiff.jet_equations`);
+  (`qdiff.autodiff.jet_equations`); a recorded derivative of another quantum program
+  (`qdiff.autodiff.derivative_calls`): its chain, with this run's generators on its inputs;
 - loops, branches and loops on measurements: the runner's own handlers (a loop on a
   measurement stops once its live mass is below ``tol``), and branches merge only when
   their values agree as jets (states up to a phase jet).
