@@ -43,6 +43,7 @@ from .nested_derivatives import (
     chain_function,
     coerced_arguments,
     jvp_of,
+    user_values,
     vjp_of,
     with_layer,
 )
@@ -212,7 +213,7 @@ def _value_and_grad(program: Program, args: tuple, argnums: Any, method: str,
     value, gradient = with_layer(base_jet_function(program, evaluator), DerivativeLayer(
         "value_and_grad", argnums))(coerced_arguments(program, args))
     evaluator.report(f"the gradient of {program.name}")
-    return _ValueAndGrad(_user(value), _user(gradient))
+    return _ValueAndGrad(user_values(value), user_values(gradient))
 
 
 @dataclass
@@ -226,7 +227,7 @@ def _jacobian(program: Program, args: tuple, argnums: Any, method: str, options:
     jac = with_layer(base_jet_function(program, evaluator), DerivativeLayer(
         "jacobian", argnums))(coerced_arguments(program, args))
     evaluator.report(f"the jacobian of {program.name}")
-    return _user(jac)
+    return user_values(jac)
 
 
 def _vjp(program: Program, primals: tuple, flags: list[bool], method: str,
@@ -238,21 +239,13 @@ def _vjp(program: Program, primals: tuple, flags: list[bool], method: str,
 def _jvp(program: Program, flat_primals: list[Any], flat_tangents: list[Any],
          flags: list[bool], method: str, options: dict) -> Any:
     base = evaluator_for(program, method, options)
-    value, tangent = jvp_of(lambda leaves: list(base(list(leaves))), flat_primals,
+    primals = coerced_arguments(program, tuple(flat_primals))
+    value, tangent = jvp_of(lambda leaves: list(base(list(leaves))), primals,
                             [t if flag else np.zeros_like(np.asarray(x, np.float64))
-                             for x, t, flag in zip(flat_primals, flat_tangents, flags)])
+                             for x, t, flag in zip(primals, flat_tangents, flags)])
     base.report(f"the jvp of {program.name}")
-    return (unflatten_outputs(program, [_user(v) for v in value]),
-            unflatten_outputs(program, [_user(t) for t in tangent]))
-
-
-def _user(value: Any) -> Any:
-    leaves, tree = pytree.flatten(value)
-    return pytree.unflatten(tree, [_scalar(np.asarray(primal(v))) for v in leaves])
-
-
-def _scalar(array: np.ndarray) -> Any:
-    return array[()] if array.ndim == 0 else array
+    return (unflatten_outputs(program, [user_values(v) for v in value]),
+            unflatten_outputs(program, [user_values(t) for t in tangent]))
 
 
 CALLING_RULE = WholeProgramRule(
