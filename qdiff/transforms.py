@@ -35,7 +35,17 @@ from .autodiff.arguments import (
     wrt_flags,
     wrt_tree,
 )
+from .autodiff.derivative_calls import call_derivative
 from .autodiff.forward import jvp_program
+from .autodiff.nested_derivatives import (
+    DerivativeLayer,
+    JetFunction,
+    chain_function,
+    coerced_arguments,
+    jvp_of,
+    user_values,
+    vjp_of,
+)
 from .autodiff.reverse import vjp_program
 from .autodiff.tangents import is_differentiable
 from .autodiff.whole_program import WholeProgramRule, known_options, rule_for
@@ -48,7 +58,7 @@ from .ir.errors import QdiffError
 from .ir.interpreter import call_program, inline
 from .ir.passes import fuse_elementwise, simplify
 from .ir.program_function import ProgramFunction, holds_tracer
-from .ir.tracer import current_builder, trace
+from .ir.tracer import current_builder, trace, value_type
 from .ir.types import Tensor
 from .loops import control_flow_rules  # noqa: F401  (rules of loop, while, cond)
 
@@ -92,14 +102,16 @@ def _scalar_output(program: Program, what: str) -> None:
 
 
 def _function_or_program(f: Function, build: Callable[[Program], Program], name: str,
-                         whole: Callable[[WholeProgramRule, Program, tuple], Any] | None = None
-                         ) -> Any:
+                         whole: Callable[[WholeProgramRule, Program, tuple], Any] | None = None,
+                         layer: DerivativeLayer | None = None) -> Any:
     """``build`` applied to ``f``'s program, as a Program (``f`` a Program) or a
     `TransformedFunction`; programs that a whole-program rule claims go to
-    ``whole(rule, program, args)`` instead (``None``: this transformation has no such rule)."""
+    ``whole(rule, program, args)`` instead (``None``: this transformation has no such rule).
+    ``layer`` describes the transformation for derivatives of such programs' derivatives
+    (`qdiff.autodiff.nested_derivatives`)."""
     if isinstance(f, Program) and rule_for(f) is None:
         return build(f)
-    return TransformedFunction(f, build, name, whole)
+    return TransformedFunction(f, build, name, whole, layer)
 
 
 class TransformedFunction(ProgramFunction):
@@ -109,18 +121,21 @@ class TransformedFunction(ProgramFunction):
     (print it, save it with ``to_json``, transform it again). A program that a whole-program
     rule claims (`qdiff.autodiff.whole_program`: quantum programs, whose derivatives run on
     the simulator) is differentiated when called; it has no derivative Program, so tracing
-    it (``.trace``, or a transformation of it such as ``grad(grad(f))``) is an error that
-    says so.
+    it (``.trace``) is an error that says so. Derivatives of it (``grad(grad(f))``,
+    ``hessian(f)``, ``jacfwd(grad(f))``, ``jvp(grad(f), …)``) are evaluated when called with
+    concrete values, by forward mode on jets (`qdiff.autodiff.nested_derivatives`).
     """
 
     def __init__(self, f: Function, build: Callable[[Program], Program], name: str,
-                 whole: Callable[[WholeProgramRule, Program, tuple], Any] | None):
+                 whole: Callable[[WholeProgramRule, Program, tuple], Any] | None,
+                 layer: DerivativeLayer | None = None):
         label = f"{name}_{getattr(f, 'name', None) or getattr(f, '__name__', 'f')}"
         super().__init__(self._traced, label)
         self.source, self.build, self.kind, self.whole = f, build, name, whole
-        # (f, argnums, with_value, method, options) of a gradient, set by grad and
-        # value_and_grad: vmap reads it to batch a quantum gradient
-        self.gradient_of: tuple | None = None
+        self.layer = layer
+        # per argument signature: whether the bottom of the chain is a program that a
+        # whole-program rule evaluates on jets (a classical one is not traced again per call)
+        self._on_jets: dict[Any, bool] = {}
 
     def _program(self, args: tuple) -> tuple[Program, list[Any]]:
         program, captured = as_closed_program(self.source, args)
@@ -129,11 +144,56 @@ class TransformedFunction(ProgramFunction):
             raise QdiffError(
                 f"{self.kind} of a {rule.name} program has no derivative Program: it is "
                 "computed on the simulator when called with concrete values, so it cannot be "
-                "traced, nor differentiated again (higher derivatives of quantum programs are "
-                "not supported yet)" if self.whole is not None else
-                f"{self.kind} of a {rule.name} program is not supported yet (its first "
-                "derivatives run on the simulator: use grad, jacobian, jvp or vjp)")
+                "traced. Derivatives of it, and of code that calls it, are computed when "
+                "called with concrete values")
         return program, captured
+
+    def recorded_call(self, args: tuple) -> Any:
+        """Inside another trace, a derivative of a program that a whole-program rule
+        evaluates on jets, recorded as one ``derivative_call`` equation
+        (`qdiff.autodiff.derivative_calls`); None for anything else."""
+        layers, bottom = self.derivative_chain()
+        if not layers or isinstance(bottom, TransformedFunction):
+            return None
+        program, captured = as_closed_program(bottom, args)
+        rule = rule_for(program)
+        if rule is None or rule.taylor is None:
+            return None
+        _no_captures(captured, rule, self.kind)
+        return call_derivative(program, rule, layers, args)
+
+    def derivative_chain(self) -> tuple[list[DerivativeLayer], Function]:
+        """The derivative layers from the outermost (this one) in, and the function at the
+        bottom of the chain."""
+        layers: list[DerivativeLayer] = []
+        current: Any = self
+        while isinstance(current, TransformedFunction) and current.layer is not None:
+            layers.append(current.layer)
+            current = current.source
+        return layers, current
+
+    def nested_evaluation(self, args: tuple, outer: bool = False
+                          ) -> tuple[JetFunction, tuple, Any] | None:
+        """For a derivative of a derivative of a whole-program-rule program (or its Hessian;
+        with ``outer``, for any derivative of one, under a jvp or vjp): the jet function of
+        the whole chain, the arguments coerced, and the evaluator (whose ``report`` says
+        what its runs left out); None for anything else."""
+        layers, bottom = self.derivative_chain()
+        first_order = len(layers) == 1 and layers[0].kind != "hessian" and not outer
+        if not layers or first_order or isinstance(bottom, TransformedFunction):
+            return None
+        leaves, tree = pytree.flatten(tuple(args))
+        signature = (tree, tuple(value_type(leaf) for leaf in leaves))
+        if self._on_jets.get(signature) is False:
+            return None
+        program, captured = as_closed_program(bottom, args)
+        rule = rule_for(program)
+        self._on_jets[signature] = rule is not None and rule.taylor is not None
+        if rule is None or rule.taylor is None:
+            return None
+        _no_captures(captured, rule, self.kind)
+        f, evaluator = chain_function(program, rule, layers)
+        return f, coerced_arguments(program, args), evaluator
 
     def _traced(self, *args: Any) -> Any:
         # values the function reads from enclosing traces are trailing, undifferentiated
@@ -154,6 +214,16 @@ class TransformedFunction(ProgramFunction):
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         args = self.bind_arguments(args, kwargs)
+        nested = None if holds_tracer(args) else self.nested_evaluation(args)
+        if nested is not None:
+            f, coerced, evaluator = nested
+            result = user_values(f(coerced))
+            evaluator.report(f"the derivative {self.name}")
+            return result
+        if holds_tracer(args):
+            recorded = self.recorded_call(args)
+            if recorded is not None:
+                return recorded
         if not holds_tracer(args) and self.whole is not None:
             program, captured = as_closed_program(self.source, args)
             rule = rule_for(program)
@@ -164,6 +234,14 @@ class TransformedFunction(ProgramFunction):
             # inside another trace: inline, so the function may read that trace's values
             return self._traced(*args)
         return super().__call__(*args)
+
+
+def _nested(f: Function, primals: tuple) -> tuple[JetFunction, tuple, Any] | None:
+    """`TransformedFunction.nested_evaluation` of ``f`` under one more derivative (jvp or
+    vjp) when ``f`` is a derivative called on concrete values, else None."""
+    if not isinstance(f, TransformedFunction) or holds_tracer(primals):
+        return None
+    return f.nested_evaluation(primals, outer=True)
 
 
 def _no_captures(captured: list[Any], rule: WholeProgramRule, what: str) -> None:
@@ -233,9 +311,8 @@ def grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None, method: st
     def whole(rule: WholeProgramRule, program: Program, args: tuple) -> Any:
         return rule.gradient(program, args, argnums, method, options).grad
 
-    transformed = _gradient_of(_function_or_program(f, build, "grad", whole), f, argnums,
-                               False, method, options)
-    return _compiled(transformed, jit, backend)
+    layer = DerivativeLayer("grad", argnums, method, options)
+    return _compiled(_function_or_program(f, build, "grad", whole, layer), jit, backend)
 
 
 def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
@@ -256,18 +333,9 @@ def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
         _classical_options(method, options)
         return grad_program(program, argnums, has_value=True, fuse=fuse)
 
-    transformed = _gradient_of(_function_or_program(f, build, "value_and_grad", both), f,
-                               argnums, True, method, options)
-    return _compiled(transformed, jit, backend)
-
-
-def _gradient_of(transformed: Any, f: Function, argnums: ArgNums, with_value: bool,
-                 method: str, options: dict) -> Any:
-    """``transformed`` told which gradient it is (``gradient_of``), so that `qdiff.vmap` of
-    a quantum program's gradient can run one batched adjoint sweep instead of a loop."""
-    if isinstance(transformed, TransformedFunction):
-        transformed.gradient_of = (f, argnums, with_value, method, dict(options))
-    return transformed
+    layer = DerivativeLayer("value_and_grad", argnums, method, options)
+    return _compiled(_function_or_program(f, build, "value_and_grad", both, layer), jit,
+                     backend)
 
 
 # ------------------------------------------------------------------------------- jvp and vjp
@@ -276,14 +344,22 @@ def jvp(f: Function, primals: Sequence[Any], tangents: Sequence[Any],
         backend: str | None = None, **options: Any) -> tuple[Any, Any]:
     """Forward mode: ``(f(*primals), J·tangents)``, with tangents shaped like the primals.
 
-    A quantum program's JVP contracts its Jacobian (`qdiff.quantum.jacobian`, by
-    ``method``, default adjoint) with the tangents.
+    A quantum program's JVP is one run in forward mode on the simulator
+    (`qdiff.quantum.gradients.forward_mode`); another ``method`` contracts its Jacobian
+    (`qdiff.quantum.jacobian`) with the tangents. A JVP of a quantum program's derivative
+    (``jvp(grad(f), …)``: a Hessian-vector product) is exact too.
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> out, tangent = qdiff.jvp(qnp.sin, (0.0,), (2.0,))
     >>> float(out), float(tangent)
     (0.0, 2.0)
     """
+    nested = _nested(f, tuple(primals))
+    if nested is not None:
+        chain, coerced, evaluator = nested
+        value, tangent = jvp_of(chain, coerced, tuple(tangents))
+        evaluator.report(f"the jvp of {f.name}")
+        return user_values(value), user_values(tangent)
     program, captured = as_closed_program(f, tuple(primals))
     flat_primals, in_tree = pytree.flatten(tuple(primals))
     flat_tangents, tangent_tree = pytree.flatten(tuple(tangents))
@@ -320,6 +396,12 @@ def vjp(f: Function, *primals: Any, fuse: bool | None = None, method: str = "aut
     >>> back(np.array([1.0, 1.0]))[0].tolist()
     [2.0, 4.0]
     """
+    nested = _nested(f, tuple(primals))
+    if nested is not None:
+        chain, coerced, evaluator = nested
+        result = vjp_of(chain, coerced)
+        evaluator.report(f"the vjp of {f.name}")
+        return result
     program, captured = as_closed_program(f, primals)
     flat_primals, in_tree = pytree.flatten(tuple(primals))
     flags = [is_differentiable(t) for t in program.in_types[:len(flat_primals)]]
@@ -511,7 +593,8 @@ def jacobian(f: Function, argnums: ArgNums = 0, mode: str = "reverse",
         _classical_options(method, options)
         return jacobian_program(program, argnums, mode, holomorphic, fuse)
 
-    return _compiled(_function_or_program(f, build, "jacobian", whole), jit, backend)
+    layer = DerivativeLayer("jacobian", argnums, method, options, holomorphic)
+    return _compiled(_function_or_program(f, build, "jacobian", whole, layer), jit, backend)
 
 
 def jacfwd(f: Function, argnums: ArgNums = 0, holomorphic: bool = False,
@@ -538,7 +621,8 @@ def jacrev(f: Function, argnums: ArgNums = 0, holomorphic: bool = False,
 
 def hessian(f: Function, argnums: int = 0, fuse: bool | None = None, jit: bool = False,
             backend: str | None = None) -> Any:
-    """The Hessian of a scalar function: forward mode over reverse mode.
+    """The Hessian of a scalar function: forward mode over reverse mode (for a quantum
+    program, forward mode over forward mode on the simulator, exact).
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> qdiff.hessian(lambda x: x[0] ** 2 * x[1])(np.array([1.0, 3.0])).tolist()
@@ -551,4 +635,5 @@ def hessian(f: Function, argnums: int = 0, fuse: bool | None = None, jit: bool =
         gradient = grad_program(program, argnums, fuse=fuse)
         return jacobian_program(gradient, argnums, mode="forward", fuse=fuse)
 
-    return _compiled(_function_or_program(f, build, "hessian"), jit, backend)
+    return _compiled(_function_or_program(f, build, "hessian", layer=DerivativeLayer(
+        "hessian", argnums)), jit, backend)

@@ -35,7 +35,11 @@ class WholeProgramRule:
     ``vjp(program, primals, flags, method, options)`` the pair ``(value, vjp_fn)``;
     ``jvp(program, flat_primals, flat_tangents, flags, method, options)`` the pair
     ``(value, tangent)``. ``name`` names the family in error messages, ``options`` the
-    keyword options the rule takes (``method`` aside).
+    keyword options the rule takes (``method`` aside). ``taylor(program, method, options)``,
+    when given, returns an evaluator of the program on jets (`qdiff.autodiff.jets`): called
+    with flat input jets it returns flat output jets, and its ``report(what)`` says, once,
+    what its runs left out; derivatives of derivatives (`qdiff.autodiff.nested_derivatives`)
+    run on it.
     """
 
     name: str
@@ -44,6 +48,7 @@ class WholeProgramRule:
     vjp: Callable[..., Any]
     jvp: Callable[..., Any]
     options: frozenset[str] = frozenset()
+    taylor: Callable[..., Any] | None = None
 
 
 _RULES: dict[Primitive, WholeProgramRule] = {}
@@ -76,4 +81,20 @@ def rule_for(program: Program) -> WholeProgramRule | None:
     if len(_FOUND) > 8192:
         _FOUND.clear()
     _FOUND[id(program)] = (program, found)
+    return found
+
+
+def rules_in(program: Program) -> list[WholeProgramRule]:
+    """Every registered rule whose primitives ``program`` holds, at any depth, in order of
+    first appearance.
+
+    >>> import qdiff
+    >>> rules_in(qdiff.trace(lambda x: x * 2.0, 1.0))
+    []
+    """
+    found: list[WholeProgramRule] = []
+    for eqn in program.all_eqns():
+        rule = _RULES.get(eqn.primitive)
+        if rule is not None and rule not in found:
+            found.append(rule)
     return found

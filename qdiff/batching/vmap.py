@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..autodiff.arguments import Function, as_closed_program, as_program, unflatten_outputs
+from ..autodiff.nested_derivatives import DerivativeLayer
 from ..autodiff.whole_program import rule_for
 from ..ir import pytree
 from ..ir.core import Program
@@ -169,10 +170,10 @@ class VmappedFunction(ProgramFunction):
         """The batch run by a batched runner or member by member, when ``f`` is run on a
         simulator as a whole; None when it is rewritten like any program."""
         leaves, tree, axes, size, members = self._split(args)
-        gradient = getattr(self.source, "gradient_of", None)
+        gradient = _gradient_layer(self.source)
         try:
-            program = self._member_program(self.source if gradient is None else gradient[0],
-                                           members)
+            program = self._member_program(self.source if gradient is None
+                                           else self.source.source, members)
         except QdiffError:
             program = None  # a derivative computed on a simulator has no program
         if program is not None and rule_for(program) is None:
@@ -208,16 +209,24 @@ class VmappedFunction(ProgramFunction):
         return pytree.unflatten(out_tree, stacked)
 
 
-def _batched_run(program: Program, gradient: tuple | None, values: list[Any],
+def _gradient_layer(f: Any) -> DerivativeLayer | None:
+    """The derivative ``f`` is when it is a gradient (``grad`` or ``value_and_grad``, whose
+    batches a batched adjoint sweep may run), else None."""
+    layer = getattr(f, "layer", None)
+    return layer if layer is not None and layer.kind in ("grad", "value_and_grad") else None
+
+
+def _batched_run(program: Program, gradient: DerivativeLayer | None, values: list[Any],
                  flags: list[bool], size: int) -> tuple[Any] | None:
-    """``(result,)`` from a registered batched runner (or batched gradient, for a
-    ``gradient_of`` description), or None when none claims the program."""
+    """``(result,)`` from a registered batched runner (or batched gradient, for a gradient's
+    derivative layer), or None when none claims the program."""
     if gradient is None:
         for claims, run in _BATCHED_RUNNERS:
             if claims(program, flags):
                 return (unflatten_outputs(program, run(program, values, flags, size)),)
         return None
-    _, argnums, with_value, method, options = gradient
+    argnums, method, options = gradient.argnums, gradient.method, gradient.options
+    with_value = gradient.kind == "value_and_grad"
     if method not in ("auto", "adjoint") or options:
         return None
     for claims, run in _BATCHED_GRADIENTS:

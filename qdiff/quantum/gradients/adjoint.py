@@ -854,10 +854,12 @@ class RecordedRun:
         grads = self._sweep(*_stack_seeds(seeds), len(seeds))
         if not (self.postselected and conditioned):
             return [[g[r, ...] for g in grads] for r in range(len(seeds))]
-        # a conditioned value F/P: the quotient rule (∂F·P - F·∂P)/P^2, P = Σ_b w_b
+        # a conditioned value F/P: the quotient rule (∂F·P - F·∂P)/P^2, P = Σ_b w_b, and
+        # F = Σ_b w_b (c·g_b), the seeds' c·g_b weighted by their branches
+        weight_of = dict(self.weights)
         out = []
         for r, (weight_seeds, _) in enumerate(seeds):
-            weighted = sum(weight_seeds.values())
+            weighted = sum(weight_of[node] * seed for node, seed in weight_seeds.items())
             out.append([(g[r, ...] * self.mass - weighted * dm) / self.mass ** 2
                         for g, dm in zip(grads, self.mass_vjp())])
         return out

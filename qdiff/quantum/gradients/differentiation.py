@@ -24,14 +24,19 @@ from typing import Any
 import numpy as np
 
 from ...autodiff.arguments import output_leaves, unflatten_outputs
+from ...autodiff.derivative_calls import CALLING_RULE, calls_derivatives
+from ...autodiff.jets import derivative_along, primal, seeded
 from ...autodiff.whole_program import WholeProgramRule, register_whole_program_rule
 from ...ir import pytree
 from ...ir.core import Program
+from ...ir.errors import QdiffError
+from ...ir.interpreter import coerce_argument
 from ...ir.primitives import get_primitive
 from ..execution.options import RunOptions
 from ..execution.run import run
 from ..lang.primitives import QUANTUM_PRIMITIVES
 from .adjoint import RecordedRun
+from .forward_mode import JetRunner, missing_mass, report_jet_truncation, run_on_jets
 from .gradient import gradient, jacobian, jacobian_rows, report_truncation
 
 
@@ -42,17 +47,23 @@ def _run_options(options: dict) -> RunOptions:
 
 
 def _gradient(program: Program, args: tuple, argnums: Any, method: str, options: dict) -> Any:
+    if calls_derivatives(program):  # derivatives of derivatives inside: forward mode
+        return CALLING_RULE.gradient(program, args, argnums, method, options)
     result = gradient(program, *args, argnums=argnums, method=method, **options)
     report_truncation(program.name, result, _run_options(options))
     return result
 
 
 def _jacobian(program: Program, args: tuple, argnums: Any, method: str, options: dict) -> Any:
+    if calls_derivatives(program):
+        return CALLING_RULE.jacobian(program, args, argnums, method, options)
     return jacobian(program, *args, argnums=argnums, method=method, **options)
 
 
 def _vjp(program: Program, primals: tuple, flags: list[bool], method: str,
          options: dict) -> tuple[Any, Callable[[Any], tuple]]:
+    if calls_derivatives(program):
+        return CALLING_RULE.vjp(program, primals, flags, method, options)
     # the adjoint method records one run and sweeps it back once per cotangent
     flat_primals, in_tree = pytree.flatten(tuple(primals))
     argnums = tuple(range(len(primals)))
@@ -78,8 +89,63 @@ def _vjp(program: Program, primals: tuple, flags: list[bool], method: str,
     return value, quantum_vjp
 
 
+class TaylorEvaluator:
+    """A quantum program run on jets (`forward_mode.run_on_jets`), run after run, keeping
+    the largest mass a run pruned or cut off for one `report`.
+
+    >>> import qdiff
+    >>> from qdiff.autodiff.jets import Jet
+    >>> from qdiff.quantum.lang.examples import rotation
+    >>> evaluate = TaylorEvaluator(qdiff.trace(rotation, 0.3), "auto", {})
+    >>> (value,) = evaluate([Jet({0: np.asarray(0.3), 1: np.asarray(1.0)})])
+    >>> bool(np.isclose(value.part(1), -np.sin(0.3)))
+    True
+    """
+
+    def __init__(self, program: Program, method: str, options: dict):
+        if method != "auto":
+            raise QdiffError(
+                f"method={method!r}: derivatives of quantum programs beyond the first (and "
+                "qdiff.jvp with method='auto') are computed by forward mode on the simulator, "
+                "exactly; they take no method")
+        self.program = program
+        self.options = _run_options(options)
+        unused = [name for name in ("remainder_tol", "exit_probability", "occurrences",
+                                    "sampler", "estimator")
+                  if getattr(self.options, name) is not None]
+        if unused:
+            raise QdiffError(
+                f"{', '.join(name + '=' for name in unused)}: settings of first derivatives "
+                "(certified adjoint gradients, sampled parameter shift, Qiskit runs); forward-"
+                "mode derivatives (jvp, hessian, derivatives of derivatives) do not use them")
+        self.missing = 0.0
+        JetRunner(self.options)  # checks the mode now, before any run
+
+    def __call__(self, leaves: list[Any]) -> list[Any]:
+        outputs, runner = run_on_jets(self.program, leaves, self.options)
+        self.missing = max(self.missing, missing_mass(runner))
+        return outputs
+
+    def report(self, what: str) -> None:
+        """Warn (raise with ``strict=True``) when loops were cut off with more than ``tol``
+        still going on: forward mode has no certified remainder."""
+        report_jet_truncation(what, self.missing, self.options)
+
+
 def _jvp(program: Program, flat_primals: list[Any], flat_tangents: list[Any],
          flags: list[bool], method: str, options: dict) -> tuple[Any, Any]:
+    if calls_derivatives(program):
+        return CALLING_RULE.jvp(program, flat_primals, flat_tangents, flags, method, options)
+    if method == "auto":  # one forward-mode run with the tangents on one generator
+        evaluator = TaylorEvaluator(program, method, options)
+        leaves = [seeded(coerce_argument(program, i, x), 1, t) if flag else
+                  coerce_argument(program, i, x)
+                  for i, (x, t, flag) in enumerate(zip(flat_primals, flat_tangents, flags))]
+        outputs = evaluator(leaves)
+        evaluator.report(f"the jvp of {program.name}")
+        values = [np.asarray(primal(o)) for o in outputs]
+        tangents = [np.asarray(derivative_along(o, 1)) for o in outputs]
+        return unflatten_outputs(program, values), unflatten_outputs(program, tangents)
     # J·t, one row of the Jacobian per output element (the reverse sweep per row)
     given = _run_options(options)
     value, rows = jacobian_rows(program, flat_primals, None,
@@ -98,5 +164,6 @@ def _jvp(program: Program, flat_primals: list[Any], flat_tangents: list[Any],
 
 QUANTUM_RULE = WholeProgramRule(
     "quantum", gradient=_gradient, jacobian=_jacobian, vjp=_vjp, jvp=_jvp,
-    options=frozenset({"options", *(f.name for f in dataclasses.fields(RunOptions))}))
+    options=frozenset({"options", *(f.name for f in dataclasses.fields(RunOptions))}),
+    taylor=TaylorEvaluator)
 register_whole_program_rule([get_primitive(name) for name in QUANTUM_PRIMITIVES], QUANTUM_RULE)
