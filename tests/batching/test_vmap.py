@@ -20,6 +20,8 @@ rng = np.random.default_rng(7)
 # Classical primitives that need no batching rule, with the reason.
 WITHOUT_RULE = {
     "iota": "takes no operands, so it is never batched",
+    "derivative_call": "a program holding it is claimed by its whole-program rule, which "
+                       "vmap runs member by member (test_vmap_quantum)",
 }
 # Packages whose primitives vmap rewrites; quantum primitives run on a simulator as a whole.
 COVERED = ("qdiff.classical", "qdiff.ir", "qdiff.autodiff", "qdiff.loops")

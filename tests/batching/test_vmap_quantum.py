@@ -135,3 +135,20 @@ def test_a_member_with_a_nan_angle_is_an_error_naming_it():
     w[2, 0] = np.nan
     with pytest.raises(qdiff.QdiffError, match="batch member 2 is not finite"):
         qdiff.vmap(program, in_axes=(0, None))(w, 0.4)
+
+
+def test_classical_code_calling_a_quantum_gradient_runs_member_by_member():
+    # d/dθ <Z> after ry(θ) is -sin θ; the program holding the derivative call is claimed
+    # by its whole-program rule, so vmap runs it member by member
+    theta = np.array([0.2, 0.7, 1.4])
+    rotated = qdiff.program(lambda t: _z_after_ry(t))
+    scaled = lambda t: t * qdiff.grad(rotated)(t)  # noqa: E731
+    np.testing.assert_allclose(qdiff.vmap(scaled)(theta), -theta * np.sin(theta), atol=1e-12)
+    np.testing.assert_allclose(qdiff.vmap(qdiff.grad(scaled))(theta),
+                               -np.sin(theta) - theta * np.cos(theta), atol=1e-10)
+
+
+def _z_after_ry(t):
+    q = qm.qubits(1)
+    qm.ry(t, q[0])
+    return qm.expval("Z", q)
