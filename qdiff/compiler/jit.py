@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..autodiff.arguments import as_program
+from ..autodiff.arguments import as_closed_program, as_program
 from ..autodiff.whole_program import rule_for
 from ..ir import pytree
 from ..ir.core import Eqn, Program, Var
@@ -36,6 +36,7 @@ from ..ir.tracer import Tracer
 from ..loops.memory import check_buffer_memory
 from . import rules  # noqa: F401  (fills the rule table)
 from .cache import load
+from .claimed import differentiable_form, primal_form
 from .codegen import generate
 from .errors import CompiledCodeError, NotCompilableError
 from .lowering import Options, unsupported
@@ -135,16 +136,24 @@ class CompiledProgram:
         self._claimed = runner_for(program) is not None  # e.g. a quantum program
         if backend == "numpy":
             self._whole = lambda values: evaluate(program, *values)
-        elif self._claimed or missing:
+        elif self._claimed:
+            # a higher layer may know a compiled form (`claimed.py`)
+            prepared = primal_form(program)
+            if isinstance(prepared, Program):
+                self._claimed = False
+                self._steps = [_Kernel(prepared, self.options)]
+            else:
+                self._plan_fallback(missing, fallback, prepared)
+        elif missing:
             self._plan_fallback(missing, fallback)
         else:
             self._steps = [_Kernel(program, self.options)]
 
-    def _plan_fallback(self, missing: list[str], fallback: str) -> None:
+    def _plan_fallback(self, missing: list[str], fallback: str, reason: str = "") -> None:
         program = self.program
         claimed = self._claimed
-        what = (f"primitive(s) {', '.join(missing)} have no compiled form"
-                if missing else "its runner executes it as a whole")
+        what = (f"it runs on its simulator ({reason})" if claimed else
+                f"primitive(s) {', '.join(missing)} have no compiled form")
         if fallback == "error":
             raise NotCompilableError(
                 f"cannot compile program {program.name!r}: {what}; pass fallback='interpret' "
@@ -220,7 +229,7 @@ class JittedFunction:
         _check_choice("fallback", fallback, FALLBACKS)
         self.f = f if isinstance(f, (Program, ProgramFunction)) else ProgramFunction(f)
         self.backend, self.parallel, self.fallback = backend, parallel, fallback
-        self._by_signature: dict[Any, CompiledProgram | None] = {}
+        self._by_signature: dict[Any, CompiledProgram | str] = {}
         self.last: CompiledProgram | None = None
         self.__name__ = getattr(self.f, "name", None) or getattr(self.f, "__name__", "f")
 
@@ -256,16 +265,41 @@ class JittedFunction:
         if any(isinstance(leaf, Tracer) for leaf in leaves):
             return self.f(*args)
         if self._runs_on_simulator(args):
-            # a derivative of a quantum program has no Program to compile: it runs on the
-            # simulator when called
+            # a derivative of a quantum program: compiled when a higher layer gives the
+            # program a differentiable compiled form, else it runs on the simulator
+            compiled = self._compiled_derivative(args, leaves, tree)
+            if isinstance(compiled, CompiledProgram):
+                self.last = compiled
+                return compiled.call_leaves(leaves)
             if self.fallback != "interpret":
                 raise NotCompilableError(
-                    f"cannot compile {self.__name__}: derivatives of quantum programs run on "
-                    "the simulator; pass fallback='interpret' to run it uncompiled")
-            log.info("%s runs uncompiled: it differentiates a quantum program", self.__name__)
+                    f"cannot compile {self.__name__}: it differentiates a quantum program, "
+                    f"whose derivative runs on the simulator ({compiled}); pass "
+                    "fallback='interpret' to run it uncompiled")
+            log.info("%s runs uncompiled on the simulator: %s", self.__name__, compiled)
             return self.f(*args)
         compiled = self._compiled_for(args, leaves, tree)
         return compiled.call_leaves(leaves)
+
+    def _compiled_derivative(self, args: tuple, leaves: list[Any],
+                             tree: Any) -> CompiledProgram | str:
+        """The compiled derivative of a claimed program (`claimed.differentiable_form`), or
+        why there is none; once per argument signature."""
+        key = ("derivative", tree, *map(_leaf_signature, leaves))
+        found = self._by_signature.get(key)
+        if found is None:
+            program, captured = as_closed_program(self.f.source, args)
+            form = ("it reads traced values of an enclosing transformation" if captured
+                    else differentiable_form(program))
+            if isinstance(form, Program):
+                try:
+                    form = self.f.build(form)
+                except QdiffError as error:  # e.g. options of quantum gradients
+                    form = str(error)
+            found = (CompiledProgram(form, self.backend, self.parallel, self.fallback)
+                     if isinstance(form, Program) else form)
+            self._by_signature[key] = found
+        return found
 
     def _runs_on_simulator(self, args: tuple) -> bool:
         source = getattr(self.f, "source", None)  # what a derivative differentiates

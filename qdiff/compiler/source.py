@@ -70,9 +70,12 @@ class Source:
         self.depth = 1
         self.constants: list[np.ndarray] = []
         self._constant_names: dict[int, str] = {}
+        self._keys: list[np.ndarray] = []
         self._counter = 0
         # (exception class, message) per error code that the function may raise
         self.messages: list[tuple[type[Exception], str]] = []
+        # module-level lines the function needs (imports of compiled helpers other layers own)
+        self.imports: dict[str, None] = {}
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -100,12 +103,17 @@ class Source:
         self.messages.append((kind, message))
         return f"raise CompiledCodeError({len(self.messages) - 1})"
 
+    def require(self, line: str) -> None:
+        """Put ``line`` (an import of compiled helpers a rule calls) at the module's top."""
+        self.imports[line] = None
+
     def constant(self, array: np.ndarray) -> str:
         """The argument name under which the compiled function receives ``array`` (arrays
         are arguments, not globals: Numba would freeze globals into the machine code)."""
         key = id(array)
         name = self._constant_names.get(key)
         if name is None:
+            self._keys.append(array)  # alive while named: its id is the key
             name = f"k{len(self.constants)}"
             # a writable copy: Numba types read-only arrays apart, and loop carries that
             # start as a constant must unify with the arrays the loop body makes

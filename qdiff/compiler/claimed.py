@@ -1,0 +1,67 @@
+"""Compiling programs that a runner claims (quantum programs), filled in from above.
+
+A program with quantum operations runs on its own runner (the branching simulator), and its
+derivatives on a whole-program rule. Some such programs have a compiled form all the same:
+a measurement-free circuit on a small register is classical code over a small complex
+array. The package that owns those programs registers a `ClaimedCompiler` here
+(`qdiff.quantum.compiled` does on import), so that `qdiff.jit` compiles them without the
+compiler importing the quantum layers:
+
+- ``primal(program)``: a Program every equation of which has a lowering rule and that
+  computes what ``program`` computes, or a string saying why there is none;
+- ``differentiable(program)``: a Program that the classical transformations (``grad``,
+  ``vjp``, ...) can differentiate and the compiler can compile, computing the same values,
+  or the reason why there is none.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ..ir.core import Program
+
+Prepared = Program | str
+
+
+@dataclass(frozen=True)
+class ClaimedCompiler:
+    """How one family of claimed programs compiles (see the module docstring)."""
+
+    name: str
+    primal: Callable[[Program], Prepared]
+    differentiable: Callable[[Program], Prepared]
+
+
+_COMPILERS: list[ClaimedCompiler] = []
+
+
+def register_claimed_compiler(compiler: ClaimedCompiler) -> None:
+    """Let `qdiff.jit` compile the programs ``compiler`` prepares."""
+    _COMPILERS.append(compiler)
+
+
+def _prepare(program: Program, how: str) -> Prepared:
+    reasons = []
+    for compiler in _COMPILERS:
+        prepared = getattr(compiler, how)(program)
+        if isinstance(prepared, Program):
+            return prepared
+        reasons.append(prepared)
+    return "; ".join(reasons) or "no compiler is registered for it"
+
+
+def primal_form(program: Program) -> Prepared:
+    """A compilable Program computing ``program``'s values, or why there is none.
+
+    >>> import qdiff
+    >>> primal_form(qdiff.trace(lambda x: x + 1.0, 0.0)) is not None
+    True
+    """
+    return _prepare(program, "primal")
+
+
+def differentiable_form(program: Program) -> Prepared:
+    """A Program the classical transformations differentiate and the compiler compiles,
+    computing ``program``'s values, or why there is none."""
+    return _prepare(program, "differentiable")

@@ -1,0 +1,20 @@
+"""The quantum programs `qdiff.jit` compiles, registered with the compiler
+(`qdiff.compiler.claimed`): measurement-free programs on a small register as they are, and
+for derivatives their differentiable form (`block.py`)."""
+
+from __future__ import annotations
+
+from ...compiler.claimed import ClaimedCompiler, Prepared, register_claimed_compiler
+from ...ir.core import Program
+from .block import differentiable_form
+from .primal import compile_reason
+
+
+def primal_form(program: Program) -> Prepared:
+    """``program`` itself when it compiles, else why not."""
+    reason = compile_reason(program)
+    return program if reason is None else reason
+
+
+QUANTUM_COMPILER = ClaimedCompiler("quantum", primal_form, differentiable_form)
+register_claimed_compiler(QUANTUM_COMPILER)
