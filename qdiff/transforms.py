@@ -92,14 +92,14 @@ def _scalar_output(program: Program, what: str) -> None:
 
 
 def _function_or_program(f: Function, build: Callable[[Program], Program], name: str,
-                         whole: Callable[[WholeProgramRule, Program, tuple], Any] | None = None
-                         ) -> Any:
+                         whole: Callable[[WholeProgramRule, Program, tuple], Any] | None = None,
+                         argnums: ArgNums | None = None) -> Any:
     """``build`` applied to ``f``'s program, as a Program (``f`` a Program) or a
     `TransformedFunction`; programs that a whole-program rule claims go to
     ``whole(rule, program, args)`` instead (``None``: this transformation has no such rule)."""
     if isinstance(f, Program) and rule_for(f) is None:
         return build(f)
-    return TransformedFunction(f, build, name, whole)
+    return TransformedFunction(f, build, name, whole, argnums)
 
 
 class TransformedFunction(ProgramFunction):
@@ -114,10 +114,12 @@ class TransformedFunction(ProgramFunction):
     """
 
     def __init__(self, f: Function, build: Callable[[Program], Program], name: str,
-                 whole: Callable[[WholeProgramRule, Program, tuple], Any] | None):
+                 whole: Callable[[WholeProgramRule, Program, tuple], Any] | None,
+                 argnums: ArgNums | None = None):
         label = f"{name}_{getattr(f, 'name', None) or getattr(f, '__name__', 'f')}"
         super().__init__(self._traced, label)
         self.source, self.build, self.kind, self.whole = f, build, name, whole
+        self.argnums = argnums  # what a compiled derivative is remembered by
 
     def _program(self, args: tuple) -> tuple[Program, list[Any]]:
         program, captured = as_closed_program(self.source, args)
@@ -230,7 +232,7 @@ def grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None, method: st
     def whole(rule: WholeProgramRule, program: Program, args: tuple) -> Any:
         return rule.gradient(program, args, argnums, method, options).grad
 
-    return _compiled(_function_or_program(f, build, "grad", whole), jit, backend)
+    return _compiled(_function_or_program(f, build, "grad", whole, argnums), jit, backend)
 
 
 def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
@@ -251,7 +253,8 @@ def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
         _classical_options(method, options)
         return grad_program(program, argnums, has_value=True, fuse=fuse)
 
-    return _compiled(_function_or_program(f, build, "value_and_grad", both), jit, backend)
+    return _compiled(_function_or_program(f, build, "value_and_grad", both, argnums), jit,
+                     backend)
 
 
 # ------------------------------------------------------------------------------- jvp and vjp

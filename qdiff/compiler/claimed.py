@@ -12,12 +12,17 @@ compiler importing the quantum layers:
 - ``differentiable(program)``: a Program that the classical transformations (``grad``,
   ``vjp``, ...) can differentiate and the compiler can compile, computing the same values,
   or the reason why there is none.
+
+What `qdiff.jit` compiled for such a program is remembered per program (`remember_compiled`),
+so that the program's runner takes the compiled path on plain calls too (`compiled_version`):
+``f(x)`` after ``qdiff.jit(f)(x)``, ``qdiff.grad(f)(x)`` after ``qdiff.grad(f, jit=True)(x)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 from ..ir.core import Program
 
@@ -65,3 +70,33 @@ def differentiable_form(program: Program) -> Prepared:
     """A Program the classical transformations differentiate and the compiler compiles,
     computing ``program``'s values, or why there is none."""
     return _prepare(program, "differentiable")
+
+
+# by id, with the program kept alive (a Program compares by structure: slow as a key)
+_REMEMBERED: dict[int, tuple[Program, dict[Hashable, Any]]] = {}
+
+
+def remember_compiled(program: Program, key: Hashable, compiled: Any) -> None:
+    """Remember ``compiled`` as what ``key`` ("primal", or a derivative such as
+    ``("grad", argnums)``) of the claimed ``program`` compiled to."""
+    entry = _REMEMBERED.get(id(program))
+    if entry is None or entry[0] is not program:
+        if len(_REMEMBERED) > 4096:
+            _REMEMBERED.clear()
+        entry = _REMEMBERED[id(program)] = (program, {})
+    try:
+        entry[1][key] = compiled
+    except TypeError:  # an unhashable key (argnums given as a list): not remembered
+        pass
+
+
+def compiled_version(program: Program, key: Hashable = "primal") -> Any | None:
+    """What ``key`` of ``program`` compiled to in this process (`remember_compiled`), or
+    None."""
+    entry = _REMEMBERED.get(id(program))
+    if entry is None or entry[0] is not program:
+        return None
+    try:
+        return entry[1].get(key)
+    except TypeError:
+        return None

@@ -36,7 +36,7 @@ from ..ir.tracer import Tracer
 from ..loops.memory import check_buffer_memory
 from . import rules  # noqa: F401  (fills the rule table)
 from .cache import load
-from .claimed import differentiable_form, primal_form
+from .claimed import differentiable_form, primal_form, remember_compiled
 from .codegen import generate
 from .errors import CompiledCodeError, NotCompilableError
 from .lowering import Options, unsupported
@@ -142,6 +142,8 @@ class CompiledProgram:
             if isinstance(prepared, Program):
                 self._claimed = False
                 self._steps = [_Kernel(prepared, self.options)]
+                if backend == "numba":
+                    remember_compiled(program, "primal", self)  # plain calls take it too
             else:
                 self._plan_fallback(missing, fallback, prepared)
         elif missing:
@@ -236,17 +238,51 @@ class JittedFunction:
     def compiled(self, *args: Any) -> CompiledProgram:
         """The `CompiledProgram` for arguments shaped like ``args`` (compiled once)."""
         leaves, tree = pytree.flatten(tuple(args))
-        return self._compiled_for(args, leaves, tree)
+        compiled = self._compiled_for(args, leaves, tree)
+        if not isinstance(compiled, CompiledProgram):
+            raise self._not_compilable(compiled)
+        return compiled
 
-    def _compiled_for(self, args: tuple, leaves: list[Any], tree: Any) -> CompiledProgram:
+    def _compiled_for(self, args: tuple, leaves: list[Any], tree: Any) -> CompiledProgram | str:
+        """The compiled program for this argument signature, or why it runs uncompiled
+        (decided once per signature: later calls pay one dictionary lookup)."""
         key = (tree, *map(_leaf_signature, leaves))
         compiled = self._by_signature.get(key)
         if compiled is None:
-            program = self.f if isinstance(self.f, Program) else self.f.trace(*args)
-            compiled = CompiledProgram(program, self.backend, self.parallel, self.fallback)
-            self._by_signature[key] = compiled
-        self.last = compiled
+            compiled = self._by_signature[key] = self._compile(args)
+        if isinstance(compiled, CompiledProgram):
+            self.last = compiled
         return compiled
+
+    def _compile(self, args: tuple) -> CompiledProgram | str:
+        if self._runs_on_simulator(args):
+            return self._compiled_derivative(args)
+        program = self.f if isinstance(self.f, Program) else self.f.trace(*args)
+        return CompiledProgram(program, self.backend, self.parallel, self.fallback)
+
+    def _compiled_derivative(self, args: tuple) -> CompiledProgram | str:
+        """The compiled derivative of a quantum program (a program a runner claims) from
+        its differentiable form (`claimed.differentiable_form`), or why there is none."""
+        program, captured = as_closed_program(self.f.source, args)
+        form = ("it reads traced values of an enclosing transformation" if captured
+                else differentiable_form(program))
+        if isinstance(form, Program):
+            try:
+                form = self.f.build(form)
+            except QdiffError as error:  # e.g. options of quantum gradients
+                form = str(error)
+        if isinstance(form, Program):
+            compiled = CompiledProgram(form, self.backend, self.parallel, self.fallback)
+            if self.backend == "numba":  # the simulator's calls take it from now on
+                remember_compiled(program, (self.f.kind, getattr(self.f, "argnums", None)),
+                                  compiled)
+            return compiled
+        return f"it differentiates a quantum program, whose derivative runs on the simulator " \
+               f"({form})"
+
+    def _not_compilable(self, reason: str) -> NotCompilableError:
+        return NotCompilableError(f"cannot compile {self.__name__}: {reason}; pass "
+                                  "fallback='interpret' to run it uncompiled")
 
     @property
     def source(self) -> str:
@@ -264,42 +300,14 @@ class JittedFunction:
         leaves, tree = pytree.flatten(tuple(args))
         if any(isinstance(leaf, Tracer) for leaf in leaves):
             return self.f(*args)
-        if self._runs_on_simulator(args):
-            # a derivative of a quantum program: compiled when a higher layer gives the
-            # program a differentiable compiled form, else it runs on the simulator
-            compiled = self._compiled_derivative(args, leaves, tree)
-            if isinstance(compiled, CompiledProgram):
-                self.last = compiled
-                return compiled.call_leaves(leaves)
-            if self.fallback != "interpret":
-                raise NotCompilableError(
-                    f"cannot compile {self.__name__}: it differentiates a quantum program, "
-                    f"whose derivative runs on the simulator ({compiled}); pass "
-                    "fallback='interpret' to run it uncompiled")
-            log.info("%s runs uncompiled on the simulator: %s", self.__name__, compiled)
-            return self.f(*args)
         compiled = self._compiled_for(args, leaves, tree)
-        return compiled.call_leaves(leaves)
-
-    def _compiled_derivative(self, args: tuple, leaves: list[Any],
-                             tree: Any) -> CompiledProgram | str:
-        """The compiled derivative of a claimed program (`claimed.differentiable_form`), or
-        why there is none; once per argument signature."""
-        key = ("derivative", tree, *map(_leaf_signature, leaves))
-        found = self._by_signature.get(key)
-        if found is None:
-            program, captured = as_closed_program(self.f.source, args)
-            form = ("it reads traced values of an enclosing transformation" if captured
-                    else differentiable_form(program))
-            if isinstance(form, Program):
-                try:
-                    form = self.f.build(form)
-                except QdiffError as error:  # e.g. options of quantum gradients
-                    form = str(error)
-            found = (CompiledProgram(form, self.backend, self.parallel, self.fallback)
-                     if isinstance(form, Program) else form)
-            self._by_signature[key] = found
-        return found
+        if isinstance(compiled, CompiledProgram):
+            return compiled.call_leaves(leaves)
+        # a derivative of a quantum program without a compiled form runs on the simulator
+        if self.fallback != "interpret":
+            raise self._not_compilable(compiled)
+        log.info("%s runs uncompiled: %s", self.__name__, compiled)
+        return self.f(*args)
 
     def _runs_on_simulator(self, args: tuple) -> bool:
         source = getattr(self.f, "source", None)  # what a derivative differentiates

@@ -71,6 +71,7 @@ class Source:
         self.constants: list[np.ndarray] = []
         self._constant_names: dict[int, str] = {}
         self._keys: list[np.ndarray] = []
+        self._frozen: dict[str, str] = {}
         self._counter = 0
         # (exception class, message) per error code that the function may raise
         self.messages: list[tuple[type[Exception], str]] = []
@@ -106,6 +107,19 @@ class Source:
     def require(self, line: str) -> None:
         """Put ``line`` (an import of compiled helpers a rule calls) at the module's top."""
         self.imports[line] = None
+
+    def frozen(self, array: np.ndarray) -> str:
+        """The module-level name of a small read-only ``array`` written out in the module
+        text (Numba freezes it into the machine code): static data such as index tables,
+        which then cost the call nothing, unlike an argument."""
+        array = np.ascontiguousarray(array)
+        text = (f"np.array({array.ravel().tolist()!r}, np.{array.dtype.name})"
+                f".reshape({array.shape!r})")
+        name = self._frozen.get(text)
+        if name is None:
+            name = self._frozen[text] = f"_frozen{len(self._frozen)}"
+            self.require(f"{name} = {text}")
+        return name
 
     def constant(self, array: np.ndarray) -> str:
         """The argument name under which the compiled function receives ``array`` (arrays

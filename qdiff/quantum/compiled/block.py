@@ -31,6 +31,7 @@ import numpy as np
 
 from ...ir.core import Eqn, Program, Var
 from ...ir.errors import TypeCheckError
+from ...ir.passes.unpack_scalars import unpack_scalars
 from ...ir.primitives import register_primitive
 from ...ir.tracer import bind
 from ...ir.types import QState, Tensor, Type
@@ -105,6 +106,7 @@ def differentiable_form(program: Program) -> Program | str:
     reason = compile_reason(program)
     if reason is not None:
         return reason
+    program = unpack_scalars(program)  # one equation for the angles read from an array
     quantum: list[Eqn] = []
     before: list[Eqn] = []
     after: list[Eqn] = []

@@ -47,7 +47,7 @@ def _block_vjp(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
         if item.primitive is expval_p:
             _seed_expval(scope, item, psi, lam, seed[item.outputs[1]])
         elif item.primitive is probs_p:
-            wires = scope.src.constant(np.asarray(item.params["wires"], np.int64))
+            wires = scope.src.frozen(np.asarray(item.params["wires"], np.int64))
             scope.line(f"qk.accumulate_probs_adjoint({lam}, {psi}, {wires}, "
                        f"{seed[item.outputs[1]]})")
         elif item.primitive is gate_p:
@@ -60,7 +60,7 @@ def _tables(scope: Scope, n: int, xs: np.ndarray, zs: np.ndarray) -> tuple[np.nd
     terms: the order the terms sort to, the text of the arguments ``L, xs, zs`` and that
     of ``starts, signs``."""
     order, low, x, z, starts, signs = sign_tables(n, xs, zs)
-    c = scope.src.constant
+    c = scope.src.frozen
     return order, f"{low}, {c(x)}, {c(z)}", f"{c(starts)}, {c(signs)}"
 
 
@@ -75,7 +75,7 @@ def _seed_expval(scope: Scope, eqn: Eqn, psi: str, lam: str, cotangent: str) -> 
     order, masks, signs = _tables(scope, n, xs, zs)
     factors = np.ascontiguousarray(fs[order] * (1 - 2 * parity(xs[order] & zs[order])))
     scope.line(f"qk.pauli_accumulate({lam}, {_chunks(n)}, {psi}, {masks}, "
-               f"{scope.src.constant(factors)} * {cotangent}, {signs})")
+               f"{scope.src.frozen(factors)} * {cotangent}, {signs})")
 
 
 def _undo_gate(scope: Scope, eqn: Eqn, forward: Scope, psi: str, lam: str,

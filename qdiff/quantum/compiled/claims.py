@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from ...compiler.claimed import ClaimedCompiler, Prepared, register_claimed_compiler
 from ...ir.core import Program
+from ...ir.passes.unpack_scalars import unpack_scalars
 from .block import differentiable_form
 from .primal import compile_reason
 
 
 def primal_form(program: Program) -> Prepared:
-    """``program`` itself when it compiles, else why not."""
+    """``program`` when it compiles (the angles it reads from an array unpacked in one
+    equation), else why not."""
     reason = compile_reason(program)
-    return program if reason is None else reason
+    return unpack_scalars(program) if reason is None else reason
 
 
 QUANTUM_COMPILER = ClaimedCompiler("quantum", primal_form, differentiable_form)

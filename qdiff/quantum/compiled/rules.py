@@ -58,7 +58,7 @@ def apply_gate(scope: Scope, plan: GatePlan, state: str, angle: str | None,
         plan = plan.inverse()
     scope.src.require(IMPORT)
     layout = plan.layout
-    head = f"{state}, {layout.num_groups}, {scope.src.constant(layout.positions)}, {layout.cmask}"
+    head = f"{state}, {layout.num_groups}, {scope.src.frozen(layout.positions)}, {layout.cmask}"
     data = plan.fixed if not plan.parametric else None
     entries = None if data is not None else _entries(scope, plan, angle, inverse)
     if plan.kernel == "pair":
@@ -73,19 +73,19 @@ def apply_gate(scope: Scope, plan: GatePlan, state: str, angle: str | None,
         return
     if plan.kernel == "permutation":
         perm = np.asarray(plan.form.perm, np.int64)
-        scope.line(f"qk.permutation({head}, {scope.src.constant(plan.offsets)}, "
-                   f"{scope.src.constant(perm)}, {scope.src.constant(data)})")
+        scope.line(f"qk.permutation({head}, {scope.src.frozen(plan.offsets)}, "
+                   f"{scope.src.frozen(perm)}, {scope.src.frozen(data)})")
         return
-    values = scope.src.constant(data) if data is not None else _array(scope, plan, entries)
+    values = scope.src.frozen(data) if data is not None else _array(scope, plan, entries)
     if plan.kernel == "diagonal":
         if data is not None and data.size == 0:
             return  # every entry is 1
-        scope.line(f"qk.diagonal({head}, {scope.src.constant(plan.offsets)}, {values})")
+        scope.line(f"qk.diagonal({head}, {scope.src.frozen(plan.offsets)}, {values})")
     elif plan.kernel == "dense2":
         b0, b1 = (1 << t for t in layout.targets)
         scope.line(f"qk.dense2({head}, {b0}, {b1}, {values})")
     else:
-        scope.line(f"qk.densek({head}, {scope.src.constant(plan.offsets)}, {values})")
+        scope.line(f"qk.densek({head}, {scope.src.frozen(plan.offsets)}, {values})")
 
 
 def _entries(scope: Scope, plan: GatePlan, angle: str | None, inverse: bool) -> list[str]:
@@ -149,7 +149,7 @@ def _expval(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     raw = scope.fresh("r")
     size = 1 << num_qubits_of(eqn)
     scope.line(f"{raw} = qk.pauli_sums({args[0]}, {size}, np.zeros({len(xs)}, np.complex128), "
-               f"{scope.src.constant(xs)}, {scope.src.constant(zs)})")
+               f"{scope.src.frozen(xs)}, {scope.src.frozen(zs)})")
     value = scope.fresh("y")
     scope.line(f"{value} = 0.0")
     for k, f in enumerate(fs):
@@ -160,7 +160,7 @@ def _expval(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
 @rule(probs_p)
 def _probs(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     scope.src.require(IMPORT)
-    wires = scope.src.constant(np.asarray(eqn.params["wires"], np.int64))
+    wires = scope.src.frozen(np.asarray(eqn.params["wires"], np.int64))
     out = scope.fresh("p")
     scope.line(f"{out} = qk.marginal_probs({args[0]}, {wires})")
     return [args[0], out]
