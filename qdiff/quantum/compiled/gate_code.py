@@ -10,7 +10,7 @@ the same gate at ``-θ``, and ``dU/dθ`` pairs with ``G``'s Pauli terms in the a
 Gates without parameters apply their fixed data; their inverse is their table inverse.
 
 >>> plan = plan_gate(2, "crx", (1, 0))
->>> plan.kernel, plan.spectrum, [d.round(3).tolist() for d in plan.parts][:1]
+>>> plan.kernel, plan.spectrum, plan.parts[0].real.tolist()  # the projector of -0.5
 ('pair', (-0.5, 0.0, 0.5), [[[0.5, -0.5], [-0.5, 0.5]]])
 """
 
