@@ -11,7 +11,7 @@ Gates without parameters apply their fixed data; their inverse is their table in
 
 >>> plan = plan_gate(2, "crx", (1, 0))
 >>> plan.kernel, plan.spectrum, plan.parts[0].real.tolist()  # the projector of -0.5
-('pair', (-0.5, 0.0, 0.5), [[[0.5, -0.5], [-0.5, 0.5]]])
+('pair', (-0.5, 0.0, 0.5), [[0.5, -0.5], [-0.5, 0.5]])
 """
 
 from __future__ import annotations
