@@ -187,7 +187,7 @@ def run_leaves(program: Program, leaves: Sequence[Any],
     program = unpack_scalars(program)  # one equation for all the elements read from an array
     if mode == "exact":
         def attempt(cut: float) -> tuple[Any, float, str | None]:
-            runner = BranchRunner(options.replace(tol=cut))
+            runner = BranchRunner(options if cut == options.tol else options.replace(tol=cut))
             result = _exact(runner, program, values)
             bounds, result.remainder_reason = certify_values(program, values, runner,
                                                              options.exit_probability)
