@@ -168,19 +168,35 @@ def test_programs_outside_the_compiled_subset_run_on_the_simulator(caplog):
         assert why in caplog.text
 
 
-def test_gates_in_a_loop_compile_forward_and_differentiate_on_the_simulator():
+def test_gates_in_counted_loops_compile_and_differentiate():
     def layered(t):
         q = qm.qubits(2)
-        qdiff.fori_loop(0, 3, lambda i: (qm.ry(t * (i + 1), q[0]), qm.cx(q[0], q[1])))
-        return qm.expval("ZZ", q)
+        qdiff.fori_loop(0, 3, lambda i: (qm.ry(t * (i + 1), q[0]), qm.cx(q[0], q[1]),
+                                         qm.rz(t * t, q[1])))
+        return qm.expval("ZZ + 0.5*XY", q)
 
-    program = qdiff.trace(layered, 0.3)
-    assert compile_reason(program) is None
-    assert "loops or branches" in differentiable_form(program)
     assert float(qdiff.jit(layered)(0.3)) == pytest.approx(float(qm.run(layered, 0.3).values),
                                                            abs=1e-12)
-    g = qdiff.jit(qdiff.grad(layered), fallback="interpret")(0.3)
+    g = qdiff.grad(layered, jit=True)(0.3)
     assert float(g) == pytest.approx(float(qm.gradient(layered, 0.3).grad), abs=1e-12)
+    fd = central_difference(lambda v: float(qm.run(layered, float(v[0])).values),
+                            np.array([0.3]))
+    assert float(g) == pytest.approx(fd[0], abs=1e-7)
+
+
+def test_gates_in_a_traced_loop_compile_forward_and_differentiate_on_the_simulator():
+    def layered(t, n):
+        q = qm.qubits(2)
+        qdiff.fori_loop(0, n, lambda i: (qm.ry(t, q[0]), qm.cx(q[0], q[1])))
+        return qm.expval("ZZ", q)
+
+    program = qdiff.trace(layered, 0.3, 3)
+    assert compile_reason(program) is None
+    assert "loops whose bounds are traced" in differentiable_form(program)
+    assert float(qdiff.jit(layered)(0.3, 3)) == pytest.approx(
+        float(qm.run(layered, 0.3, 3).values), abs=1e-12)
+    g = qdiff.jit(qdiff.grad(layered), fallback="interpret")(0.3, 3)
+    assert float(g) == pytest.approx(float(qm.gradient(layered, 0.3, 3).grad), abs=1e-12)
 
 
 def test_a_non_finite_angle_is_an_error_naming_the_gate():

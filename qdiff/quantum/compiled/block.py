@@ -39,6 +39,7 @@ from ..execution.run import run_leaves
 from ..gradients.adjoint import RecordedRun
 from ..lang.primitives import QUANTUM_PRIMITIVES, statevector_p
 from .primal import compile_reason
+from .unroll import unroll_quantum_loops
 
 
 @dataclass(frozen=True, eq=False)
@@ -106,7 +107,8 @@ def differentiable_form(program: Program) -> Program | str:
     reason = compile_reason(program)
     if reason is not None:
         return reason
-    program = unpack_scalars(program)  # one equation for the angles read from an array
+    # counted loops of gates written out, one equation for the angles read from an array
+    program = unpack_scalars(unroll_quantum_loops(program))
     quantum: list[Eqn] = []
     before: list[Eqn] = []
     after: list[Eqn] = []
@@ -123,7 +125,8 @@ def differentiable_form(program: Program) -> Program | str:
             readouts += [v for v in eqn.outputs if not isinstance(v.type, QState)]
             downstream.update(v for v in eqn.outputs if not isinstance(v.type, QState))
         elif any(_is_quantum(e) for _, sub in eqn.subprograms() for e in sub.all_eqns()):
-            return "it applies gates inside loops or branches"
+            return ("it applies gates inside branches or loops whose bounds are traced "
+                    "values")
         elif reads & downstream:
             after.append(eqn)
             downstream.update(eqn.outputs)
