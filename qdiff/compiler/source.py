@@ -96,6 +96,10 @@ class Source:
 
     def fresh(self, prefix: str = "v") -> str:
         self._counter += 1
+        # the function's inputs are a0, a1, ... and its constants k0, k1, ...: a fresh name
+        # never takes their form (it would shadow one)
+        if prefix in ("a", "k"):
+            prefix += prefix
         return f"{prefix}{self._counter}"
 
     def error(self, kind: type[Exception], message: str) -> str:

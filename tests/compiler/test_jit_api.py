@@ -144,3 +144,16 @@ def test_a_trace_error_is_reported_as_itself():
     with pytest.raises(QdiffError, match="broadcast") as caught:
         f(np.ones(4))
     assert not isinstance(caught.value, NotCompilableError)
+
+
+def test_a_branch_lowered_before_the_constants_does_not_shadow_one():
+    """The branch index of a `cond` was named like the constant arguments (k0, k1, ...):
+    lowered early, it shadowed the constant of the same name."""
+    def f(x):
+        y = qdiff.cond(x[0] > 0, lambda v: v * 2.0, lambda v: v - 1.0, x)
+        for c in range(8):
+            y = y * np.arange(1.0, 4.0) ** (c + 1) + x
+        return y
+
+    x = np.array([0.5, 0.2, 0.1])
+    np.testing.assert_allclose(qdiff.jit(f)(x), f(x), rtol=1e-12)

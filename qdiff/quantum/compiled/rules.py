@@ -96,7 +96,7 @@ def _entries(scope: Scope, plan: GatePlan, angle: str | None, inverse: bool) -> 
         if lam == 0.0:
             phases.append(None)
             continue
-        a = scope.fresh("a")
+        a = scope.fresh("ang")
         e = scope.fresh("e")
         scope.line(f"{a} = {lam!r} * {angle}")
         sign = "" if inverse else "-"
