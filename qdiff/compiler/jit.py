@@ -154,14 +154,15 @@ class CompiledProgram:
     def _plan_fallback(self, missing: list[str], fallback: str, reason: str = "") -> None:
         program = self.program
         claimed = self._claimed
-        what = (f"it runs on its simulator ({reason})" if claimed else
+        what = ((reason or "its runner executes it as a whole") if claimed else
                 f"primitive(s) {', '.join(missing)} have no compiled form")
         if fallback == "error":
+            where = "it on its runner" if claimed else "those parts in the interpreter"
             raise NotCompilableError(
                 f"cannot compile program {program.name!r}: {what}; pass fallback='interpret' "
-                "to run those parts in the interpreter")
+                f"to run {where}")
         if claimed:
-            log.info("program %r runs in its interpreter: %s", program.name, what)
+            log.info("program %r runs on its runner, not compiled: %s", program.name, what)
             self._whole = lambda values: program(*values)
             return
         log.info("program %r: %s; they run in the interpreter", program.name, what)
