@@ -93,13 +93,22 @@ def _scalar_output(program: Program, what: str) -> None:
 
 def _function_or_program(f: Function, build: Callable[[Program], Program], name: str,
                          whole: Callable[[WholeProgramRule, Program, tuple], Any] | None = None,
-                         argnums: ArgNums | None = None) -> Any:
+                         argnums: ArgNums | None = None,
+                         compiled_build: Callable[[Program], Program] | None = None) -> Any:
     """``build`` applied to ``f``'s program, as a Program (``f`` a Program) or a
     `TransformedFunction`; programs that a whole-program rule claims go to
     ``whole(rule, program, args)`` instead (``None``: this transformation has no such rule)."""
     if isinstance(f, Program) and rule_for(f) is None:
         return build(f)
-    return TransformedFunction(f, build, name, whole, argnums)
+    return TransformedFunction(f, build, name, whole, argnums, compiled_build)
+
+
+def _adjoint_build(method: str, options: dict,
+                   differentiate: Callable[[Program], Program]) -> Callable | None:
+    """``differentiate`` when the derivative's settings are the defaults (the adjoint
+    method, which a quantum program's compiled form has), else None: other methods and
+    options are settings of the simulator's derivative."""
+    return differentiate if method in ("auto", "adjoint") and not options else None
 
 
 class TransformedFunction(ProgramFunction):
@@ -115,11 +124,15 @@ class TransformedFunction(ProgramFunction):
 
     def __init__(self, f: Function, build: Callable[[Program], Program], name: str,
                  whole: Callable[[WholeProgramRule, Program, tuple], Any] | None,
-                 argnums: ArgNums | None = None):
+                 argnums: ArgNums | None = None,
+                 compiled_build: Callable[[Program], Program] | None = None):
         label = f"{name}_{getattr(f, 'name', None) or getattr(f, '__name__', 'f')}"
         super().__init__(self._traced, label)
         self.source, self.build, self.kind, self.whole = f, build, name, whole
-        self.argnums = argnums  # what a compiled derivative is remembered by
+        # for `qdiff.jit`: what a compiled derivative is remembered by, and how one is built
+        # from a quantum program's differentiable form (None: the settings are the
+        # simulator's)
+        self.argnums, self.compiled_build = argnums, compiled_build
 
     def _program(self, args: tuple) -> tuple[Program, list[Any]]:
         program, captured = as_closed_program(self.source, args)
@@ -225,14 +238,19 @@ def grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None, method: st
     >>> [a.tolist() for a in g(np.array([1.0, 2.0]), np.array([3.0, 4.0]))]
     [[3.0, 4.0], [1.0, 2.0]]
     """
+    def differentiate(program: Program) -> Program:
+        return grad_program(program, argnums, fuse=fuse)
+
     def build(program: Program) -> Program:
         _classical_options(method, options)
-        return grad_program(program, argnums, fuse=fuse)
+        return differentiate(program)
 
     def whole(rule: WholeProgramRule, program: Program, args: tuple) -> Any:
         return rule.gradient(program, args, argnums, method, options).grad
 
-    return _compiled(_function_or_program(f, build, "grad", whole, argnums), jit, backend)
+    return _compiled(_function_or_program(f, build, "grad", whole, argnums,
+                                          _adjoint_build(method, options, differentiate)),
+                     jit, backend)
 
 
 def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
@@ -249,12 +267,16 @@ def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
         result = rule.gradient(program, args, argnums, method, options)
         return result.value, result.grad
 
-    def build(program: Program) -> Program:
-        _classical_options(method, options)
+    def differentiate(program: Program) -> Program:
         return grad_program(program, argnums, has_value=True, fuse=fuse)
 
-    return _compiled(_function_or_program(f, build, "value_and_grad", both, argnums), jit,
-                     backend)
+    def build(program: Program) -> Program:
+        _classical_options(method, options)
+        return differentiate(program)
+
+    return _compiled(_function_or_program(f, build, "value_and_grad", both, argnums,
+                                          _adjoint_build(method, options, differentiate)),
+                     jit, backend)
 
 
 # ------------------------------------------------------------------------------- jvp and vjp
@@ -494,11 +516,16 @@ def jacobian(f: Function, argnums: ArgNums = 0, mode: str = "reverse",
     def whole(rule: WholeProgramRule, program: Program, args: tuple) -> Any:
         return rule.jacobian(program, args, argnums, method, options)
 
-    def build(program: Program) -> Program:
-        _classical_options(method, options)
+    def differentiate(program: Program) -> Program:
         return jacobian_program(program, argnums, mode, holomorphic, fuse)
 
-    return _compiled(_function_or_program(f, build, "jacobian", whole), jit, backend)
+    def build(program: Program) -> Program:
+        _classical_options(method, options)
+        return differentiate(program)
+
+    return _compiled(_function_or_program(f, build, "jacobian", whole, argnums,
+                                          _adjoint_build(method, options, differentiate)),
+                     jit, backend)
 
 
 def jacfwd(f: Function, argnums: ArgNums = 0, holomorphic: bool = False,

@@ -265,12 +265,14 @@ class JittedFunction:
         """The compiled derivative of a quantum program (a program a runner claims) from
         its differentiable form (`claimed.differentiable_form`), or why there is none."""
         program, captured = as_closed_program(self.f.source, args)
-        form = ("it reads traced values of an enclosing transformation" if captured
-                else differentiable_form(program))
+        build = getattr(self.f, "compiled_build", None)
+        form = ("it reads traced values of an enclosing transformation" if captured else
+                "its method and options are the simulator's" if build is None else
+                differentiable_form(program))
         if isinstance(form, Program):
             try:
-                form = self.f.build(form)
-            except QdiffError as error:  # e.g. options of quantum gradients
+                form = build(form)
+            except QdiffError as error:  # e.g. a Hessian, which needs forward mode
                 form = str(error)
         if isinstance(form, Program):
             compiled = CompiledProgram(form, self.backend, self.parallel, self.fallback)

@@ -219,3 +219,17 @@ def test_a_readout_feeding_a_gate_has_no_differentiable_form():
     assert "a readout feeds" in differentiable_form(qdiff.trace(feedback, 0.3))
     value = qdiff.jit(feedback)(0.3)  # forward it compiles
     assert float(value) == pytest.approx(float(qm.run(feedback, 0.3).values), abs=1e-12)
+
+
+def test_derivative_settings_of_the_simulator_are_not_compiled_away():
+    def turn(t):
+        q = qm.qubits(1)
+        qm.ry(t, q[0])
+        return qm.expval("Z", q)
+
+    assert float(qdiff.grad(turn, jit=True, method="adjoint")(0.3)) == pytest.approx(
+        -np.sin(0.3), abs=1e-12)
+    with pytest.raises(NotCompilableError, match="method and options are the simulator's"):
+        qdiff.grad(turn, jit=True, method="parameter-shift")(0.3)
+    shifted = qdiff.jit(qdiff.grad(turn, method="parameter-shift"), fallback="interpret")
+    assert float(shifted(0.3)) == pytest.approx(-np.sin(0.3), abs=1e-12)
