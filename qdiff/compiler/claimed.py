@@ -68,7 +68,15 @@ def primal_form(program: Program) -> Prepared:
 
 def differentiable_form(program: Program) -> Prepared:
     """A Program the classical transformations differentiate and the compiler compiles,
-    computing ``program``'s values, or why there is none."""
+    computing ``program``'s values, or why there is none.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def turn(t):
+    ...     q = qm.qubits(1); qm.ry(t, q[0]); return qm.expval("Z", q)
+    >>> [e.primitive.name for e in differentiable_form(qdiff.trace(turn, 0.1)).eqns]
+    ['quantum_block']
+    """
     return _prepare(program, "differentiable")
 
 
@@ -78,7 +86,13 @@ _REMEMBERED: dict[int, tuple[Program, dict[Hashable, Any]]] = {}
 
 def remember_compiled(program: Program, key: Hashable, compiled: Any) -> None:
     """Remember ``compiled`` as what ``key`` ("primal", or a derivative such as
-    ``("grad", argnums)``) of the claimed ``program`` compiled to."""
+    ``("grad", argnums)``) of the claimed ``program`` compiled to.
+
+    >>> import qdiff
+    >>> p = qdiff.trace(lambda x: x * 2.0, 1.0)
+    >>> remember_compiled(p, ("grad", 0), "compiled"); compiled_version(p, ("grad", 0))
+    'compiled'
+    """
     entry = _REMEMBERED.get(id(program))
     if entry is None or entry[0] is not program:
         if len(_REMEMBERED) > 4096:
@@ -92,7 +106,12 @@ def remember_compiled(program: Program, key: Hashable, compiled: Any) -> None:
 
 def compiled_version(program: Program, key: Hashable = "primal") -> Any | None:
     """What ``key`` of ``program`` compiled to in this process (`remember_compiled`), or
-    None."""
+    None.
+
+    >>> import qdiff
+    >>> compiled_version(qdiff.trace(lambda x: x + 1.0, 1.0)) is None
+    True
+    """
     entry = _REMEMBERED.get(id(program))
     if entry is None or entry[0] is not program:
         return None

@@ -13,7 +13,15 @@ from .primal import compile_reason
 
 def primal_form(program: Program) -> Prepared:
     """``program`` when it compiles (the angles it reads from an array unpacked in one
-    equation), else why not."""
+    equation), else why not.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def wide(t):
+    ...     q = qm.qubits(14); qm.ry(t, q[0]); return qm.expval("Z", [q[0]])
+    >>> primal_form(qdiff.trace(wide, 0.1))
+    'its register of 14 qubits is wider than the 12 compiled code simulates'
+    """
     reason = compile_reason(program)
     return unpack_scalars(program) if reason is None else reason
 

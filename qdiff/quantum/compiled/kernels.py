@@ -50,7 +50,13 @@ def marginal_probs(state: np.ndarray, wires: np.ndarray) -> np.ndarray:
 def accumulate_probs_adjoint(lam: np.ndarray, state: np.ndarray, wires: np.ndarray,
                              weights: np.ndarray) -> None:
     """``lam_i += weights[k(i)] state_i``: the adjoint of `marginal_probs` seeded with the
-    cotangent ``weights`` (half the derivative of ``Σ_k weights_k p_k`` by ``conj(state)``)."""
+    cotangent ``weights`` (half the derivative of ``Σ_k weights_k p_k`` by ``conj(state)``).
+
+    >>> lam = np.zeros(2, complex)
+    >>> accumulate_probs_adjoint(lam, np.array([0.6, 0.8j]), np.array([0]), np.array([1.0, 2.0]))
+    >>> lam.tolist()
+    [(0.6+0j), 1.6j]
+    """
     for i in range(state.shape[0]):
         k = 0
         for j in range(wires.shape[0]):

@@ -25,7 +25,15 @@ from .kernels import IMPORT
 
 
 def num_qubits_of(eqn: Eqn) -> int:
-    """The register size of the state a quantum equation reads."""
+    """The register size of the state a quantum equation reads.
+
+    >>> import qdiff
+    >>> from qdiff import quantum as qm
+    >>> def bell():
+    ...     q = qm.qubits(2); qm.h(q[0]); return qm.probs(q)
+    >>> num_qubits_of(qdiff.trace(bell).eqns[1])
+    2
+    """
     return eqn.inputs[0].type.num_qubits
 
 
@@ -133,12 +141,20 @@ def _array(scope: Scope, plan: GatePlan, entries: Sequence[str]) -> str:
 
 
 def literal(value: complex) -> str:
-    """A complex128 literal of generated code."""
+    """A complex128 literal of generated code.
+
+    >>> literal(0.5j)
+    'complex(0.0, 0.5)'
+    """
     return scalar_literal(complex(value), "complex128")
 
 
 def pauli_terms(terms: tuple, wires: Sequence[int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(x masks, z masks, factors)`` of an ``expval`` equation's observable on its wires."""
+    """``(x masks, z masks, factors)`` of an ``expval`` equation's observable on its wires.
+
+    >>> [a.tolist() for a in pauli_terms(((1.0, "XY"),), (0, 2))]
+    [[5], [4], [1j]]
+    """
     return pauli_sum_of(terms).masks(list(wires))
 
 
