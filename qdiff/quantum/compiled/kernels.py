@@ -33,6 +33,24 @@ pauli_accumulate = numba_adjoint_kernels.PAULI_ACCUMULATE.serial
 
 
 @njit(cache=True)
+def spectral_data(theta: float, sign: float, spectrum: np.ndarray,
+                  parts: np.ndarray) -> np.ndarray:
+    """``Σ_j e^{-i sign θ λ_j} parts[j]``: the data of a one-parameter gate at ``θ`` from the
+    spectral parts of its generator (``sign`` -1: at ``-θ``, the inverse), flat.
+
+    >>> spectral_data(np.pi, 1.0, np.array([-0.5, 0.5]), np.array([[0.5], [0.5]])).round(12)
+    array([0.+0.j])
+    """
+    out = np.zeros(parts.shape[1], np.complex128)
+    for j in range(spectrum.shape[0]):
+        a = spectrum[j] * theta
+        e = complex(np.cos(a), -sign * np.sin(a))
+        for k in range(parts.shape[1]):
+            out[k] += parts[j, k] * e
+    return out
+
+
+@njit(cache=True)
 def marginal_probs(state: np.ndarray, wires: np.ndarray) -> np.ndarray:
     """``|state_i|²`` summed over the basis states with the same bits on ``wires``
     (``wires[0]`` least significant), as ``probs`` reads a register."""

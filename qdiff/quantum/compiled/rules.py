@@ -67,8 +67,15 @@ def apply_gate(scope: Scope, plan: GatePlan, state: str, angle: str | None,
     scope.src.require(IMPORT)
     layout = plan.layout
     head = f"{state}, {layout.num_groups}, {scope.src.frozen(layout.positions)}, {layout.cmask}"
-    data = plan.fixed if not plan.parametric else None
-    entries = None if data is not None else _entries(scope, plan, angle, inverse)
+    data = plan.fixed
+    if data is None:  # one helper call computes a parametric gate's data from its angle
+        values = scope.fresh("m")
+        spectrum = scope.src.frozen(np.asarray(plan.spectrum, np.float64))
+        parts = scope.src.frozen(_snapped(np.stack([p.ravel() for p in plan.parts])))
+        scope.line(f"{values} = qk.spectral_data({angle}, {-1.0 if inverse else 1.0}, "
+                   f"{spectrum}, {parts})")
+    else:
+        values = scope.src.frozen(data)
     if plan.kernel == "pair":
         bit = 1 << layout.targets[0]
         if plan.swap:  # an anti-diagonal 2x2: U|0> = m10|1>, U|1> = m01|0>
@@ -76,68 +83,35 @@ def apply_gate(scope: Scope, plan: GatePlan, state: str, angle: str | None,
         elif data is not None:
             m = [literal(v) for v in data.ravel()]
         else:
-            m = entries
+            m = [f"{values}[{k}]" for k in range(4)]
         scope.line(f"qk.pair({head}, {bit}, {plan.swap}, {', '.join(m)})")
         return
     if plan.kernel == "permutation":
         perm = np.asarray(plan.form.perm, np.int64)
         scope.line(f"qk.permutation({head}, {scope.src.frozen(plan.offsets)}, "
-                   f"{scope.src.frozen(perm)}, {scope.src.frozen(data)})")
+                   f"{scope.src.frozen(perm)}, {values})")
         return
-    values = scope.src.frozen(data) if data is not None else _array(scope, plan, entries)
     if plan.kernel == "diagonal":
         if data is not None and data.size == 0:
             return  # every entry is 1
         scope.line(f"qk.diagonal({head}, {scope.src.frozen(plan.offsets)}, {values})")
-    elif plan.kernel == "dense2":
+        return
+    side = 1 << len(layout.targets)
+    matrix = values if data is not None else f"{values}.reshape(({side}, {side}))"
+    if plan.kernel == "dense2":
         b0, b1 = (1 << t for t in layout.targets)
-        scope.line(f"qk.dense2({head}, {b0}, {b1}, {values})")
+        scope.line(f"qk.dense2({head}, {b0}, {b1}, {matrix})")
     else:
-        scope.line(f"qk.densek({head}, {scope.src.frozen(plan.offsets)}, {values})")
+        scope.line(f"qk.densek({head}, {scope.src.frozen(plan.offsets)}, {matrix})")
 
 
-def _entries(scope: Scope, plan: GatePlan, angle: str | None, inverse: bool) -> list[str]:
-    """Expressions of the data's entries at ``angle`` (at ``-angle`` for the inverse):
-    Σ_j e^{-iθλ_j} parts[j] entry by entry."""
-    phases = []
-    for lam in plan.spectrum:
-        if lam == 0.0:
-            phases.append(None)
-            continue
-        a = scope.fresh("ang")
-        e = scope.fresh("e")
-        scope.line(f"{a} = {lam!r} * {angle}")
-        sign = "" if inverse else "-"
-        scope.line(f"{e} = complex(np.cos({a}), {sign}np.sin({a}))")
-        phases.append(e)
-    out = []
-    for index in np.ndindex(plan.parts[0].shape):
-        terms = []
-        for phase, part in zip(phases, plan.parts):
-            c = complex(part[index])
-            c = complex(_snap(c.real), _snap(c.imag))
-            if c == 0:
-                continue
-            if phase is None:
-                terms.append(literal(c))
-            else:
-                terms.append(phase if c == 1 else f"{literal(c)} * {phase}")
-        out.append("(" + " + ".join(terms) + ")" if terms else "0j")
+def _snapped(parts: np.ndarray) -> np.ndarray:
+    """The parts with the rounding the projectors' products leave (below 1e-15) set to
+    zero: their entries are halves and quarters."""
+    out = parts.copy()
+    out.real[np.abs(out.real) < 1e-15] = 0.0
+    out.imag[np.abs(out.imag) < 1e-15] = 0.0
     return out
-
-
-def _snap(x: float) -> float:
-    # rounding left by the projectors' products: entries are halves and quarters
-    return 0.0 if abs(x) < 1e-15 else x
-
-
-def _array(scope: Scope, plan: GatePlan, entries: Sequence[str]) -> str:
-    shape = plan.parts[0].shape
-    name = scope.fresh("m")
-    scope.line(f"{name} = np.empty({shape!r}, np.complex128)")
-    for index, text in zip(np.ndindex(shape), entries):
-        scope.line(f"{name}[{', '.join(map(str, index))}] = {text}")
-    return name
 
 
 def literal(value: complex) -> str:
