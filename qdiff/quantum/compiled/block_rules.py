@@ -93,5 +93,4 @@ def _undo_gate(scope: Scope, eqn: Eqn, forward: Scope, psi: str, lam: str,
                    f"np.complex128), {lam}, {masks}, {signs})")
         total = " + ".join(f"{literal(f)} * {raw}[{k}]" for k, f in enumerate(fs[order]))
         scope.line(f"{grads[target]} += 2.0 * ({total}).imag")
-    apply_gate(scope, plan, psi, angle, inverse=True)
-    apply_gate(scope, plan, lam, angle, inverse=True)
+    apply_gate(scope, plan, [psi, lam], angle, inverse=True)

@@ -55,18 +55,19 @@ def _gate(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
                    "the classical code that computes it")
         with scope.src.block(f"if not np.isfinite({angle})"):
             scope.line(scope.src.error(QdiffError, message))
-    apply_gate(scope, plan, args[0], angle)
+    apply_gate(scope, plan, [args[0]], angle)
     return [args[0]]
 
 
-def apply_gate(scope: Scope, plan: GatePlan, state: str, angle: str | None,
+def apply_gate(scope: Scope, plan: GatePlan, states: Sequence[str], angle: str | None,
                inverse: bool = False) -> None:
-    """Write the kernel call applying ``plan`` (its inverse with ``inverse``) to ``state``."""
+    """Write the kernel calls applying ``plan`` (its inverse with ``inverse``) to each of
+    ``states`` (the data computed once)."""
     if inverse and not plan.parametric:
         plan = plan.inverse()
     scope.src.require(IMPORT)
     layout = plan.layout
-    head = f"{state}, {layout.num_groups}, {scope.src.frozen(layout.positions)}, {layout.cmask}"
+    where = f"{layout.num_groups}, {scope.src.frozen(layout.positions)}, {layout.cmask}"
     data = plan.fixed
     if data is None:  # one helper call computes a parametric gate's data from its angle
         values = scope.fresh("m")
@@ -84,25 +85,31 @@ def apply_gate(scope: Scope, plan: GatePlan, state: str, angle: str | None,
             m = [literal(v) for v in data.ravel()]
         else:
             m = [f"{values}[{k}]" for k in range(4)]
-        scope.line(f"qk.pair({head}, {bit}, {plan.swap}, {', '.join(m)})")
+        for state in states:
+            scope.line(f"qk.pair({state}, {where}, {bit}, {plan.swap}, {', '.join(m)})")
         return
     if plan.kernel == "permutation":
         perm = np.asarray(plan.form.perm, np.int64)
-        scope.line(f"qk.permutation({head}, {scope.src.frozen(plan.offsets)}, "
-                   f"{scope.src.frozen(perm)}, {values})")
+        for state in states:
+            scope.line(f"qk.permutation({state}, {where}, {scope.src.frozen(plan.offsets)}, "
+                       f"{scope.src.frozen(perm)}, {values})")
         return
     if plan.kernel == "diagonal":
         if data is not None and data.size == 0:
             return  # every entry is 1
-        scope.line(f"qk.diagonal({head}, {scope.src.frozen(plan.offsets)}, {values})")
+        for state in states:
+            scope.line(f"qk.diagonal({state}, {where}, {scope.src.frozen(plan.offsets)}, "
+                       f"{values})")
         return
     side = 1 << len(layout.targets)
     matrix = values if data is not None else f"{values}.reshape(({side}, {side}))"
-    if plan.kernel == "dense2":
-        b0, b1 = (1 << t for t in layout.targets)
-        scope.line(f"qk.dense2({head}, {b0}, {b1}, {matrix})")
-    else:
-        scope.line(f"qk.densek({head}, {scope.src.frozen(plan.offsets)}, {matrix})")
+    for state in states:
+        if plan.kernel == "dense2":
+            b0, b1 = (1 << t for t in layout.targets)
+            scope.line(f"qk.dense2({state}, {where}, {b0}, {b1}, {matrix})")
+        else:
+            scope.line(f"qk.densek({state}, {where}, {scope.src.frozen(plan.offsets)}, "
+                       f"{matrix})")
 
 
 def _snapped(parts: np.ndarray) -> np.ndarray:
