@@ -103,7 +103,8 @@ def _scalar_output(program: Program, what: str) -> None:
 
 def _function_or_program(f: Function, build: Callable[[Program], Program], name: str,
                          whole: Callable[[WholeProgramRule, Program, tuple], Any] | None = None,
-                         layer: DerivativeLayer | None = None) -> Any:
+                         layer: DerivativeLayer | None = None,
+                         compiled_build: Callable[[Program], Program] | None = None) -> Any:
     """``build`` applied to ``f``'s program, as a Program (``f`` a Program) or a
     `TransformedFunction`; programs that a whole-program rule claims go to
     ``whole(rule, program, args)`` instead (``None``: this transformation has no such rule).
@@ -111,7 +112,15 @@ def _function_or_program(f: Function, build: Callable[[Program], Program], name:
     (`qdiff.autodiff.nested_derivatives`)."""
     if isinstance(f, Program) and rule_for(f) is None:
         return build(f)
-    return TransformedFunction(f, build, name, whole, layer)
+    return TransformedFunction(f, build, name, whole, layer, compiled_build)
+
+
+def _adjoint_build(method: str, options: dict,
+                   differentiate: Callable[[Program], Program]) -> Callable | None:
+    """``differentiate`` when the derivative's settings are the defaults (the adjoint
+    method, which a quantum program's compiled form has), else None: other methods and
+    options are settings of the simulator's derivative."""
+    return differentiate if method in ("auto", "adjoint") and not options else None
 
 
 class TransformedFunction(ProgramFunction):
@@ -128,7 +137,8 @@ class TransformedFunction(ProgramFunction):
 
     def __init__(self, f: Function, build: Callable[[Program], Program], name: str,
                  whole: Callable[[WholeProgramRule, Program, tuple], Any] | None,
-                 layer: DerivativeLayer | None = None):
+                 layer: DerivativeLayer | None = None,
+                 compiled_build: Callable[[Program], Program] | None = None):
         label = f"{name}_{getattr(f, 'name', None) or getattr(f, '__name__', 'f')}"
         super().__init__(self._traced, label)
         self.source, self.build, self.kind, self.whole = f, build, name, whole
@@ -136,6 +146,11 @@ class TransformedFunction(ProgramFunction):
         # per argument signature: whether the bottom of the chain is a program that a
         # whole-program rule evaluates on jets (a classical one is not traced again per call)
         self._on_jets: dict[Any, bool] = {}
+        # for `qdiff.jit`: what a compiled derivative is remembered by, and how one is built
+        # from a quantum program's differentiable form (None: the settings are the
+        # simulator's)
+        self.argnums = None if layer is None else layer.argnums
+        self.compiled_build = compiled_build
 
     def _program(self, args: tuple) -> tuple[Program, list[Any]]:
         program, captured = as_closed_program(self.source, args)
@@ -304,15 +319,20 @@ def grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None, method: st
     >>> [a.tolist() for a in g(np.array([1.0, 2.0]), np.array([3.0, 4.0]))]
     [[3.0, 4.0], [1.0, 2.0]]
     """
+    def differentiate(program: Program) -> Program:
+        return grad_program(program, argnums, fuse=fuse)
+
     def build(program: Program) -> Program:
         _classical_options(method, options)
-        return grad_program(program, argnums, fuse=fuse)
+        return differentiate(program)
 
     def whole(rule: WholeProgramRule, program: Program, args: tuple) -> Any:
         return rule.gradient(program, args, argnums, method, options).grad
 
     layer = DerivativeLayer("grad", argnums, method, options)
-    return _compiled(_function_or_program(f, build, "grad", whole, layer), jit, backend)
+    return _compiled(_function_or_program(f, build, "grad", whole, layer,
+                                          _adjoint_build(method, options, differentiate)),
+                     jit, backend)
 
 
 def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
@@ -329,13 +349,17 @@ def value_and_grad(f: Function, argnums: ArgNums = 0, fuse: bool | None = None,
         result = rule.gradient(program, args, argnums, method, options)
         return result.value, result.grad
 
-    def build(program: Program) -> Program:
-        _classical_options(method, options)
+    def differentiate(program: Program) -> Program:
         return grad_program(program, argnums, has_value=True, fuse=fuse)
 
+    def build(program: Program) -> Program:
+        _classical_options(method, options)
+        return differentiate(program)
+
     layer = DerivativeLayer("value_and_grad", argnums, method, options)
-    return _compiled(_function_or_program(f, build, "value_and_grad", both, layer), jit,
-                     backend)
+    return _compiled(_function_or_program(f, build, "value_and_grad", both, layer,
+                                          _adjoint_build(method, options, differentiate)),
+                     jit, backend)
 
 
 # ------------------------------------------------------------------------------- jvp and vjp
@@ -589,12 +613,17 @@ def jacobian(f: Function, argnums: ArgNums = 0, mode: str = "reverse",
     def whole(rule: WholeProgramRule, program: Program, args: tuple) -> Any:
         return rule.jacobian(program, args, argnums, method, options)
 
-    def build(program: Program) -> Program:
-        _classical_options(method, options)
+    def differentiate(program: Program) -> Program:
         return jacobian_program(program, argnums, mode, holomorphic, fuse)
 
+    def build(program: Program) -> Program:
+        _classical_options(method, options)
+        return differentiate(program)
+
     layer = DerivativeLayer("jacobian", argnums, method, options, holomorphic)
-    return _compiled(_function_or_program(f, build, "jacobian", whole, layer), jit, backend)
+    return _compiled(_function_or_program(f, build, "jacobian", whole, layer,
+                                          _adjoint_build(method, options, differentiate)),
+                     jit, backend)
 
 
 def jacfwd(f: Function, argnums: ArgNums = 0, holomorphic: bool = False,

@@ -7,6 +7,7 @@ Operands share one shape, except rank-0 operands, which broadcast; they share on
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -94,9 +95,15 @@ def _numpy_impl(fn: Callable, out_dtype: Callable[[np.dtype], str]) -> Callable:
     return impl
 
 
+@functools.lru_cache(maxsize=1024)
+def _out_dtype_of(kind: str, dtype: np.dtype) -> str:
+    # per call of an implementation: dtype.name is slow next to a small array's arithmetic
+    return _out_dtype(kind, dtype.name)
+
+
 def _register(name: str, fn: Callable, kind: str) -> Primitive:
     primitive = register_primitive(name, _elementwise_rule(name, kind), elementwise=True)
-    primitive.def_impl("numpy")(_numpy_impl(fn, lambda d: _out_dtype(kind, d.name)))
+    primitive.def_impl("numpy")(_numpy_impl(fn, lambda d: _out_dtype_of(kind, d)))
     return primitive
 
 

@@ -74,6 +74,7 @@ def generate(program: Program, options: Options) -> Generated:
     flags = f"cache=True, error_model='numpy', parallel={options.parallel}"
     params = ", ".join([*inputs, *(f"k{k}" for k in range(len(source.constants)))])
     text = HEADER.format(name=program.name, runtime=RUNTIME_VERSION)
+    text += "".join(f"{line}\n" for line in source.imports) + "\n" * bool(source.imports)
     text += f"@njit({flags})\ndef kernel({params}):\n"
     text += "\n".join(source.lines) + "\n"
     text += f"    return ({''.join(f'{o}, ' for o in outputs).rstrip()})\n"

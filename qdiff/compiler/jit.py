@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..autodiff.arguments import as_program
+from ..autodiff.arguments import as_closed_program, as_program
 from ..autodiff.whole_program import rule_for
 from ..ir import pytree
 from ..ir.core import Eqn, Program, Var
@@ -36,6 +36,7 @@ from ..ir.tracer import Tracer
 from ..loops.memory import check_buffer_memory
 from . import rules  # noqa: F401  (fills the rule table)
 from .cache import load
+from .claimed import differentiable_form, primal_form, remember_compiled
 from .codegen import generate
 from .errors import CompiledCodeError, NotCompilableError
 from .lowering import Options, unsupported
@@ -135,22 +136,33 @@ class CompiledProgram:
         self._claimed = runner_for(program) is not None  # e.g. a quantum program
         if backend == "numpy":
             self._whole = lambda values: evaluate(program, *values)
-        elif self._claimed or missing:
+        elif self._claimed:
+            # a higher layer may know a compiled form (`claimed.py`)
+            prepared = primal_form(program)
+            if isinstance(prepared, Program):
+                self._claimed = False
+                self._steps = [_Kernel(prepared, self.options)]
+                if backend == "numba":
+                    remember_compiled(program, "primal", self)  # plain calls take it too
+            else:
+                self._plan_fallback(missing, fallback, prepared)
+        elif missing:
             self._plan_fallback(missing, fallback)
         else:
             self._steps = [_Kernel(program, self.options)]
 
-    def _plan_fallback(self, missing: list[str], fallback: str) -> None:
+    def _plan_fallback(self, missing: list[str], fallback: str, reason: str = "") -> None:
         program = self.program
         claimed = self._claimed
-        what = (f"primitive(s) {', '.join(missing)} have no compiled form"
-                if missing else "its runner executes it as a whole")
+        what = ((reason or "its runner executes it as a whole") if claimed else
+                f"primitive(s) {', '.join(missing)} have no compiled form")
         if fallback == "error":
+            where = "it on its runner" if claimed else "those parts in the interpreter"
             raise NotCompilableError(
                 f"cannot compile program {program.name!r}: {what}; pass fallback='interpret' "
-                "to run those parts in the interpreter")
+                f"to run {where}")
         if claimed:
-            log.info("program %r runs in its interpreter: %s", program.name, what)
+            log.info("program %r runs on its runner, not compiled: %s", program.name, what)
             self._whole = lambda values: program(*values)
             return
         log.info("program %r: %s; they run in the interpreter", program.name, what)
@@ -220,24 +232,60 @@ class JittedFunction:
         _check_choice("fallback", fallback, FALLBACKS)
         self.f = f if isinstance(f, (Program, ProgramFunction)) else ProgramFunction(f)
         self.backend, self.parallel, self.fallback = backend, parallel, fallback
-        self._by_signature: dict[Any, CompiledProgram | None] = {}
+        self._by_signature: dict[Any, CompiledProgram | str] = {}
         self.last: CompiledProgram | None = None
         self.__name__ = getattr(self.f, "name", None) or getattr(self.f, "__name__", "f")
 
     def compiled(self, *args: Any) -> CompiledProgram:
         """The `CompiledProgram` for arguments shaped like ``args`` (compiled once)."""
         leaves, tree = pytree.flatten(tuple(args))
-        return self._compiled_for(args, leaves, tree)
+        compiled = self._compiled_for(args, leaves, tree)
+        if not isinstance(compiled, CompiledProgram):
+            raise self._not_compilable(compiled)
+        return compiled
 
-    def _compiled_for(self, args: tuple, leaves: list[Any], tree: Any) -> CompiledProgram:
+    def _compiled_for(self, args: tuple, leaves: list[Any], tree: Any) -> CompiledProgram | str:
+        """The compiled program for this argument signature, or why it runs uncompiled
+        (decided once per signature: later calls pay one dictionary lookup)."""
         key = (tree, *map(_leaf_signature, leaves))
         compiled = self._by_signature.get(key)
         if compiled is None:
-            program = self.f if isinstance(self.f, Program) else self.f.trace(*args)
-            compiled = CompiledProgram(program, self.backend, self.parallel, self.fallback)
-            self._by_signature[key] = compiled
-        self.last = compiled
+            compiled = self._by_signature[key] = self._compile(args)
+        if isinstance(compiled, CompiledProgram):
+            self.last = compiled
         return compiled
+
+    def _compile(self, args: tuple) -> CompiledProgram | str:
+        if self._runs_on_simulator(args):
+            return self._compiled_derivative(args)
+        program = self.f if isinstance(self.f, Program) else self.f.trace(*args)
+        return CompiledProgram(program, self.backend, self.parallel, self.fallback)
+
+    def _compiled_derivative(self, args: tuple) -> CompiledProgram | str:
+        """The compiled derivative of a quantum program (a program a runner claims) from
+        its differentiable form (`claimed.differentiable_form`), or why there is none."""
+        program, captured = as_closed_program(self.f.source, args)
+        build = getattr(self.f, "compiled_build", None)
+        form = ("it reads traced values of an enclosing transformation" if captured else
+                "its method and options are the simulator's" if build is None else
+                differentiable_form(program))
+        if isinstance(form, Program):
+            try:
+                form = build(form)
+            except QdiffError as error:  # e.g. a Hessian, which needs forward mode
+                form = str(error)
+        if isinstance(form, Program):
+            compiled = CompiledProgram(form, self.backend, self.parallel, self.fallback)
+            if self.backend == "numba":  # the simulator's calls take it from now on
+                remember_compiled(program, (self.f.kind, getattr(self.f, "argnums", None)),
+                                  compiled)
+            return compiled
+        return f"it differentiates a quantum program, whose derivative runs on the simulator " \
+               f"({form})"
+
+    def _not_compilable(self, reason: str) -> NotCompilableError:
+        return NotCompilableError(f"cannot compile {self.__name__}: {reason}; pass "
+                                  "fallback='interpret' to run it uncompiled")
 
     @property
     def source(self) -> str:
@@ -255,17 +303,14 @@ class JittedFunction:
         leaves, tree = pytree.flatten(tuple(args))
         if any(isinstance(leaf, Tracer) for leaf in leaves):
             return self.f(*args)
-        if self._runs_on_simulator(args):
-            # a derivative of a quantum program has no Program to compile: it runs on the
-            # simulator when called
-            if self.fallback != "interpret":
-                raise NotCompilableError(
-                    f"cannot compile {self.__name__}: derivatives of quantum programs run on "
-                    "the simulator; pass fallback='interpret' to run it uncompiled")
-            log.info("%s runs uncompiled: it differentiates a quantum program", self.__name__)
-            return self.f(*args)
         compiled = self._compiled_for(args, leaves, tree)
-        return compiled.call_leaves(leaves)
+        if isinstance(compiled, CompiledProgram):
+            return compiled.call_leaves(leaves)
+        # a derivative of a quantum program without a compiled form runs on the simulator
+        if self.fallback != "interpret":
+            raise self._not_compilable(compiled)
+        log.info("%s runs uncompiled: %s", self.__name__, compiled)
+        return self.f(*args)
 
     def _runs_on_simulator(self, args: tuple) -> bool:
         source = getattr(self.f, "source", None)  # what a derivative differentiates

@@ -70,9 +70,13 @@ class Source:
         self.depth = 1
         self.constants: list[np.ndarray] = []
         self._constant_names: dict[int, str] = {}
+        self._keys: list[np.ndarray] = []
+        self._frozen: dict[str, str] = {}
         self._counter = 0
         # (exception class, message) per error code that the function may raise
         self.messages: list[tuple[type[Exception], str]] = []
+        # module-level lines the function needs (imports of compiled helpers other layers own)
+        self.imports: dict[str, None] = {}
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -92,6 +96,10 @@ class Source:
 
     def fresh(self, prefix: str = "v") -> str:
         self._counter += 1
+        # the function's inputs are a0, a1, ... and its constants k0, k1, ...: a fresh name
+        # never takes their form (it would shadow one)
+        if prefix in ("a", "k"):
+            prefix += prefix
         return f"{prefix}{self._counter}"
 
     def error(self, kind: type[Exception], message: str) -> str:
@@ -100,12 +108,30 @@ class Source:
         self.messages.append((kind, message))
         return f"raise CompiledCodeError({len(self.messages) - 1})"
 
+    def require(self, line: str) -> None:
+        """Put ``line`` (an import of compiled helpers a rule calls) at the module's top."""
+        self.imports[line] = None
+
+    def frozen(self, array: np.ndarray) -> str:
+        """The module-level name of a small read-only ``array`` written out in the module
+        text (Numba freezes it into the machine code): static data such as index tables,
+        which then cost the call nothing, unlike an argument."""
+        array = np.ascontiguousarray(array)
+        text = (f"np.array({array.ravel().tolist()!r}, np.{array.dtype.name})"
+                f".reshape({array.shape!r})")
+        name = self._frozen.get(text)
+        if name is None:
+            name = self._frozen[text] = f"_frozen{len(self._frozen)}"
+            self.require(f"{name} = {text}")
+        return name
+
     def constant(self, array: np.ndarray) -> str:
         """The argument name under which the compiled function receives ``array`` (arrays
         are arguments, not globals: Numba would freeze globals into the machine code)."""
         key = id(array)
         name = self._constant_names.get(key)
         if name is None:
+            self._keys.append(array)  # alive while named: its id is the key
             name = f"k{len(self.constants)}"
             # a writable copy: Numba types read-only arrays apart, and loop carries that
             # start as a constant must unify with the arrays the loop body makes

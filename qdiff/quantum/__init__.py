@@ -12,6 +12,7 @@ True
 """
 
 from ..ir.interpreter import register_runner
+from . import compiled  # noqa: F401  (registers compiled forms of quantum programs)
 from .execution import batched  # noqa: F401  (registers the batched simulation of vmap)
 from .execution.options import RunOptions
 from .execution.run import TruncationError, TruncationWarning, call_quantum_program, run

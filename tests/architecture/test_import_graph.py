@@ -28,6 +28,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("qdiff.quantum.certificate",),
     ("qdiff.quantum.execution",),
     ("qdiff.quantum.gradients",),
+    ("qdiff.quantum.compiled",),
     ("qdiff.quantum.qiskit",),
     ("qdiff.quantum",),
     ("qdiff.transforms", "qdiff.api", "qdiff.demo", "qdiff.cli", "qdiff"),

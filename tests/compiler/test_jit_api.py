@@ -66,23 +66,26 @@ def test_endless_while_loop_stops_with_loop_limit_error():
         f(1.0)
 
 
-def _quantum(theta):
-    q = qm.qubits(1)
+def _measuring(theta):
+    # a mid-circuit measurement: the program branches, so it runs on the simulator
+    q = qm.qubits(2)
     qm.ry(theta * 2.0, q[0])
-    return qm.expval("Z", q)
+    bit = qm.measure(q[0])
+    qdiff.cond(bit == 1, lambda: qm.x(q[1]), lambda: None)
+    return qm.expval("IZ", q)
 
 
 def test_quantum_program_is_not_compiled_silently():
-    with pytest.raises(NotCompilableError, match="fallback='interpret'"):
-        qdiff.jit(_quantum)(0.3)
+    with pytest.raises(NotCompilableError, match="measure .* runs on the simulator"):
+        qdiff.jit(_measuring)(0.3)
 
 
 def test_fallback_interprets_with_a_logged_reason(caplog):
     with caplog.at_level(logging.INFO, logger="qdiff.compiler"):
-        value = qdiff.jit(_quantum, fallback="interpret")(0.3)
-    assert float(value) == pytest.approx(np.cos(0.6), abs=1e-12)
-    assert "interpreter" in caplog.text
-    gradient = qdiff.jit(qdiff.grad(_quantum), fallback="interpret")(0.3)
+        value = qdiff.jit(_measuring, fallback="interpret")(0.3)
+    assert float(value) == pytest.approx(np.cos(0.6), abs=1e-12)  # 1 - 2 sin²(0.3)
+    assert "runs on its runner" in caplog.text and "measure" in caplog.text
+    gradient = qdiff.jit(qdiff.grad(_measuring), fallback="interpret")(0.3)
     assert float(gradient) == pytest.approx(-2 * np.sin(0.6), abs=1e-10)
 
 
@@ -141,3 +144,16 @@ def test_a_trace_error_is_reported_as_itself():
     with pytest.raises(QdiffError, match="broadcast") as caught:
         f(np.ones(4))
     assert not isinstance(caught.value, NotCompilableError)
+
+
+def test_a_branch_lowered_before_the_constants_does_not_shadow_one():
+    """The branch index of a `cond` was named like the constant arguments (k0, k1, ...):
+    lowered early, it shadowed the constant of the same name."""
+    def f(x):
+        y = qdiff.cond(x[0] > 0, lambda v: v * 2.0, lambda v: v - 1.0, x)
+        for c in range(8):
+            y = y * np.arange(1.0, 4.0) ** (c + 1) + x
+        return y
+
+    x = np.array([0.5, 0.2, 0.1])
+    np.testing.assert_allclose(qdiff.jit(f)(x), f(x), rtol=1e-12)

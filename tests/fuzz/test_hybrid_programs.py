@@ -181,3 +181,39 @@ def test_random_hybrid_program_matches_pennylane_with_jax(seed):
     x = np.random.default_rng(1000 + seed).normal(size=3)
     np.testing.assert_allclose(f(x), float(loss(x)), atol=1e-10)
     np.testing.assert_allclose(qdiff.grad(f)(x), np.asarray(loss_grad(x)), atol=1e-9)
+
+
+MEASUREMENT_FREE = [s for s in SEEDS if not any(st[0] == "measure" for st in random_spec(s).steps)]
+QUICK_COMPILED = MEASUREMENT_FREE[:2]
+
+
+def _check_compiled(seed: int) -> None:
+    f = qdiff_program(random_spec(seed), seed)
+    x = np.random.default_rng(1000 + seed).normal(size=3)
+    np.testing.assert_allclose(qdiff.jit(f)(x), qm.run(f, x).values, atol=1e-12)
+    np.testing.assert_allclose(qdiff.grad(f, jit=True)(x), qm.gradient(f, x).grad, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", QUICK_COMPILED)
+def test_random_measurement_free_program_compiles_to_the_simulator_numbers(seed):
+    """The classical code (a recurrence, a branch, a data-dependent while loop, reductions)
+    and the circuit in one compiled function; its gradient through the compiled adjoint
+    sweep and the classical reverse mode of that code."""
+    _check_compiled(seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [s for s in MEASUREMENT_FREE if s not in QUICK_COMPILED])
+def test_every_random_measurement_free_program_compiles(seed):
+    _check_compiled(seed)
+
+
+def test_a_random_program_with_measurements_keeps_its_numbers_under_jit():
+    seed = next(s for s in SEEDS if s not in MEASUREMENT_FREE)
+    f = qdiff_program(random_spec(seed), seed)
+    x = np.random.default_rng(1000 + seed).normal(size=3)
+    with pytest.raises(qdiff.NotCompilableError, match="measure"):
+        qdiff.jit(f)(x)
+    assert float(qdiff.jit(f, fallback="interpret")(x)) == float(f(x))
+    np.testing.assert_array_equal(qdiff.jit(qdiff.grad(f), fallback="interpret")(x),
+                                  qdiff.grad(f)(x))

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from ...compiler.claimed import compiled_version
 from ...ir.core import Program
 from ...ir.errors import QdiffError
 from ...ir.interpreter import argument_leaves
@@ -147,7 +148,11 @@ def run(program: Any, *args: Any, options: RunOptions | None = None,
 
 def call_quantum_program(program: Program, values: list[Any], backend: str = "numpy") -> Any:
     """What calling a quantum Program returns: its values alone (exact mode), with a
-    `TruncationWarning` when they may be further than ``tol`` from the exact ones."""
+    `TruncationWarning` when they may be further than ``tol`` from the exact ones. A
+    program `qdiff.jit` compiled in this process runs compiled (the same values)."""
+    compiled = compiled_version(program)
+    if compiled is not None:
+        return compiled.call_leaves(values)
     result = run_leaves(program, values, DEFAULTS)
     warn_if_truncated(f"{program.name}(...)", result.dropped_mass + result.unterminated_mass,
                       result.remainder_bound, DEFAULTS.tol, result.remainder_reason)
@@ -182,7 +187,7 @@ def run_leaves(program: Program, leaves: Sequence[Any],
     program = unpack_scalars(program)  # one equation for all the elements read from an array
     if mode == "exact":
         def attempt(cut: float) -> tuple[Any, float, str | None]:
-            runner = BranchRunner(options.replace(tol=cut))
+            runner = BranchRunner(options if cut == options.tol else options.replace(tol=cut))
             result = _exact(runner, program, values)
             bounds, result.remainder_reason = certify_values(program, values, runner,
                                                              options.exit_probability)

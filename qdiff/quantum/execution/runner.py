@@ -126,7 +126,7 @@ class RunAccounting:
         self.options = options
         self.tol = tol = options.tol
         self.prune = tol if prune is None else prune
-        self.rng = np.random.default_rng(options.seed)
+        self._rng: np.random.Generator | None = None  # made when first drawn from
         self.max_loop_iterations = options.max_loop_iterations
         self.zero_exit_limit = zero_exit_limit
         self.dropped = 0.0
@@ -138,6 +138,14 @@ class RunAccounting:
         # where a certificate reads them (exact mode)
         self.loop_masses: list[tuple[list[float], list[float], list[float]]] = []
         self.keeps_loop_masses = False
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The run's random generator, seeded by ``options.seed`` (made on first use: a
+        run that draws nothing does not pay for it)."""
+        if self._rng is None:
+            self._rng = np.random.default_rng(self.options.seed)
+        return self._rng
 
     def keep_mass(self, weight: float) -> bool:
         """Whether a branch of probability ``weight`` survives pruning (else it is reported)."""

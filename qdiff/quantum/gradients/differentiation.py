@@ -27,6 +27,7 @@ from ...autodiff.arguments import output_leaves, unflatten_outputs
 from ...autodiff.derivative_calls import CALLING_RULE, calls_derivatives
 from ...autodiff.jets import derivative_along, primal, seeded
 from ...autodiff.whole_program import WholeProgramRule, register_whole_program_rule
+from ...compiler.claimed import compiled_version
 from ...ir import pytree
 from ...ir.core import Program
 from ...ir.errors import QdiffError
@@ -46,9 +47,25 @@ def _run_options(options: dict) -> RunOptions:
     return RunOptions.of(settings.pop("options", None), **settings)
 
 
+class CompiledGradient:
+    """The gradient from the derivative `qdiff.jit` compiled for the program in this
+    process (``qdiff.grad(f, jit=True)``); the value, when asked for, from a call."""
+
+    def __init__(self, program: Program, args: tuple, compiled: Any):
+        self.program, self.args = program, args
+        self.grad = compiled(*args)
+
+    @property
+    def value(self) -> Any:
+        return self.program(*self.args)
+
+
 def _gradient(program: Program, args: tuple, argnums: Any, method: str, options: dict) -> Any:
     if calls_derivatives(program):  # derivatives of derivatives inside: forward mode
         return CALLING_RULE.gradient(program, args, argnums, method, options)
+    compiled = compiled_version(program, ("grad", argnums))
+    if compiled is not None and method in ("auto", "adjoint") and not options:
+        return CompiledGradient(program, args, compiled)
     result = gradient(program, *args, argnums=argnums, method=method, **options)
     report_truncation(program.name, result, _run_options(options))
     return result

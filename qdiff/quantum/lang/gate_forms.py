@@ -85,6 +85,23 @@ class GateForm:
             return _fixed_data(self).copy()
         return _data(self, params)
 
+    def select(self, matrix: np.ndarray) -> np.ndarray:
+        """What `data` applies, read off a full matrix on the gate's wires (linear in it):
+        its diagonal, the phases of the permutation, or the sub-block on the targets where
+        every control is 1.
+
+        >>> gate_form(gate_spec("crx")).select(np.arange(16.0).reshape(4, 4)).tolist()
+        [[5.0, 7.0], [13.0, 15.0]]
+        """
+        if self.kind == "diagonal":
+            return np.ascontiguousarray(np.diagonal(matrix))
+        idx = _block_rows(self)
+        sub = matrix[np.ix_(idx, idx)]
+        if self.kind == "permutation":
+            assert self.perm is not None
+            return np.ascontiguousarray(sub[list(self.perm), range(len(self.perm))])
+        return np.ascontiguousarray(sub)
+
     @functools.cached_property
     def cost(self) -> float:
         """Complex multiply-adds per amplitude of the register when applied in this form
@@ -123,15 +140,7 @@ def _data(form: GateForm, params: tuple[float, ...]) -> np.ndarray:
         return d
     if form.kind == "permutation" and spec.structure == "permutation":
         return np.asarray(spec.permutation()[1], np.complex128)
-    m = spec.matrix(*params)
-    if form.kind == "diagonal":
-        return np.ascontiguousarray(np.diagonal(m))
-    idx = _block_rows(form)
-    sub = m[np.ix_(idx, idx)]
-    if form.kind == "permutation":
-        assert form.perm is not None
-        return np.ascontiguousarray(sub[list(form.perm), range(len(form.perm))])
-    return np.ascontiguousarray(sub)
+    return form.select(spec.matrix(*params))
 
 
 def _block_rows(form: GateForm) -> np.ndarray:

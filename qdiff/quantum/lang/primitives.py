@@ -22,6 +22,7 @@ Layouts:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Any
 
@@ -208,8 +209,10 @@ def _expval_rule(state: Type, *, terms: tuple, wires: tuple[int, ...]) -> tuple[
 expval_p = _register("expval", _expval_rule, multiple_results=True)
 
 
+@functools.lru_cache(maxsize=4096)
 def pauli_sum_of(terms: tuple) -> PauliSum:
-    """The PauliSum of an ``expval`` equation's ``terms`` param."""
+    """The PauliSum of an ``expval`` equation's ``terms`` param (immutable: made once per
+    observable, not on every readout)."""
     return PauliSum.from_list([(c, label) for c, label in terms])
 
 

@@ -27,6 +27,10 @@ class StateTooLargeError(MemoryError):
     """A register would need more memory than the machine (or device) has available."""
 
 
+SMALL_STATE_BYTES = 1 << 20
+"""States of at most this many bytes are not checked against the free host memory."""
+
+
 def statevector_bytes(num_qubits: int, dtype: Any = np.complex128, copies: int = 1) -> int:
     """Bytes held by ``copies`` statevectors of ``num_qubits`` qubits.
 
@@ -66,6 +70,8 @@ def check_statevector_memory(
             f"{num_qubits} qubits is beyond what the simulators index (at most {MAX_QUBITS})"
         )
     need = statevector_bytes(int(num_qubits), dtype, copies)
+    if available is None and need <= SMALL_STATE_BYTES:
+        return need  # reading the free memory costs more than running a small program
     have = available_memory_bytes() if available is None else int(available)
     if need > have:
         many = f"{copies} copies of " if copies > 1 else ""

@@ -30,7 +30,7 @@ from .indexing import index_layout
 from .numba_adjoint_kernels import ADJOINT_BLOCK, PAULI_ACCUMULATE, PAULI_CROSS
 from .numba_ranges import spread_items
 
-__all__ = ["pauli_cross", "pauli_accumulate", "adjoint_block"]
+__all__ = ["pauli_cross", "pauli_accumulate", "adjoint_block", "sign_tables"]
 
 _ADJ_AMPS = 1 << 15  # amplitudes per gathered batch of ψ and of one λ (a stack shares 2x this)
 
@@ -40,7 +40,7 @@ _ACC_BITS = 10  # the low index bits whose signs the accumulate kernel tabulates
 _SIGN_TABLES: dict[tuple[int, bytes, bytes], tuple] = {}
 
 
-def _sign_tables(num_qubits: int, x_masks: np.ndarray, z_masks: np.ndarray
+def sign_tables(num_qubits: int, x_masks: np.ndarray, z_masks: np.ndarray
                  ) -> tuple[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Terms sorted by x: (order, L, x masks, z masks, group starts, sign table of the low L
     bits ``signs[k, lo] = (-1)^parity(lo & z_k)``). Remembered: a gradient asks for the
@@ -79,7 +79,7 @@ def pauli_cross(bra: np.ndarray, ket: np.ndarray, x_masks: np.ndarray, z_masks: 
     [-2j, 0j]
     """
     num_qubits = int(ket.shape[0]).bit_length() - 1
-    order, L, xs, zs, starts, signs = _sign_tables(num_qubits, x_masks, z_masks)
+    order, L, xs, zs, starts, signs = sign_tables(num_qubits, x_masks, z_masks)
     chunks = ket.shape[0] >> L
     raw = PAULI_CROSS(spread_items(chunks, parallel), ket, chunks,
                       np.zeros(xs.shape[0], np.complex128), bra, L, xs, zs, starts, signs)
@@ -99,7 +99,7 @@ def pauli_accumulate(out: np.ndarray, state: np.ndarray, num_qubits: int, x_mask
     >>> out.real.tolist()
     [0.5, 2.0]
     """
-    order, L, xs, zs, starts, signs = _sign_tables(num_qubits, x_masks, z_masks)
+    order, L, xs, zs, starts, signs = sign_tables(num_qubits, x_masks, z_masks)
     fs = np.asarray(factors, np.complex128)[order] * (1 - 2 * parity(xs & zs))
     fs = np.ascontiguousarray(fs)
     chunks = out.shape[0] >> L
