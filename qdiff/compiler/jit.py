@@ -11,6 +11,7 @@ reason is logged).
 
 from __future__ import annotations
 
+import functools
 import logging
 import weakref
 from collections.abc import Callable, Sequence
@@ -36,11 +37,15 @@ from ..ir.tracer import Tracer
 from ..loops.memory import check_buffer_memory
 from . import rules  # noqa: F401  (fills the rule table)
 from .cache import load
-from .codegen import generate
+from .codegen import Generated, generate
+from .cuda.codegen import generate_cuda, require_cuda
 from .errors import CompiledCodeError, NotCompilableError
 from .lowering import Options, unsupported
 
-BACKENDS = ("numba", "numpy")
+BACKENDS = ("numba", "numba-cuda", "numpy")
+# how each compiling back end writes a program's module
+_GENERATORS: dict[str, Callable[[Program, Options], Generated]] = {
+    "numba": generate, "numba-cuda": generate_cuda}
 FALLBACKS = ("error", "interpret")
 log = logging.getLogger("qdiff.compiler")
 
@@ -53,8 +58,9 @@ def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
 class _Kernel:
     """One compiled function over some of a program's values."""
 
-    def __init__(self, program: Program, options: Options):
-        generated = generate(program, options)
+    def __init__(self, program: Program, options: Options,
+                 generator: Callable[[Program, Options], Generated] = generate):
+        generated = generator(program, options)
         self.program = program
         self.source = generated.source
         self.constants = generated.constants
@@ -126,6 +132,9 @@ class CompiledProgram:
         _check_choice("fallback", fallback, FALLBACKS)
         self.program, self.backend = program, backend
         self.options = Options(parallel=parallel)
+        if backend == "numba-cuda":
+            require_cuda()
+        self._generator = _GENERATORS.get(backend, generate)
         self._whole: Callable[..., Any] | None = None
         self._steps: list[_Kernel | Eqn] = []
         self._buffer_checks = [
@@ -138,7 +147,7 @@ class CompiledProgram:
         elif self._claimed or missing:
             self._plan_fallback(missing, fallback)
         else:
-            self._steps = [_Kernel(program, self.options)]
+            self._steps = [_Kernel(program, self.options, self._generator)]
 
     def _plan_fallback(self, missing: list[str], fallback: str) -> None:
         program = self.program
@@ -154,7 +163,7 @@ class CompiledProgram:
             self._whole = lambda values: program(*values)
             return
         log.info("program %r: %s; they run in the interpreter", program.name, what)
-        self._steps = [_Kernel(p, self.options) if isinstance(p, Program) else p
+        self._steps = [_Kernel(p, self.options, self._generator) if isinstance(p, Program) else p
                        for p in _segments(program)]
 
     @property
@@ -277,19 +286,22 @@ class JittedFunction:
         return f"<qdiff.jit {self.__name__} backend={self.backend!r}>"
 
 
-_COMPILED: weakref.WeakKeyDictionary[Program, CompiledProgram] = weakref.WeakKeyDictionary()
+_COMPILED: dict[str, weakref.WeakKeyDictionary[Program, CompiledProgram]] = {
+    backend: weakref.WeakKeyDictionary() for backend in _GENERATORS}
 
 
-def run_compiled(program: Program, values: list[Any]) -> list[Any]:
-    """Run a classical program compiled (once per Program): ``backend="numba"`` on any
-    program call, or every call inside ``default_backend("numba")``."""
-    compiled = _COMPILED.get(program)
+def run_compiled(program: Program, values: list[Any], backend: str = "numba") -> list[Any]:
+    """Run a classical program compiled (once per Program and back end):
+    ``backend="numba"`` (or ``"numba-cuda"``) on any program call, or every call inside
+    ``default_backend("numba")``."""
+    compiled = _COMPILED[backend].get(program)
     if compiled is None:
-        compiled = _COMPILED[program] = CompiledProgram(program)
+        compiled = _COMPILED[backend][program] = CompiledProgram(program, backend)
     return compiled.run_flat(values)
 
 
-register_executor("numba", run_compiled)
+for _backend in _GENERATORS:
+    register_executor(_backend, functools.partial(run_compiled, backend=_backend))
 
 
 def jit(f: Any, backend: str = "numba", parallel: bool = False,
@@ -297,8 +309,10 @@ def jit(f: Any, backend: str = "numba", parallel: bool = False,
     """Compile ``f`` (a function, `qdiff.program`, derivative such as ``qdiff.grad(g)``, or
     Program) to machine code with Numba, once per argument signature.
 
-    ``backend``: "numba" (CPU) or "numpy" (the reference interpreter). ``parallel=True``
-    runs the outer loop of each loop nest on all cores. ``fallback="interpret"`` runs the
+    ``backend``: "numba" (CPU), "numba-cuda" (each parallel loop nest a CUDA kernel, the
+    rest host code launching them; needs a GPU or ``NUMBA_ENABLE_CUDASIM=1``) or "numpy"
+    (the reference interpreter). ``parallel=True`` runs the outer loop of each CPU loop
+    nest on all cores. ``fallback="interpret"`` runs the
     equations the compiler cannot compile in the interpreter instead of raising.
 
     >>> import qdiff, qdiff.numpy as qnp
