@@ -48,3 +48,15 @@ def test_cuda_backend_without_a_gpu_is_refused_clearly():
     f = qdiff.jit(lambda x: qnp.sum(x * x), backend="numba-cuda")
     with pytest.raises(QdiffError, match="needs a CUDA GPU.*NUMBA_ENABLE_CUDASIM=1"):
         f(np.ones(3))
+
+
+def test_gpu_benchmark_without_a_gpu_is_refused_clearly():
+    from numba import cuda  # noqa: PLC0415  (optional; imported only where it is tested)
+
+    if cuda.is_available():
+        pytest.skip("a CUDA device is present: the benchmark would run")
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "classical_ad.py"),
+                           "--quick", "--backend", "numba-cuda"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--backend numba-cuda needs a CUDA GPU" in done.stderr
