@@ -34,7 +34,8 @@ def _map_with_loop(x, a):
 
 def _named_reductions(x):
     return (qdiff.reduce("add", 0.5, x), qdiff.reduce("max", -np.inf, x),
-            qdiff.reduce("mul", 1.0, x[:5]), qdiff.scan("mul", 1.0, x[:6]))
+            qdiff.reduce("mul", 1.0, x[:5]), qdiff.scan("mul", 1.0, x[:6]),
+            qdiff.scan("add", 0.25, x), qdiff.scan("max", -np.inf, x - x[0]))
 
 
 def _hist_operators(v, k):
@@ -74,7 +75,7 @@ KERNEL_TEXT = {
     "partial reductions": ("cuda.atomic.add",),
     "sum of 300, several blocks": ("rtc.launch(nest", ", 3, 128, "),
     "map of a scalar loop": ("def map",),
-    "named reductions, several blocks": ("def fold", "cuda.shared.array"),
+    "named reductions, several blocks": ("def fold", "def scan", "def offsets", ", 3, 128, "),
 }
 
 

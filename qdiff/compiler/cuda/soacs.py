@@ -3,9 +3,9 @@ whose body's loop nests are kernels, where its lambda is not scalar code (`runs_
 
 - ``map``: one thread per row, the lambda inlined.
 - ``reduce`` with a known monoid (+, *, max, min) on scalars: the two-level reduction of a
-  loop nest (the neutral argument folded in on the host); with another associative lambda,
-  and ``scan``: one thread running the fold in order (a blocked parallel scan would
-  reorder the lambda's rounding and is not written yet).
+  loop nest (the neutral argument folded in on the host); ``scan`` with one: a blocked scan
+  (`_blocked_scan`); with another lambda, one thread runs the fold in order (the lambda need
+  not be associative to agree with the interpreter's order).
 - ``hist``: one thread per value, ``cuda.atomic.add`` (and max/min of integers) into the
   destination; other operators run in one thread, in order.
 - ``scatter``: one thread per value; repeated indices keep the last write, as on the CPU, by
@@ -23,10 +23,10 @@ from ...classical.soacs import hist_p, map_p, op_kind, reduce_p, scan_p, scatter
 from ...ir.core import Eqn, Var
 from ...ir.types import Tensor
 from ..fusion import Group
-from ..groups import fold
+from ..groups import fold, neutral
 from ..lowering import RULES, Scope, empty, shape_text
-from ..source import cast
-from .kernels import KernelSource, blocks_for, threads_for
+from ..source import cast, dtype_name, scalar_literal
+from .kernels import KernelSource, blocks_for, numba_type, threads_for
 from .scope import cuda_rule, runs_in_kernel
 
 _REDUCTION = {"add": reduce_sum_p, "mul": reduce_prod_p, "max": reduce_max_p,
@@ -83,13 +83,17 @@ def _accumulate(scope: Scope, eqn: Eqn, args: list[str], stacked: bool) -> list[
     k = (len(eqn.inputs) - num_consts) // 2
     xs = eqn.inputs[num_consts + k:]
     monoid = op_kind(op, num_consts)
-    if not stacked and monoid is not None and k == 1 and _scalar_rows(xs):
+    dtype = eqn.outputs[0].type.np_dtype
+    parallel = monoid is not None and k == 1 and _scalar_rows(xs) and (
+        dtype.kind in "iuf" or (dtype.kind == "c" and monoid in ("add", "mul")))
+    if stacked and parallel:
+        return [_blocked_scan(scope, monoid, args[num_consts], args[-1], xs[0].type)]
+    if parallel:
         # the reduction of a loop nest, then the neutral argument folded in
         total = Var(eqn.outputs[0].type)
         reduction = Eqn(_REDUCTION[monoid], (xs[0],), (total,), {"axes": (0,)})
         scope.lower_group(Group.start(reduction, "reduction"))
         out = scope.fresh("acc")
-        dtype = eqn.outputs[0].type.np_dtype
         scope.line(f"{out} = {cast(fold(monoid, args[num_consts], scope.read(total)), dtype)}")
         return [out]
     if not (runs_in_kernel(op) and _scalar_rows(xs)):
@@ -123,6 +127,60 @@ def _accumulate(scope: Scope, eqn: Eqn, args: list[str], stacked: bool) -> list[
     for out, cell in zip(outs, cells):
         scope.line(f"{out} = {cell}[0]")
     return outs
+
+
+def _blocked_scan(scope: Scope, monoid: str, start: str, xs: str, xs_type: Tensor) -> str:
+    """An inclusive scan of the 1-d ``xs`` with ``monoid``, starting from ``start``, in three
+    kernels: each block scans its elements in shared memory (Hillis–Steele) and leaves its
+    total; one thread turns the totals into each block's offset (``start`` folded in); every
+    element takes its block's offset."""
+    src = _kernel_source(scope)
+    n, dtype = xs_type.shape[0], xs_type.np_dtype
+    threads = threads_for(n)
+    blocks = blocks_for(n, threads)
+    ys, totals, offsets = scope.fresh("y"), scope.fresh("p"), scope.fresh("p")
+    for name, count in ((ys, n), (totals, blocks), (offsets, blocks)):
+        scope.line(f"{name} = rtc.empty({count}, {dtype_name(dtype)})")
+    identity = scalar_literal(neutral(monoid, dtype), dtype)
+    with src.capture() as body:
+        t, lane, shared, before = (scope.fresh(p) for p in ("t", "tx", "sh", "w"))
+        scope.line(f"{t} = cuda.grid(1)")
+        scope.line(f"{lane} = cuda.threadIdx.x")
+        scope.line(f"{shared} = cuda.shared.array({threads}, {numba_type(dtype)})")
+        scope.line(f"{shared}[{lane}] = {xs}[{t}] if {t} < {n} else {identity}")
+        scope.line("cuda.syncthreads()")
+        width = 1
+        while width < threads:
+            scope.line(f"{before} = {shared}[{lane} - {width}] if {lane} >= {width} else "
+                       f"{identity}")
+            scope.line("cuda.syncthreads()")
+            combined = fold(monoid, before, f"{shared}[{lane}]")
+            scope.line(f"{shared}[{lane}] = {cast(combined, dtype)}")
+            scope.line("cuda.syncthreads()")
+            width *= 2
+        with src.block(f"if {t} < {n}"):
+            scope.line(f"{ys}[{t}] = {shared}[{lane}]")
+        with src.block(f"if {lane} == {threads - 1}"):
+            scope.line(f"{totals}[cuda.blockIdx.x] = {shared}[{lane}]")
+    name, params = src.kernel("scan", body)
+    src.launch(name, blocks, threads, params, [])
+    with src.capture() as body:
+        acc, b = scope.fresh("acc"), scope.fresh("b")
+        scope.line(f"{acc} = {start}")
+        with src.block(f"for {b} in range({blocks})"):
+            scope.line(f"{offsets}[{b}] = {acc}")
+            scope.line(f"{acc} = {cast(fold(monoid, acc, f'{totals}[{b}]'), dtype)}")
+    name, params = src.kernel("offsets", body)
+    src.launch(name, 1, 1, params, [])
+
+    def shift(t: str) -> None:
+        scope.line(f"{ys}[{t}] = "
+                   f"{cast(fold(monoid, f'{offsets}[cuda.blockIdx.x]', f'{ys}[{t}]'), dtype)}")
+
+    _per_thread(scope, "shift", n, shift, [])
+    out = scope.fresh("y")
+    scope.line(f"{out} = {ys}.copy_to_host()")
+    return out
 
 
 @cuda_rule(reduce_p)
