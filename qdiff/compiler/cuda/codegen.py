@@ -41,7 +41,7 @@ def generate_cuda(program: Program, options: Options) -> Generated:
     >>> p = qdiff.trace(lambda x: qnp.sum(qnp.sin(x) * 2.0), np.zeros(3))
     >>> text = generate_cuda(p, Options()).source
     >>> print(text[text.index("@cuda.jit"):text.index("cuda.syncthreads")])
-    @cuda.jit
+    @cuda.jit(cache=True)
     def nest10(f2, p6):
         t7 = cuda.grid(1)
         acc5 = 0.0

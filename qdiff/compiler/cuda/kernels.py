@@ -22,6 +22,20 @@ from ..source import Source, cast, scalar_literal
 
 # threads per block (a power of two: block reductions halve it)
 BLOCK = 128
+# monoid -> the dtype kinds for which ``cuda.atomic.<monoid>`` folds exactly as NumPy does
+# (float max/min would differ on NaN; products and complex numbers have no atomics)
+_ATOMIC_KINDS = {"add": "iuf", "max": "iu", "min": "iu"}
+
+
+def has_atomic(monoid: str, dtype: str | np.dtype) -> bool:
+    """Whether ``cuda.atomic.<monoid>`` folds ``dtype`` values as NumPy does (32- and 64-bit
+    numbers only).
+
+    >>> has_atomic("add", "float64"), has_atomic("max", "float64"), has_atomic("add", "int8")
+    (True, False, False)
+    """
+    dtype = np.dtype(dtype)
+    return dtype.kind in _ATOMIC_KINDS.get(monoid, "") and dtype.itemsize in (4, 8)
 # names a kernel reads from the generated module, not from the host function
 _MODULE_NAMES = {"np", "numba", "cuda", "math"} | set(dir(builtins))
 
@@ -90,7 +104,9 @@ class KernelSource(Source):
         """Add a kernel with ``body``; return its name and its parameters (host names)."""
         name = self.fresh(prefix)
         params = free_names(body)
-        self.kernels.append(f"@cuda.jit\ndef {name}({', '.join(params)}):\n" + "\n".join(body))
+        # cache=True: a new process loads the kernel's machine code (the module is a file)
+        header = f"@cuda.jit(cache=True)\ndef {name}({', '.join(params)}):\n"
+        self.kernels.append(header + "\n".join(body))
         return name, params
 
     def launch(self, name: str, blocks: int, threads: int, params: list[str],

@@ -22,10 +22,7 @@ from ..fusion import REDUCTIONS, Group
 from ..groups import _Nest, fold, neutral
 from ..lowering import Scope, empty, shape_text
 from ..source import cast, dtype_name, scalar_literal
-from .kernels import KernelSource, blocks_for, threads_for
-
-# monoid -> cuda.atomic function, per dtype kind it is exact for
-_ATOMIC = {"add": ("add", "iuf"), "max": ("max", "iu"), "min": ("min", "iu")}
+from .kernels import KernelSource, blocks_for, has_atomic, threads_for
 
 
 class CudaNest(_Nest):
@@ -52,13 +49,12 @@ class CudaNest(_Nest):
             self.full.append((register, monoid, dtype, out))
             return
         kept, first, in_register = self.partial_layout(shape, axes)
-        atomic, kinds = _ATOMIC.get(monoid, (None, ""))
-        if not in_register and dtype.kind in kinds:
+        if not in_register and has_atomic(monoid, dtype):
             target = self.scope.fresh("r")
             start = scalar_literal(neutral(monoid, dtype), dtype)
             self.before.append(
                 f"{target} = np.full({shape_text(out.type.shape)}, {start}, {dtype_name(dtype)})")
-            self.body.append(f"cuda.atomic.{atomic}({target}, ({''.join(k + ', ' for k in kept)}), "
+            self.body.append(f"cuda.atomic.{monoid}({target}, ({''.join(k + ', ' for k in kept)}), "
                              f"{self.element(operand)})")
             self.scope.bind(out, target)
         else:

@@ -26,12 +26,11 @@ from ..fusion import Group
 from ..groups import fold, neutral
 from ..lowering import RULES, Scope, empty, shape_text
 from ..source import cast, dtype_name, scalar_literal
-from .kernels import KernelSource, blocks_for, numba_type, threads_for
+from .kernels import KernelSource, blocks_for, has_atomic, numba_type, threads_for
 from .scope import cuda_rule, runs_in_kernel
 
 _REDUCTION = {"add": reduce_sum_p, "mul": reduce_prod_p, "max": reduce_max_p,
               "min": reduce_min_p}
-_ATOMIC_KINDS = {"add": "iuf", "max": "iu", "min": "iu"}
 
 
 def _kernel_source(scope: Scope) -> KernelSource:
@@ -205,7 +204,7 @@ def _hist(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     op, num_consts = eqn.params["op"], eqn.params["num_consts"]
     dest, _, indices, values = eqn.inputs[num_consts:]
     monoid = op_kind(op, num_consts)
-    if monoid is None or dest.type.np_dtype.kind not in _ATOMIC_KINDS.get(monoid, ""):
+    if monoid is None or not has_atomic(monoid, dest.type.np_dtype):
         if runs_in_kernel(op) and dest.type.ndim == 1:
             return _in_one_thread(scope, eqn, args)
         return RULES[hist_p](scope, eqn, args)
