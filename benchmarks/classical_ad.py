@@ -4,6 +4,7 @@ when installed), primal and gradient, compile time reported apart.
     taskset -c 0 python benchmarks/classical_ad.py            # every workload
     taskset -c 0 python benchmarks/classical_ad.py --quick    # small sizes, seconds
     python benchmarks/classical_ad.py --threads 2             # check the pinning holds
+    python benchmarks/classical_ad.py --backend numba-cuda    # qdiff.jit's CUDA target too (a GPU)
 
 Every engine runs on the same number of threads (``--threads``, default 1: Numba's pool,
 BLAS and XLA's Eigen pool are pinned before they load). Times are the best of several runs
@@ -176,7 +177,7 @@ def best_time(fn: Callable[[], Any]) -> float:
     return common.best_within(fn, budget=2.0)
 
 
-def qdiff_engine(jit: bool) -> Callable[[Workload], tuple]:
+def qdiff_engine(jit: bool, backend: str = "numba") -> Callable[[Workload], tuple]:
     import qdiff
     import qdiff.numpy as qnp
 
@@ -190,7 +191,8 @@ def qdiff_engine(jit: bool) -> Callable[[Workload], tuple]:
         primal = qdiff.program(objective)
         gradient = qdiff.grad(primal, argnums=w.wrt)
         if jit:
-            primal, gradient = qdiff.jit(primal), qdiff.jit(gradient)
+            primal = qdiff.jit(primal, backend=backend)
+            gradient = qdiff.jit(gradient, backend=backend)
         return _measure(lambda: primal(*w.args), lambda: gradient(*w.args))
 
     return run
@@ -273,16 +275,34 @@ def _flat(result: Any) -> Any:
     return np.concatenate([np.ravel(np.asarray(leaf)) for leaf in leaves])
 
 
+def _require_gpu(parser: argparse.ArgumentParser) -> None:
+    """Stop, saying why, unless Numba finds a real CUDA device (the simulator's timings would
+    mean nothing)."""
+    try:
+        from numba import config, cuda
+        usable = cuda.is_available() and not config.ENABLE_CUDASIM
+    except Exception as error:  # noqa: BLE001  (any failure to load CUDA means no GPU here)
+        parser.error(f"--backend numba-cuda: numba.cuda does not load ({error})")
+    if not usable:
+        parser.error("--backend numba-cuda needs a CUDA GPU, and numba.cuda finds none "
+                     "(install the 'gpu' extra on a machine with one)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--threads", type=int, default=1, help="threads for every engine")
     parser.add_argument("--only", nargs="*", help="workload names to run")
+    parser.add_argument("--backend", action="append", choices=("numba-cuda",), default=[],
+                        help="also run qdiff.jit on this back end (numba-cuda: needs a GPU)")
     options = parser.parse_args()
     common.pin_threads(options.threads, xla=True)
     import numpy as np
 
+    if "numba-cuda" in options.backend:
+        _require_gpu(parser)
     engines = [("qdiff interpreter", qdiff_engine(False)), ("qdiff numba", qdiff_engine(True)),
+               *((f"qdiff {b}", qdiff_engine(True, b)) for b in options.backend),
                ("jax jit", jax_engine()), ("pytorch", torch_engine())]
     print(f"threads per engine: {options.threads}; times in ms (best of several), compile "
           "time (first call minus best) apart")

@@ -2,12 +2,14 @@
 
 ``default_backend("numba-checked")`` runs each classical program call both ways and fails
 unless the compiled outputs equal the interpreter's to 1e-12 relative (NaN where it has
-NaN); the tests of the IR and of classical AD run under it as well as under the
-interpreter (`conftest.py`'s ``backend`` fixture).
+NaN; ``"numba-cuda-checked"`` does the same with the CUDA target); the tests of the IR and
+of classical AD run under it as well as under the interpreter (`conftest.py`'s ``backend``
+fixture).
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -32,12 +34,14 @@ def assert_agree(compiled: Any, reference: Any, where: str) -> None:
         np.testing.assert_array_equal(a, b, err_msg=where)
 
 
-def run_checked(program: Program, values: list[Any]) -> list[Any]:
+def run_checked(program: Program, values: list[Any], backend: str = "numba") -> list[Any]:
     reference = evaluate(program, *values)
-    compiled = run_compiled(program, [np.array(v, copy=True) for v in values])
+    compiled = run_compiled(program, [np.array(v, copy=True) for v in values], backend)
     for k, (c, r) in enumerate(zip(compiled, reference)):
         assert_agree(c, r, f"output {k} of program {program.name!r}")
     return compiled
 
 
 register_executor("numba-checked", run_checked)
+# the CUDA target: with NUMBA_ENABLE_CUDASIM=1 set before the run where there is no GPU
+register_executor("numba-cuda-checked", functools.partial(run_checked, backend="numba-cuda"))

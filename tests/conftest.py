@@ -10,9 +10,12 @@ _passed = 0
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--backend", default="numpy", choices=("numpy", "numba-checked"),
+    parser.addoption("--backend", default="numpy",
+                     choices=("numpy", "numba-checked", "numba-cuda-checked"),
                      help="run every classical program call on this back end "
-                          "(numba-checked: compiled, and compared with the interpreter)")
+                          "(numba-checked: compiled, and compared with the interpreter; "
+                          "numba-cuda-checked: the same for the CUDA target, which needs a "
+                          "GPU or NUMBA_ENABLE_CUDASIM=1)")
 
 
 @pytest.fixture(autouse=True)

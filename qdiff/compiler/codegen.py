@@ -66,16 +66,25 @@ def generate(program: Program, options: Options) -> Generated:
     <BLANKLINE>
     """
     source = Source()
+    params, body = function_body(program, options, source, Scope)
+    flags = f"cache=True, error_model='numpy', parallel={options.parallel}"
+    text = HEADER.format(name=program.name, runtime=RUNTIME_VERSION)
+    text += "".join(f"{line}\n" for line in source.imports) + "\n" * bool(source.imports)
+    text += f"@njit({flags})\ndef kernel({params}):\n{body}"
+    return Generated(text, source.constants, source.messages)
+
+
+def function_body(program: Program, options: Options, source: Source,
+                  scope_type: type[Scope]) -> tuple[str, str]:
+    """The parameter list (the program's inputs, then its constant arrays) and the body
+    (statements and return) of the generated function computing ``program``, lowered by
+    ``scope_type`` into ``source``."""
     inputs = [f"a{k}" for k in range(len(program.inputs))]
-    outputs = Scope(source, options, program, inputs).lower()
+    outputs = scope_type(source, options, program, inputs).lower()
     # a returned constant is copied: the caller may write to what it gets
     outputs = [f"{text}.copy()" if isinstance(atom, Literal) and atom.value.shape else text
                for atom, text in zip(program.outputs, outputs)]
-    flags = f"cache=True, error_model='numpy', parallel={options.parallel}"
     params = ", ".join([*inputs, *(f"k{k}" for k in range(len(source.constants)))])
-    text = HEADER.format(name=program.name, runtime=RUNTIME_VERSION)
-    text += "".join(f"{line}\n" for line in source.imports) + "\n" * bool(source.imports)
-    text += f"@njit({flags})\ndef kernel({params}):\n"
-    text += "\n".join(source.lines) + "\n"
-    text += f"    return ({''.join(f'{o}, ' for o in outputs).rstrip()})\n"
-    return Generated(text, source.constants, source.messages)
+    body = "\n".join(source.lines) + "\n"
+    body += f"    return ({''.join(f'{o}, ' for o in outputs).rstrip()})\n"
+    return params, body

@@ -174,14 +174,9 @@ class _Nest:
             self.body.append(f"{register} = {cast(fold(monoid, register, value), dtype)}")
             self.scope.bind(out, register)
             return
-        runs = merge_runs(self.shape, shape)
-        reduced = {j for axis in axes for j in range(*runs[axis])}
-        kept = [self.index_of(runs[axis]) for axis in range(len(shape)) if axis not in axes]
+        kept, first, in_register = self.partial_layout(shape, axes)
         target = self.scope.fresh("r")
-        first = min(reduced) if reduced else len(self.shape)
-        if all(j in reduced or self.shape[j] == 1 for j in range(first, len(self.shape))) \
-                and all(runs[axis][1] <= first or runs[axis][0] == runs[axis][1]
-                        for axis in range(len(shape)) if axis not in axes):
+        if in_register:
             self.before.append(f"{target} = {empty(out.type.shape, dtype)}")
             self.level_open.setdefault(first, []).append(f"{register} = {start}")
             self.body.append(f"{register} = {cast(fold(monoid, register, value), dtype)}")
@@ -193,6 +188,21 @@ class _Nest:
                 f"{target} = np.full({shape_text(out.type.shape)}, {start}, {dtype_name(dtype)})")
             self.body.append(f"{cell} = {cast(fold(monoid, cell, value), dtype)}")
         self.scope.bind(out, target)
+
+    def partial_layout(self, shape: tuple[int, ...], axes: tuple[int, ...]
+                       ) -> tuple[list[str], int, bool]:
+        """For a reduction of ``shape`` over ``axes`` (not all): the result element's index
+        expressions, the first loop level it reduces over, and whether the levels from there
+        on reduce only (so the sum can stay in a register opened at that level)."""
+        runs = merge_runs(self.shape, shape)
+        reduced = {j for axis in axes for j in range(*runs[axis])}
+        kept = [self.index_of(runs[axis]) for axis in range(len(shape)) if axis not in axes]
+        first = min(reduced) if reduced else len(self.shape)
+        in_register = all(j in reduced or self.shape[j] == 1
+                          for j in range(first, len(self.shape))) \
+            and all(runs[axis][1] <= first or runs[axis][0] == runs[axis][1]
+                    for axis in range(len(shape)) if axis not in axes)
+        return kept, first, in_register
 
     # --------------------------------------------------------------- writing
     def outer_range(self) -> str:
@@ -208,6 +218,11 @@ class _Nest:
             scope.line(f"{array} = {empty((self.group.size,), var.type.np_dtype)}")
             self.body.append(f"{array}[{self.flat}] = {self.elements[var]}")
         self._level(0)
+        self.bind_stores(stores)
+
+    def bind_stores(self, stores: list[tuple[Var, str]]) -> None:
+        """Bind each stored value to its array, shaped as the value."""
+        scope = self.scope
         for var, array in stores:
             shape = var.type.shape
             if len(shape) == 1:
@@ -234,9 +249,10 @@ class _Nest:
             scope.line(line)
 
 
-def lower_group(scope: Scope, group: Group) -> None:
-    """Write ``group``'s loop nest; bind every value it defines."""
-    nest = _Nest(scope, group)
+def lower_group(scope: Scope, group: Group, nest_type: type[_Nest] = _Nest) -> None:
+    """Write ``group``'s loop nest (a target writes it with its own ``nest_type``); bind
+    every value it defines."""
+    nest = nest_type(scope, group)
     for eqn, kind in zip(group.members, group.kinds):
         nest.member(eqn, kind)
     last = scope.index
@@ -255,5 +271,5 @@ def _alone(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     kind = member_kind(eqn)
     if kind is None:  # broadcast of a scalar to rank 0: the value itself
         return [args[0]]
-    lower_group(scope, Group.start(eqn, kind))
+    scope.lower_group(Group.start(eqn, kind))
     return [scope.read(v) for v in eqn.outputs]

@@ -11,6 +11,7 @@ reason is logged).
 
 from __future__ import annotations
 
+import functools
 import logging
 import weakref
 from collections.abc import Callable, Sequence
@@ -37,11 +38,15 @@ from ..loops.memory import check_buffer_memory
 from . import rules  # noqa: F401  (fills the rule table)
 from .cache import load
 from .claimed import differentiable_form, primal_form, remember_compiled
-from .codegen import generate
+from .codegen import Generated, generate
+from .cuda.codegen import generate_cuda, require_cuda
 from .errors import CompiledCodeError, NotCompilableError
 from .lowering import Options, unsupported
 
-BACKENDS = ("numba", "numpy")
+BACKENDS = ("numba", "numba-cuda", "numpy")
+# how each compiling back end writes a program's module
+_GENERATORS: dict[str, Callable[[Program, Options], Generated]] = {
+    "numba": generate, "numba-cuda": generate_cuda}
 FALLBACKS = ("error", "interpret")
 log = logging.getLogger("qdiff.compiler")
 
@@ -54,8 +59,9 @@ def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
 class _Kernel:
     """One compiled function over some of a program's values."""
 
-    def __init__(self, program: Program, options: Options):
-        generated = generate(program, options)
+    def __init__(self, program: Program, options: Options,
+                 generator: Callable[[Program, Options], Generated] = generate):
+        generated = generator(program, options)
         self.program = program
         self.source = generated.source
         self.constants = generated.constants
@@ -127,6 +133,9 @@ class CompiledProgram:
         _check_choice("fallback", fallback, FALLBACKS)
         self.program, self.backend = program, backend
         self.options = Options(parallel=parallel)
+        if backend == "numba-cuda":
+            require_cuda()
+        self._generator = _GENERATORS.get(backend, generate)
         self._whole: Callable[..., Any] | None = None
         self._steps: list[_Kernel | Eqn] = []
         self._buffer_checks = [
@@ -137,19 +146,20 @@ class CompiledProgram:
         if backend == "numpy":
             self._whole = lambda values: evaluate(program, *values)
         elif self._claimed:
-            # a higher layer may know a compiled form (`claimed.py`)
-            prepared = primal_form(program)
+            # a higher layer may know a compiled form (`claimed.py`); its kernels (the
+            # simulator's) are CPU code
+            prepared = (primal_form(program) if backend == "numba" else
+                        f"it compiles for backend='numba' only, not {backend!r}")
             if isinstance(prepared, Program):
                 self._claimed = False
                 self._steps = [_Kernel(prepared, self.options)]
-                if backend == "numba":
-                    remember_compiled(program, "primal", self)  # plain calls take it too
+                remember_compiled(program, "primal", self)  # plain calls take it too
             else:
                 self._plan_fallback(missing, fallback, prepared)
         elif missing:
             self._plan_fallback(missing, fallback)
         else:
-            self._steps = [_Kernel(program, self.options)]
+            self._steps = [_Kernel(program, self.options, self._generator)]
 
     def _plan_fallback(self, missing: list[str], fallback: str, reason: str = "") -> None:
         program = self.program
@@ -166,7 +176,7 @@ class CompiledProgram:
             self._whole = lambda values: program(*values)
             return
         log.info("program %r: %s; they run in the interpreter", program.name, what)
-        self._steps = [_Kernel(p, self.options) if isinstance(p, Program) else p
+        self._steps = [_Kernel(p, self.options, self._generator) if isinstance(p, Program) else p
                        for p in _segments(program)]
 
     @property
@@ -268,7 +278,8 @@ class JittedFunction:
         build = getattr(self.f, "compiled_build", None)
         form = ("it reads traced values of an enclosing transformation" if captured else
                 "its method and options are the simulator's" if build is None else
-                differentiable_form(program))
+                f"it compiles for backend='numba' only, not {self.backend!r}"
+                if self.backend != "numba" else differentiable_form(program))
         if isinstance(form, Program):
             try:
                 form = build(form)
@@ -276,9 +287,8 @@ class JittedFunction:
                 form = str(error)
         if isinstance(form, Program):
             compiled = CompiledProgram(form, self.backend, self.parallel, self.fallback)
-            if self.backend == "numba":  # the simulator's calls take it from now on
-                remember_compiled(program, (self.f.kind, getattr(self.f, "argnums", None)),
-                                  compiled)
+            # the simulator's calls take it from now on
+            remember_compiled(program, (self.f.kind, getattr(self.f, "argnums", None)), compiled)
             return compiled
         return f"it differentiates a quantum program, whose derivative runs on the simulator " \
                f"({form})"
@@ -322,19 +332,22 @@ class JittedFunction:
         return f"<qdiff.jit {self.__name__} backend={self.backend!r}>"
 
 
-_COMPILED: weakref.WeakKeyDictionary[Program, CompiledProgram] = weakref.WeakKeyDictionary()
+_COMPILED: dict[str, weakref.WeakKeyDictionary[Program, CompiledProgram]] = {
+    backend: weakref.WeakKeyDictionary() for backend in _GENERATORS}
 
 
-def run_compiled(program: Program, values: list[Any]) -> list[Any]:
-    """Run a classical program compiled (once per Program): ``backend="numba"`` on any
-    program call, or every call inside ``default_backend("numba")``."""
-    compiled = _COMPILED.get(program)
+def run_compiled(program: Program, values: list[Any], backend: str = "numba") -> list[Any]:
+    """Run a classical program compiled (once per Program and back end):
+    ``backend="numba"`` (or ``"numba-cuda"``) on any program call, or every call inside
+    ``default_backend("numba")``."""
+    compiled = _COMPILED[backend].get(program)
     if compiled is None:
-        compiled = _COMPILED[program] = CompiledProgram(program)
+        compiled = _COMPILED[backend][program] = CompiledProgram(program, backend)
     return compiled.run_flat(values)
 
 
-register_executor("numba", run_compiled)
+for _backend in _GENERATORS:
+    register_executor(_backend, functools.partial(run_compiled, backend=_backend))
 
 
 def jit(f: Any, backend: str = "numba", parallel: bool = False,
@@ -342,8 +355,10 @@ def jit(f: Any, backend: str = "numba", parallel: bool = False,
     """Compile ``f`` (a function, `qdiff.program`, derivative such as ``qdiff.grad(g)``, or
     Program) to machine code with Numba, once per argument signature.
 
-    ``backend``: "numba" (CPU) or "numpy" (the reference interpreter). ``parallel=True``
-    runs the outer loop of each loop nest on all cores. ``fallback="interpret"`` runs the
+    ``backend``: "numba" (CPU), "numba-cuda" (each parallel loop nest a CUDA kernel, the
+    rest host code launching them; needs a GPU or ``NUMBA_ENABLE_CUDASIM=1``) or "numpy"
+    (the reference interpreter). ``parallel=True`` runs the outer loop of each CPU loop
+    nest on all cores. ``fallback="interpret"`` runs the
     equations the compiler cannot compile in the interpreter instead of raising.
 
     >>> import qdiff, qdiff.numpy as qnp

@@ -118,11 +118,19 @@ class Scope:
                 self.lower_eqn(item)
             else:
                 self.index = max(positions[id(e)] for e in item.members)
-                LOOP_NEST[0](self, item)
+                self.lower_group(item)
         return [self.read(a) for a in self.program.outputs]
 
+    def lower_group(self, group: Group) -> None:
+        """Write one fused group's loop nest (a target may write it otherwise)."""
+        LOOP_NEST[0](self, group)
+
+    def rule_for(self, primitive: Primitive) -> Rule | None:
+        """How this scope lowers ``primitive`` (a target may override some rules)."""
+        return RULES.get(primitive)
+
     def lower_eqn(self, eqn: Eqn) -> None:
-        lower = RULES.get(eqn.primitive)
+        lower = self.rule_for(eqn.primitive)
         if lower is None:
             raise NotCompilableError(f"primitive {eqn.primitive.name!r} has no compiled form")
         outputs = lower(self, eqn, [self.read(a) for a in eqn.inputs])
@@ -132,7 +140,7 @@ class Scope:
     def inline(self, program: Program, inputs: Sequence[str],
                owned_inputs: Sequence[Var] = ()) -> list[str]:
         """Lower a sub-program here (its own names and liveness) on ``inputs``."""
-        return Scope(self.src, self.options, program, inputs, owned_inputs).lower()
+        return type(self)(self.src, self.options, program, inputs, owned_inputs).lower()
 
     def owned_outputs(self, program: Program, outputs: list[str],
                       owned_inputs: Sequence[Var] = ()) -> list[str]:

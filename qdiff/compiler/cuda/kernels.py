@@ -1,0 +1,159 @@
+"""CUDA kernels as text, written into the same `Source` as the host function.
+
+A kernel body is written with the host's tools (``scope.line``, ``scope.inline``, the loop
+nest's levels) while `KernelSource.capture` diverts the lines; its parameters are then the
+names it reads but never assigns, which are host values (arrays are copied to the device at
+launch). Sizes are static, so thread counts, block counts and the steps of block-level tree
+reductions are fixed in the text.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+
+from ..groups import fold, neutral
+from ..source import Source, cast, scalar_literal
+
+# threads per block (a power of two: block reductions halve it)
+BLOCK = 128
+# monoid -> the dtype kinds for which ``cuda.atomic.<monoid>`` folds exactly as NumPy does
+# (float max/min would differ on NaN; products and complex numbers have no atomics)
+_ATOMIC_KINDS = {"add": "iuf", "max": "iu", "min": "iu"}
+
+
+def has_atomic(monoid: str, dtype: str | np.dtype) -> bool:
+    """Whether ``cuda.atomic.<monoid>`` folds ``dtype`` values as NumPy does (32- and 64-bit
+    numbers only).
+
+    >>> has_atomic("add", "float64"), has_atomic("max", "float64"), has_atomic("add", "int8")
+    (True, False, False)
+    """
+    dtype = np.dtype(dtype)
+    return dtype.kind in _ATOMIC_KINDS.get(monoid, "") and dtype.itemsize in (4, 8)
+# names a kernel reads from the generated module, not from the host function
+_MODULE_NAMES = {"np", "numba", "cuda", "math"} | set(dir(builtins))
+
+
+def threads_for(count: int) -> int:
+    """Threads per block for ``count`` work items: a power of two, at most `BLOCK`.
+
+    >>> threads_for(1), threads_for(5), threads_for(1000)
+    (1, 8, 128)
+    """
+    return min(BLOCK, 1 << max(0, count - 1).bit_length())
+
+
+def blocks_for(count: int, threads: int) -> int:
+    """Blocks covering ``count`` work items (at least one)."""
+    return max(1, math.ceil(count / threads))
+
+
+def numba_type(dtype: str | np.dtype) -> str:
+    """The Numba type naming ``dtype`` in kernel text (shared-memory arrays need it).
+
+    >>> numba_type("float32"), numba_type("bool")
+    ('numba.float32', 'numba.boolean')
+    """
+    name = np.dtype(dtype).name
+    return "numba.boolean" if name == "bool" else f"numba.{name}"
+
+
+def free_names(lines: Sequence[str]) -> list[str]:
+    """Names the statements read and never assign (in order of first reading), leaving out
+    the generated module's globals: a kernel's parameters.
+
+    >>> free_names(["    t = cuda.grid(1)", "    if t < 4:", "        y[t] = np.sin(x[t]) * s"])
+    ['y', 'x', 's']
+    """
+    tree = ast.parse("def _():\n" + "\n".join(lines))
+    names = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Name)),
+                   key=lambda n: (n.lineno, n.col_offset))
+    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
+    found: dict[str, None] = {}
+    for n in names:
+        if n.id not in stored and n.id not in _MODULE_NAMES:
+            found[n.id] = None
+    return list(found)
+
+
+class KernelSource(Source):
+    """The host function's lines, with the kernels written alongside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kernels: list[str] = []
+        self._folds: dict[tuple[str, str, int], str] = {}
+
+    @contextmanager
+    def capture(self) -> Iterator[list[str]]:
+        """Divert the lines written inside the ``with`` to a kernel body (the list yielded)."""
+        saved, depth = self.lines, self.depth
+        self.lines, self.depth = [], 1
+        try:
+            yield self.lines
+        finally:
+            self.lines, self.depth = saved, depth
+
+    def kernel(self, prefix: str, body: list[str]) -> tuple[str, list[str]]:
+        """Add a kernel with ``body``; return its name and its parameters (host names)."""
+        name = self.fresh(prefix)
+        params = free_names(body)
+        # cache=True: a new process loads the kernel's machine code (the module is a file)
+        header = f"@cuda.jit(cache=True)\ndef {name}({', '.join(params)}):\n"
+        self.kernels.append(header + "\n".join(body))
+        return name, params
+
+    def launch(self, name: str, blocks: int, threads: int, params: list[str],
+               written: Sequence[str]) -> None:
+        """The host statement launching kernel ``name``; ``written`` arrays come back."""
+        copied = tuple(params.index(w) for w in written)
+        self.line(f"rtc.launch({name}, {blocks}, {threads}, ({''.join(p + ', ' for p in params)}), "
+                  f"{copied!r})")
+
+    def block_fold(self, register: str, monoid: str, dtype: np.dtype, threads: int
+                   ) -> tuple[str, str]:
+        """Statements folding ``register`` over the threads of a block (every thread runs
+        them); return the expression of the block's result, valid in its thread 0, and the
+        name of the thread's lane."""
+        shared, lane = self.fresh("sh"), self.fresh("tx")
+        self.line(f"{shared} = cuda.shared.array({threads}, {numba_type(dtype)})")
+        self.line(f"{lane} = cuda.threadIdx.x")
+        self.line(f"{shared}[{lane}] = {register}")
+        self.line("cuda.syncthreads()")
+        width = threads // 2
+        while width:
+            with self.block(f"if {lane} < {width}"):
+                combined = fold(monoid, f"{shared}[{lane}]", f"{shared}[{lane} + {width}]")
+                self.line(f"{shared}[{lane}] = {cast(combined, dtype)}")
+            self.line("cuda.syncthreads()")
+            width //= 2
+        return f"{shared}[0]", lane
+
+    def final_fold(self, partials: str, count: int, monoid: str, dtype: np.dtype) -> str:
+        """Host statements folding the ``count`` per-block ``partials`` on the device (one
+        block, the second level of a reduction); return the host name of the result."""
+        threads = threads_for(count)
+        key = (monoid, np.dtype(dtype).name, threads)
+        name = self._folds.get(key)
+        if name is None:
+            with self.capture() as body:
+                acc, j = self.fresh("acc"), self.fresh("j")
+                self.line(f"{acc} = {scalar_literal(neutral(monoid, np.dtype(dtype)), dtype)}")
+                self.line(f"{j} = cuda.threadIdx.x")
+                with self.block(f"while {j} < partials.shape[0]"):
+                    self.line(f"{acc} = {cast(fold(monoid, acc, f'partials[{j}]'), dtype)}")
+                    self.line(f"{j} += {threads}")
+                result, lane = self.block_fold(acc, monoid, np.dtype(dtype), threads)
+                with self.block(f"if {lane} == 0"):
+                    self.line(f"out[0] = {result}")
+            name, _ = self.kernel("fold", body)
+            self._folds[key] = name
+        out = self.fresh("acc")
+        self.line(f"{out} = rtc.fold({name}, {threads}, {partials})")
+        return out

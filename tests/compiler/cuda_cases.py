@@ -1,0 +1,150 @@
+"""The CUDA target's cases, run under the CUDA simulator in a process of their own
+(`test_cuda_target.py` starts it with ``NUMBA_ENABLE_CUDASIM=1``, which must be set before
+``numba.cuda`` is first imported): each compiled program or gradient against the
+interpreter, to 1e-12 relative. Prints one JSON line: case name -> "ok" or the failure.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+import numpy as np
+
+import qdiff
+import qdiff.numpy as qnp
+from qdiff import quantum as qm
+from qdiff.compiler import CompiledProgram, NotCompilableError
+from qdiff.ir.errors import LoopLimitError
+from tests.compiler.test_compiled_programs import PROGRAMS, _scalar, assert_agree_tree
+
+PRIMAL = ["elementwise at edges", "recurrence", "checkpointed loop", "while loop", "switch",
+          "map over rows", "scan and reduce", "hist and scatter", "indexing", "shapes",
+          "reductions", "einsums", "logsumexp", "float32", "integers", "empty arrays"]
+GRADIENT = ["recurrence", "checkpointed loop", "while loop", "switch", "map over rows",
+            "scan and reduce", "hist and scatter", "reductions", "logsumexp"]
+RNG = np.random.default_rng(11)
+
+
+def _map_with_loop(x, a):
+    # a scalar lambda with a counted loop: one thread per element
+    return qdiff.map(lambda v: qdiff.fori_loop(0, 3, lambda i, c: qnp.sin(c) * a + v, v), x)
+
+
+def _named_reductions(x):
+    return (qdiff.reduce("add", 0.5, x), qdiff.reduce("max", -np.inf, x),
+            qdiff.reduce("mul", 1.0, x[:5]), qdiff.scan("mul", 1.0, x[:6]),
+            qdiff.scan("add", 0.25, x), qdiff.scan("max", -np.inf, x - x[0]))
+
+
+def _hist_operators(v, k):
+    index = np.array([0, 2, 0, 7, -1, 3, 3, 3])
+    return (qdiff.hist(qnp.zeros(4), "mul", 1.0, index, v),
+            qdiff.hist(qnp.zeros(4, dtype=np.int64), "max", 0, index, k),
+            qdiff.hist(qnp.zeros(4), lambda a, b: a + b * b, 0.0, index, v),
+            qdiff.hist(qnp.zeros((4, 2)), "add", qnp.zeros(2), index,
+                       qnp.stack([v, v * 2.0], axis=1)))
+
+
+def _scatter_rows(m):
+    return qdiff.scatter(qnp.zeros((4, 3)), np.array([2, 2, 0, 5, 2]), m)
+
+
+def _partial_reductions(t):
+    # over a leading axis (atomics), over the middle one (one thread), products and maxima
+    return (qnp.sum(t, axis=0), qnp.prod(t, axis=1), qnp.max(t, axis=0), qnp.min(t, axis=2),
+            qnp.sum(qnp.exp(t), axis=(1, 2)))
+
+
+EXTRA = {
+    "map of a scalar loop": (_map_with_loop, (RNG.normal(size=7), 0.7)),
+    "named reductions, several blocks": (_named_reductions, (RNG.uniform(0.5, 1.5, 300),)),
+    "hist operators": (_hist_operators, (RNG.normal(size=8), np.arange(8) * 3 - 5)),
+    "scatter rows, last write wins": (_scatter_rows, (RNG.normal(size=(5, 3)),)),
+    "partial reductions": (_partial_reductions, (RNG.normal(size=(3, 4, 5)),)),
+    "sum of 300, several blocks": (lambda x: qnp.sum(x * x) + qnp.max(x), (RNG.normal(size=300),)),
+}
+
+# what the generated code must hold (default: a kernel); scalar programs have none
+KERNEL_TEXT = {
+    **{name: () for name in ("recurrence", "checkpointed loop", "while loop", "switch",
+                             "indexing", "integers")},
+    "hist operators": ("cuda.atomic.add", "cuda.atomic.max", "def hist"),
+    "scatter rows, last write wins": ("cuda.atomic.max", "def scatter"),
+    "partial reductions": ("cuda.atomic.add",),
+    "sum of 300, several blocks": ("rtc.launch(nest", ", 3, 128, "),
+    "map of a scalar loop": ("def map",),
+    "named reductions, several blocks": ("def fold", "def scan", "def offsets", ", 3, 128, "),
+}
+
+
+def primal(name: str) -> None:
+    f, args = {**PROGRAMS, **EXTRA}[name]
+    program = qdiff.trace(f, *args)
+    compiled = CompiledProgram(program, backend="numba-cuda")
+    for expected in KERNEL_TEXT.get(name, ("@cuda.jit",)):
+        assert expected in compiled.source, f"{name}: no {expected!r} in the generated code"
+    assert_agree_tree(compiled(*args), program(*args), name)
+
+
+def gradient(name: str) -> None:
+    f, args = {**PROGRAMS, **EXTRA}[name]
+    numbers = tuple(k for k, a in enumerate(args) if np.asarray(a).dtype.kind == "f")
+    derivative = qdiff.grad(_scalar(f), argnums=numbers)
+    compiled = qdiff.jit(derivative, backend="numba-cuda")
+    assert_agree_tree(compiled(*args), derivative(*args), name)
+
+
+def _hybrid(x):
+    q = qm.qubits(1)
+    qm.ry(qnp.sum(qnp.sin(x)), q[0])
+    return qm.expval("Z", q)
+
+
+def unsupported_primitive(_: str) -> None:
+    x = np.array([0.1, 0.4])
+    try:
+        qdiff.jit(_hybrid, backend="numba-cuda")(x)
+    except NotCompilableError as error:
+        assert "qalloc" in str(error) and "no compiled form" in str(error), str(error)
+    else:
+        raise AssertionError("a quantum primitive compiled for the CUDA target")
+    value = qdiff.jit(_hybrid, backend="numba-cuda", fallback="interpret")(x)
+    assert abs(float(value) - np.cos(np.sum(np.sin(x)))) < 1e-12
+
+
+def loop_limit(_: str) -> None:
+    f = qdiff.jit(lambda x: qdiff.while_loop(lambda v: v > 0.0, lambda v: v + 1.0, x,
+                                              max_iter=50), backend="numba-cuda")
+    try:
+        f(1.0)
+    except LoopLimitError as error:
+        assert "max_iter=50" in str(error)
+    else:
+        raise AssertionError("the while loop ran past max_iter")
+
+
+def cases() -> dict:
+    table = {f"primal: {n}": (primal, n) for n in [*PRIMAL, *EXTRA]}
+    table.update({f"gradient: {n}": (gradient, n) for n in [*GRADIENT, *EXTRA]})
+    table["error: a primitive with no compiled form"] = (unsupported_primitive, "")
+    table["error: a while loop past max_iter"] = (loop_limit, "")
+    return table
+
+
+def main(selected: list[str]) -> None:
+    results = {}
+    for key, (run, name) in cases().items():
+        if selected and key not in selected:
+            continue
+        try:
+            run(name)
+            results[key] = "ok"
+        except Exception:  # noqa: BLE001  (reported to the test, which fails on it)
+            results[key] = traceback.format_exc(limit=-6)
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,62 @@
+"""The CUDA target (``backend="numba-cuda"``) under Numba's CUDA simulator.
+
+The simulator must be switched on (``NUMBA_ENABLE_CUDASIM=1``) before ``numba.cuda`` is
+first imported, so the cases (`cuda_cases.py`: compiled programs and gradients against the
+interpreter to 1e-12 relative, and the errors) run in one process of their own; each case
+is one test here. Sizes are tiny: the simulator runs a Python thread per GPU thread.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import qdiff
+import qdiff.numpy as qnp
+from qdiff.ir.errors import QdiffError
+from tests.compiler.cuda_cases import cases
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def simulated() -> dict[str, str]:
+    environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1",
+                   "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-m", "tests.compiler.cuda_cases"], cwd=ROOT,
+                          env=environment, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("case", list(cases()))
+def test_cuda_target_under_the_simulator(simulated, case):
+    assert simulated[case] == "ok", simulated[case]
+
+
+def test_cuda_backend_without_a_gpu_is_refused_clearly():
+    from numba import cuda  # noqa: PLC0415  (optional; imported only where it is tested)
+
+    if cuda.is_available():
+        pytest.skip("a CUDA device (or the simulator) is present")
+    f = qdiff.jit(lambda x: qnp.sum(x * x), backend="numba-cuda")
+    with pytest.raises(QdiffError, match="needs a CUDA GPU.*NUMBA_ENABLE_CUDASIM=1"):
+        f(np.ones(3))
+
+
+def test_gpu_benchmark_without_a_gpu_is_refused_clearly():
+    from numba import cuda  # noqa: PLC0415  (optional; imported only where it is tested)
+
+    if cuda.is_available():
+        pytest.skip("a CUDA device is present: the benchmark would run")
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "classical_ad.py"),
+                           "--quick", "--backend", "numba-cuda"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "--backend numba-cuda needs a CUDA GPU" in done.stderr
