@@ -7,7 +7,9 @@ part of the carry automatically.
 
 Program layouts:
 - ``loop[body, num_consts](start, stop, *consts, *carry) -> carry``,
-  ``body(i, *consts, *carry) -> carry``, for i = start .. stop-1.
+  ``body(i, *consts, *carry) -> carry``, for i = start .. stop-1. An optional
+  ``inverse(i, *consts, *carry_out) -> carry_in`` (same inputs as the body) undoes step i;
+  reverse mode then recomputes the carries backwards instead of storing them.
 - ``while[cond, body, num_cond_consts, num_body_consts, max_iter](*cc, *bc, *carry) -> carry``,
   ``cond(*cc, *carry) -> (pred, *carry)`` (the test may update the carry, as a measurement
   does), ``body(*bc, *carry) -> carry``. With ``max_iter=T`` the loop aborts when the test
@@ -54,23 +56,30 @@ def _check_checkpoint(checkpoint: Any) -> None:
 
 
 def _loop_rule(start: Type, stop: Type, *args: Type, body: Any, num_consts: int,
-               checkpoint: int | None = None) -> tuple[Type, ...]:
+               checkpoint: int | None = None, inverse: Any = None) -> tuple[Type, ...]:
     _check_checkpoint(checkpoint)
     index = int_scalar(start, "loop start")
     if int_scalar(stop, "loop stop") != index:
         raise TypeCheckError(f"loop bounds differ in type: {start.short()} and {stop.short()}")
     carry = args[num_consts:]
     check_signature(body, (index, *args), "loop body", carry)
+    if inverse is not None:
+        check_signature(inverse, (index, *args), "loop inverse", carry)
     return tuple(carry)
 
 
 loop_p = register_primitive("loop", _loop_rule, multiple_results=True,
-                            subprogram_params=("body",))
+                            subprogram_params=("body", "inverse"))
+
+# Derives the inverse of a loop body it proves invertible, or raises an error naming the
+# update it cannot invert: ``derive(body, num_consts) -> inverse``. Filled on import by
+# `qdiff.loops.inversion` (the pass lives with the loop strategies, a layer above the IR).
+LOOP_INVERTERS: list[Callable[[Any, int], Any]] = []
 
 
 @loop_p.def_impl("numpy")
 def _loop_impl(start: Any, stop: Any, *args: Any, body: Any, num_consts: int,
-               checkpoint: int | None = None) -> list[Any]:
+               checkpoint: int | None = None, inverse: Any = None) -> list[Any]:
     consts, carry = list(args[:num_consts]), list(args[num_consts:])
     dtype = np.asarray(start).dtype
     for i in range(int(start), int(stop)):
@@ -79,13 +88,18 @@ def _loop_impl(start: Any, stop: Any, *args: Any, body: Any, num_consts: int,
 
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[..., Any],
-              init_val: Any = _NO_CARRY, checkpoint: int | None = None) -> Any:
+              init_val: Any = _NO_CARRY, checkpoint: int | None = None,
+              inverse: Callable[..., Any] | None = None, invertible: bool = False) -> Any:
     """A counted loop that stays a loop in the program: ``for i in range(lower, upper)``.
 
     ``body_fun(i, carry) -> carry`` with an explicit carry (any tree of arrays), or
     ``body_fun(i)`` when the loop only updates registers or cells, which are carried
     automatically. Bounds may be traced integers. ``checkpoint=k`` makes reverse mode
     keep about k·N^(1/k) carries instead of N (strip-mining, at most k+1 forward runs).
+    ``inverse=inv`` with ``inv(i, carry_out) -> carry_in`` undoing step i, or
+    ``invertible=True`` to have it derived from ``+=``/``-=``/``*=``/``/=`` updates
+    (`qdiff.loops.inversion`), makes reverse mode recompute the carries backwards from the
+    final one instead of storing any (reverse computing).
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> f = qdiff.trace(lambda x: qdiff.fori_loop(0, 3, lambda i, c: c * x + i, 1.0), 2.0)
@@ -107,13 +121,37 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[..., Any],
     body = trace_body(body_flat, [index_type, *carry_types], scope="body")
     _check_carry(body, carry_tree, carry_types, "fori_loop body")
     cells = cells_written([body])
-    program, consts = close_body(body, leading=1, carry_cells=cells)
+    options: dict[str, Any] = {} if checkpoint is None else {"checkpoint": checkpoint}
+    if inverse is not None or invertible:
+        _check_reversible_carry(explicit, cells, carry_types)
+    if inverse is not None:
+        def inverse_flat(i: Any, *carry: Any) -> Any:
+            return inverse(i, pytree.unflatten(carry_tree, list(carry)))
+
+        undo = trace_body(inverse_flat, [index_type, *carry_types], scope="inverse",
+                          allow_cell_writes=False)
+        _check_carry(undo, carry_tree, carry_types, "fori_loop inverse")
+        (program, options["inverse"]), consts = close_bodies([body, undo], leading=1)
+    else:
+        program, consts = close_body(body, leading=1, carry_cells=cells)
+        if invertible:
+            if not LOOP_INVERTERS:
+                raise TypeCheckError("invertible=True needs the inversion pass: import qdiff")
+            options["inverse"] = LOOP_INVERTERS[0](program, len(consts))
     start, stop = (_as_index(b, "fori_loop bound") for b in (lower, upper))
-    options = {} if checkpoint is None else {"checkpoint": checkpoint}
     outs = bind(loop_p, start, stop, *consts, *leaves, *cell_outer_values(cells),
                 body=program, num_consts=len(consts), **options)
     update_cells(cells, outs[len(leaves):])
     return pytree.unflatten(carry_tree, outs[:len(leaves)]) if explicit else None
+
+
+def _check_reversible_carry(explicit: bool, cells: Sequence[Any],
+                            carry_types: Sequence[Type]) -> None:
+    if not explicit or cells or not all(isinstance(t, Tensor) for t in carry_types):
+        raise TypeCheckError(
+            "fori_loop inverse=/invertible=True needs a loop over an explicit carry of arrays "
+            "(quantum registers and cells are uncomputed by the adjoint method already) "
+            f"(at {user_location()})")
 
 
 # --------------------------------------------------------------------------------------- while
