@@ -110,7 +110,8 @@ def _loop_vjp(cts: list, values: list, outs: list, active: list, *, body: Progra
 # ----------------------------------------------------------------------------------- while
 def _while_jvp(values: list, tangents: list, *, cond: Program, body: Program,
                num_cond_consts: int, num_body_consts: int, max_iter: int | None,
-               checkpoint: int | None = None) -> tuple[list, list]:
+               checkpoint: int | None = None, inverse: Program | None = None
+               ) -> tuple[list, list]:
     ncc, nbc = num_cond_consts, num_body_consts
     cc, bc, carry = values[:ncc], values[ncc:ncc + nbc], values[ncc + nbc:]
     t_cc, t_bc, t_carry = tangents[:ncc], tangents[ncc:ncc + nbc], tangents[ncc + nbc:]
@@ -149,6 +150,15 @@ def _while_step(cond: Program, body: Program, ncc: int, nbc: int) -> Program:
     return trace(step, index, *types, name="while step")
 
 
+def _while_step_inverse(cond: Program, inverse: Program, ncc: int, nbc: int) -> Program:
+    """The inverse of `_while_step` for a test that leaves the carry as it is."""
+    def undo(i: Any, *args: Any) -> tuple:
+        return tuple(inline(inverse, list(args[ncc:])))
+
+    types = [*cond.in_types[:ncc], *inverse.in_types]
+    return trace(undo, Tensor((), "int64"), *types, name="while step inverse")
+
+
 def _trip_count(values: list, cond: Program, body: Program, ncc: int, nbc: int,
                 max_iter: int | None) -> Any:
     """How many times the body runs: the while loop again, carrying a counter."""
@@ -171,7 +181,8 @@ def _trip_count(values: list, cond: Program, body: Program, ncc: int, nbc: int,
 
 def _while_vjp(cts: list, values: list, outs: list, active: list, *, cond: Program,
                body: Program, num_cond_consts: int, num_body_consts: int,
-               max_iter: int | None, checkpoint: int | None = None) -> list:
+               max_iter: int | None, checkpoint: int | None = None,
+               inverse: Program | None = None) -> list:
     ncc, nbc = num_cond_consts, num_body_consts
     consts, carry = values[:ncc + nbc], values[ncc + nbc:]
     if all(c is None for c in cts):
@@ -183,6 +194,12 @@ def _while_vjp(cts: list, values: list, outs: list, active: list, *, cond: Progr
     const_active = list(active[:ncc + nbc])
     ct_cond_consts: list[Any] = [None] * ncc
     zero = np.asarray(0, np.int64)
+    if inverse is not None and not _cond_updates_carry(cond, ncc):
+        undo = _while_step_inverse(cond, inverse, ncc, nbc)
+        ct_consts, ct_init = reverse_computing_loop(step, undo, ncc + nbc, zero, count, consts,
+                                                    outs, ct_final, const_active)
+        return [*ct_consts, *(c if flag else None
+                              for c, flag in zip(ct_init, active[ncc + nbc:]))]
     if _cond_updates_carry(cond, ncc):
         # the final test updates the carry too: y = carry of cond(c_n)
         last = bind(loop_p, zero, count, *consts, *carry, body=step, num_consts=ncc + nbc)

@@ -65,9 +65,10 @@ class _Update:
         return self.eqn.inputs[1 - self.position]
 
 
-def invert_loop_body(body: Program, num_consts: int) -> Program:
+def invert_loop_body(body: Program, num_consts: int, leading: int = 1) -> Program:
     """The inverse ``(i, *consts, *carry_out) -> carry_in`` of a loop body, or a
     `NotInvertibleError` naming the update it cannot prove invertible (see the module).
+    ``leading`` counts the inputs before the consts (0 for a while body: no index).
 
     >>> import qdiff
     >>> p = qdiff.trace(lambda x: qdiff.fori_loop(0, 3, lambda i, c: c * 2.0 + i, x), 1.0)
@@ -76,7 +77,7 @@ def invert_loop_body(body: Program, num_consts: int) -> Program:
     """
     # common subexpressions first: a body that recomputes ``x + dt*v`` where it reads the
     # updated x reads the update's result, not the old x, once the two are one value
-    proof = _Proof(simplify(body), num_consts)
+    proof = _Proof(simplify(body), num_consts, leading)
     order = proof.order()
     return _emit_inverse(proof, order)
 
@@ -84,9 +85,9 @@ def invert_loop_body(body: Program, num_consts: int) -> Program:
 class _Proof:
     """The update chains of each carry and the order constraints between them."""
 
-    def __init__(self, body: Program, num_consts: int):
-        self.body, self.num_consts = body, num_consts
-        self.carry_in = list(body.inputs[1 + num_consts:])
+    def __init__(self, body: Program, num_consts: int, leading: int):
+        self.body, self.num_consts, self.leading = body, num_consts, leading
+        self.carry_in = list(body.inputs[leading + num_consts:])
         self.producer = {v: e for e in body.eqns for v in e.outputs}
         self.chains = [self._chain(out, j) for j, out in enumerate(body.outputs)]
         # every version of every carry: var -> (carry, version)
@@ -192,11 +193,11 @@ class _Proof:
         """``atom`` as an expression over carry[j], const[k] and i."""
         if isinstance(atom, Literal):
             return repr(atom.value.item()) if atom.value.size == 1 else "<literal>"
-        inputs = self.body.inputs
-        if atom is inputs[0]:
+        inputs, lead = self.body.inputs, self.leading
+        if atom in inputs[:lead]:
             return "i"
-        if atom in inputs[1:1 + self.num_consts]:
-            return f"const[{inputs.index(atom) - 1}]"
+        if atom in inputs[lead:lead + self.num_consts]:
+            return f"const[{inputs.index(atom) - lead}]"
         if atom in self.carry_in:
             return f"carry[{self.carry_in.index(atom)}]"
         eqn = self.producer[atom]
@@ -206,7 +207,8 @@ class _Proof:
         return f"{eqn.primitive.name}({args})"
 
     def _refuse(self, reason: str) -> NotInvertibleError:
-        return NotInvertibleError(f"fori_loop(invertible=True): cannot prove the body "
+        loop = "fori_loop" if self.leading else "while_loop"
+        return NotInvertibleError(f"{loop}(invertible=True): cannot prove the body "
                                   f"invertible: {reason} (at {user_location()})")
 
 
@@ -219,11 +221,11 @@ _UNDO: dict[tuple[str, int], Callable[[Any, Any], tuple[str, Any, Any]]] = {
 
 
 def _emit_inverse(proof: _Proof, order: list[_Update]) -> Program:
-    body, nc = proof.body, proof.num_consts
+    body, nc, lead = proof.body, proof.num_consts, proof.leading
 
-    def inverse(i: Any, *args: Any) -> tuple:
-        values: dict[Var, Any] = {body.inputs[0]: i}
-        values.update(zip(body.inputs[1:1 + nc], args[:nc]))
+    def inverse(*args: Any) -> tuple:
+        values: dict[Var, Any] = dict(zip(body.inputs[:lead + nc], args))
+        args = args[lead:]
         for j, out in enumerate(body.outputs):
             values[out if proof.chains[j] else proof.carry_in[j]] = args[nc + j]
 

@@ -212,3 +212,39 @@ def test_inverse_returning_another_structure_is_refused():
     with pytest.raises(TypeCheckError, match="fori_loop inverse returns"):
         qdiff.trace(lambda x: qdiff.fori_loop(0, 3, lambda i, c: (c[0] + x, c[1]), (x, x),
                                               inverse=lambda i, c: c[0] - x), 1.0)
+
+
+# --------------------------------------------------------------------------- while loops
+def damped_until(kind):
+    """x steps by 0.1 until it passes 5 (a data-dependent count); y *= a, y += b·sin x."""
+    def loss(a, b):
+        modes = {"invertible": dict(invertible=True), "stored": {},
+                 "inverse": dict(inverse=lambda c: (c[0] - 0.1,
+                                                    (c[1] - b * qnp.sin(c[0] - 0.1)) / a))}
+        x, y = qdiff.while_loop(lambda c: c[0] < 5.0,
+                                lambda c: (c[0] + 0.1, c[1] * a + b * qnp.sin(c[0])),
+                                (0.0, 0.5), **modes[kind])
+        return y ** 2
+    return loss
+
+
+def test_while_loop_reverse_computing_equals_stored_carries_and_finite_differences():
+    args = (0.97, 0.3)
+    want = qdiff.grad(damped_until("stored"), argnums=(0, 1))(*args)
+    for kind in ("invertible", "inverse"):
+        g = qdiff.grad(damped_until(kind), argnums=(0, 1))
+        with measure_checkpoint_memory() as memory:
+            got = g(*args)
+        assert memory.elements == 0
+        np.testing.assert_allclose(got, want, rtol=1e-11)
+    np.testing.assert_allclose(
+        want, _central_difference(qdiff.program(damped_until("stored")), args, (0, 1)),
+        rtol=1e-6)
+    compiled = qdiff.jit(qdiff.grad(damped_until("invertible"), argnums=(0, 1)))(*args)
+    np.testing.assert_allclose(compiled, want, rtol=1e-10)
+
+
+def test_while_loop_refusal_names_the_while_loop():
+    with pytest.raises(NotInvertibleError, match=r"while_loop\(invertible=True\).*carry 0"):
+        qdiff.trace(lambda a: qdiff.while_loop(lambda c: c < 5.0, lambda c: c + qnp.exp(c) * a,
+                                               0.1, invertible=True), 1.0)
