@@ -10,8 +10,9 @@ ways: by running the inverse step (``invertible=True``: nothing stored), from ev
 carry (the default), from ``checkpoint=2`` (strip-mining, ~2·√n carries) and from
 ``checkpoint=5`` (~5·n^(1/5) carries, up to 6 forward runs of each step). Each mode runs
 in a fresh process, so the peak resident memory it reports (the high-water mark of the
-gradient's second call, reset before it, over the memory resident before it) is its own; "elements" counts the checkpoint-buffer elements of
-the derivative program. The gradients of all modes are compared with the stored-carry one.
+gradient's second call, reset before it, over the memory resident before it) is its own;
+"elements" counts the checkpoint-buffer elements of the derivative program. The gradients
+of all modes are compared with the stored-carry one.
 """
 
 from __future__ import annotations
