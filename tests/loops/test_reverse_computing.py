@@ -248,3 +248,22 @@ def test_while_loop_refusal_names_the_while_loop():
     with pytest.raises(NotInvertibleError, match=r"while_loop\(invertible=True\).*carry 0"):
         qdiff.trace(lambda a: qdiff.while_loop(lambda c: c < 5.0, lambda c: c + qnp.exp(c) * a,
                                                0.1, invertible=True), 1.0)
+
+
+@pytest.mark.slow
+def test_benchmark_script_runs_and_its_gradients_agree():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "reverse_computing.py"
+    done = subprocess.run([sys.executable, str(script), "--steps", "2000",
+                           "--interpreter-steps", "100", "--width", "2"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split() for line in done.stdout.splitlines()[1:]]
+    assert len(rows) == 8
+    for row in rows:
+        assert float(row[-1]) < 1e-10
+        if row[2:4] == ["reverse", "computing"]:
+            assert row[4] == "0"
