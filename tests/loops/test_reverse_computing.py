@@ -168,6 +168,33 @@ def test_forward_mode_through_an_inverted_loop():
     np.testing.assert_allclose(tangent, want, rtol=1e-12)
 
 
+UPDATE_FORMS = {
+    "x + g": lambda x, g, a: x + g, "g + x": lambda x, g, a: g + x,
+    "x - g": lambda x, g, a: x - g, "g - x": lambda x, g, a: g - x,
+    "x * a": lambda x, g, a: x * a, "a * x": lambda x, g, a: a * x,
+    "x / a": lambda x, g, a: x / a,
+}
+
+
+@pytest.mark.parametrize("form", UPDATE_FORMS)
+def test_each_reversible_update_form_is_inverted(form):
+    update = UPDATE_FORMS[form]
+
+    def loss(a, invertible):
+        def step(i, c):
+            x, y = c
+            y = y + qnp.cos(x + 0.1 * i)                 # reads x
+            return update(x, 0.2 * a * qnp.sin(y), a), y    # g reads the new y
+        x, y = qdiff.fori_loop(0, 30, step, (0.3, -0.2), invertible=invertible)
+        return x * y + x ** 2
+
+    got = qdiff.grad(lambda a: loss(a, True))(1.02)
+    want = qdiff.grad(lambda a: loss(a, False))(1.02)
+    np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-13)
+    forward = qdiff.program(lambda a: loss(a, True))
+    np.testing.assert_allclose(forward(1.02), qdiff.program(lambda a: loss(a, False))(1.02))
+
+
 # ------------------------------------------------------------------------------ refusals
 def _refusal(body, init=(0.5, 0.25)):
     with pytest.raises(NotInvertibleError) as info:
