@@ -7,11 +7,14 @@ part of the carry automatically.
 
 Program layouts:
 - ``loop[body, num_consts](start, stop, *consts, *carry) -> carry``,
-  ``body(i, *consts, *carry) -> carry``, for i = start .. stop-1.
+  ``body(i, *consts, *carry) -> carry``, for i = start .. stop-1. An optional
+  ``inverse(i, *consts, *carry_out) -> carry_in`` (same inputs as the body) undoes step i;
+  reverse mode then recomputes the carries backwards instead of storing them.
 - ``while[cond, body, num_cond_consts, num_body_consts, max_iter](*cc, *bc, *carry) -> carry``,
   ``cond(*cc, *carry) -> (pred, *carry)`` (the test may update the carry, as a measurement
   does), ``body(*bc, *carry) -> carry``. With ``max_iter=T`` the loop aborts when the test
-  still holds after T iterations.
+  still holds after T iterations. An optional ``inverse(*bc, *carry_out) -> carry_in``
+  undoes the body, as for ``loop``.
 - ``cond[branches](index, *operands) -> outs``; a bool index picks ``branches[1]`` when true;
   an int index is clamped to the branch range.
 """
@@ -54,23 +57,31 @@ def _check_checkpoint(checkpoint: Any) -> None:
 
 
 def _loop_rule(start: Type, stop: Type, *args: Type, body: Any, num_consts: int,
-               checkpoint: int | None = None) -> tuple[Type, ...]:
+               checkpoint: int | None = None, inverse: Any = None) -> tuple[Type, ...]:
     _check_checkpoint(checkpoint)
     index = int_scalar(start, "loop start")
     if int_scalar(stop, "loop stop") != index:
         raise TypeCheckError(f"loop bounds differ in type: {start.short()} and {stop.short()}")
     carry = args[num_consts:]
     check_signature(body, (index, *args), "loop body", carry)
+    if inverse is not None:
+        check_signature(inverse, (index, *args), "loop inverse", carry)
     return tuple(carry)
 
 
 loop_p = register_primitive("loop", _loop_rule, multiple_results=True,
-                            subprogram_params=("body",))
+                            subprogram_params=("body", "inverse"))
+
+# Derives the inverse of a loop body it proves invertible, or raises an error naming the
+# update it cannot invert: ``derive(body, num_consts, leading) -> inverse`` (``leading``
+# counts the inputs before the consts: 1 for a loop's index, 0 for a while body). Filled
+# on import by `qdiff.loops.inversion` (the pass lives a layer above the IR).
+LOOP_INVERTERS: list[Callable[[Any, int, int], Any]] = []
 
 
 @loop_p.def_impl("numpy")
 def _loop_impl(start: Any, stop: Any, *args: Any, body: Any, num_consts: int,
-               checkpoint: int | None = None) -> list[Any]:
+               checkpoint: int | None = None, inverse: Any = None) -> list[Any]:
     consts, carry = list(args[:num_consts]), list(args[num_consts:])
     dtype = np.asarray(start).dtype
     for i in range(int(start), int(stop)):
@@ -79,13 +90,18 @@ def _loop_impl(start: Any, stop: Any, *args: Any, body: Any, num_consts: int,
 
 
 def fori_loop(lower: Any, upper: Any, body_fun: Callable[..., Any],
-              init_val: Any = _NO_CARRY, checkpoint: int | None = None) -> Any:
+              init_val: Any = _NO_CARRY, checkpoint: int | None = None,
+              inverse: Callable[..., Any] | None = None, invertible: bool = False) -> Any:
     """A counted loop that stays a loop in the program: ``for i in range(lower, upper)``.
 
     ``body_fun(i, carry) -> carry`` with an explicit carry (any tree of arrays), or
     ``body_fun(i)`` when the loop only updates registers or cells, which are carried
     automatically. Bounds may be traced integers. ``checkpoint=k`` makes reverse mode
     keep about k·N^(1/k) carries instead of N (strip-mining, at most k+1 forward runs).
+    ``inverse=inv`` with ``inv(i, carry_out) -> carry_in`` undoing step i, or
+    ``invertible=True`` to have it derived from ``+=``/``-=``/``*=``/``/=`` updates
+    (`qdiff.loops.inversion`), makes reverse mode recompute the carries backwards from the
+    final one instead of storing any (reverse computing).
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> f = qdiff.trace(lambda x: qdiff.fori_loop(0, 3, lambda i, c: c * x + i, 1.0), 2.0)
@@ -107,13 +123,47 @@ def fori_loop(lower: Any, upper: Any, body_fun: Callable[..., Any],
     body = trace_body(body_flat, [index_type, *carry_types], scope="body")
     _check_carry(body, carry_tree, carry_types, "fori_loop body")
     cells = cells_written([body])
-    program, consts = close_body(body, leading=1, carry_cells=cells)
+    options: dict[str, Any] = {} if checkpoint is None else {"checkpoint": checkpoint}
+    (program, undo), consts = _close_with_inverse(body, inverse, invertible, explicit, cells,
+                                                  carry_tree, carry_types, "fori_loop", 1)
+    if undo is not None:
+        options["inverse"] = undo
     start, stop = (_as_index(b, "fori_loop bound") for b in (lower, upper))
-    options = {} if checkpoint is None else {"checkpoint": checkpoint}
     outs = bind(loop_p, start, stop, *consts, *leaves, *cell_outer_values(cells),
                 body=program, num_consts=len(consts), **options)
     update_cells(cells, outs[len(leaves):])
     return pytree.unflatten(carry_tree, outs[:len(leaves)]) if explicit else None
+
+
+def _close_with_inverse(body: TracedBody, inverse: Callable[..., Any] | None,
+                        invertible: bool, explicit: bool, cells: Sequence[Any],
+                        carry_tree: tuple, carry_types: Sequence[Type], what: str,
+                        leading: int) -> tuple[tuple[Any, Any], list[Any]]:
+    """Close a loop body, with the inverse given (traced over the same consts) or derived
+    (``invertible``): ``((body, inverse or None), consts)``."""
+    if inverse is None and not invertible:
+        program, consts = close_body(body, leading=leading, carry_cells=cells)
+        return (program, None), consts
+    if not explicit or cells or not all(isinstance(t, Tensor) for t in carry_types):
+        raise TypeCheckError(
+            f"{what} inverse=/invertible=True needs a loop over an explicit carry of arrays "
+            "(quantum registers and cells are uncomputed by the adjoint method already) "
+            f"(at {user_location()})")
+    if inverse is None:
+        program, consts = close_body(body, leading=leading)
+        if not LOOP_INVERTERS:
+            raise TypeCheckError("invertible=True needs the inversion pass: import qdiff")
+        return (program, LOOP_INVERTERS[0](program, len(consts), leading)), consts
+
+    def inverse_flat(*args: Any) -> Any:
+        return inverse(*args[:leading], pytree.unflatten(carry_tree, list(args[leading:])))
+
+    index = [Tensor((), "int64")] * leading
+    undo = trace_body(inverse_flat, [*index, *carry_types], scope="inverse",
+                      allow_cell_writes=False)
+    _check_carry(undo, carry_tree, carry_types, f"{what} inverse")
+    (program, undo_program), consts = close_bodies([body, undo], leading=leading)
+    return (program, undo_program), consts
 
 
 # --------------------------------------------------------------------------------------- while
@@ -126,7 +176,7 @@ def _predicate(t: Type, what: str) -> None:
 
 def _while_rule(*args: Type, cond: Any, body: Any, num_cond_consts: int,
                 num_body_consts: int, max_iter: int | None,
-                checkpoint: int | None = None) -> tuple[Type, ...]:
+                checkpoint: int | None = None, inverse: Any = None) -> tuple[Type, ...]:
     _check_checkpoint(checkpoint)
     cc = args[:num_cond_consts]
     bc = args[num_cond_consts:num_cond_consts + num_body_consts]
@@ -136,13 +186,15 @@ def _while_rule(*args: Type, cond: Any, body: Any, num_cond_consts: int,
     _predicate(cond.out_types[0], "while predicate")
     check_signature(cond, (*cc, *carry), "while cond", (cond.out_types[0], *carry))
     check_signature(body, (*bc, *carry), "while body", carry)
+    if inverse is not None:
+        check_signature(inverse, (*bc, *carry), "while inverse", carry)
     if max_iter is not None and (not isinstance(max_iter, int) or max_iter < 0):
         raise TypeCheckError(f"max_iter must be None or a non-negative int, got {max_iter!r}")
     return tuple(carry)
 
 
 while_p = register_primitive("while", _while_rule, multiple_results=True,
-                             subprogram_params=("cond", "body"))
+                             subprogram_params=("cond", "body", "inverse"))
 
 
 # A classical while loop without max_iter stops with an error after this many iterations
@@ -152,7 +204,8 @@ UNBOUNDED_WHILE_LIMIT = 2 ** 20
 
 @while_p.def_impl("numpy")
 def _while_impl(*args: Any, cond: Any, body: Any, num_cond_consts: int, num_body_consts: int,
-                max_iter: int | None, checkpoint: int | None = None) -> list[Any]:
+                max_iter: int | None, checkpoint: int | None = None,
+                inverse: Any = None) -> list[Any]:
     cc = list(args[:num_cond_consts])
     bc = list(args[num_cond_consts:num_cond_consts + num_body_consts])
     carry = list(args[num_cond_consts + num_body_consts:])
@@ -174,7 +227,8 @@ def _while_impl(*args: Any, cond: Any, body: Any, num_cond_consts: int, num_body
 
 def while_loop(cond_fun: Callable[..., Any], body_fun: Callable[..., Any],
                init_val: Any = _NO_CARRY, max_iter: int | None = None,
-               checkpoint: int | None = None) -> Any:
+               checkpoint: int | None = None, inverse: Callable[..., Any] | None = None,
+               invertible: bool = False) -> Any:
     """A loop with a data-dependent trip count: ``while cond_fun(carry): carry = body_fun(carry)``.
 
     With no ``init_val``, both functions take no arguments and the carry is the registers
@@ -182,7 +236,8 @@ def while_loop(cond_fun: Callable[..., Any], body_fun: Callable[..., Any],
     loop: a run whose test still holds after T iterations aborts (an error for classical
     code; dropped probability mass for quantum programs). Reverse mode keeps the carries
     of the iterations in buffers sized by ``max_iter`` (``qdiff.loops.reversal``), split
-    into ``checkpoint`` levels.
+    into ``checkpoint`` levels; ``inverse=undo`` (``undo(carry_out) -> carry_in``) or
+    ``invertible=True`` makes it store none, as for `fori_loop`.
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> halve = qdiff.trace(lambda x: qdiff.while_loop(lambda v: v > 1.0, lambda v: v / 2, x), 1.0)
@@ -209,11 +264,14 @@ def while_loop(cond_fun: Callable[..., Any], body_fun: Callable[..., Any],
     _check_carry(body, carry_tree, carry_types, "while_loop body")
     cells = cells_written([cond_body, body])
     cond_program, cond_consts = close_body(cond_body, leading=0, carry_cells=cells)
-    body_program, body_consts = close_body(body, leading=0, carry_cells=cells)
+    (body_program, undo), body_consts = _close_with_inverse(
+        body, inverse, invertible, explicit, cells, carry_tree, carry_types, "while_loop", 0)
+    options: dict[str, Any] = {} if checkpoint is None else {"checkpoint": checkpoint}
+    if undo is not None:
+        options["inverse"] = undo
     outs = bind(while_p, *cond_consts, *body_consts, *leaves, *cell_outer_values(cells),
                 cond=cond_program, body=body_program, num_cond_consts=len(cond_consts),
-                num_body_consts=len(body_consts), max_iter=max_iter,
-                **({} if checkpoint is None else {"checkpoint": checkpoint}))
+                num_body_consts=len(body_consts), max_iter=max_iter, **options)
     update_cells(cells, outs[len(leaves):])
     return pytree.unflatten(carry_tree, outs[:len(leaves)]) if explicit else None
 

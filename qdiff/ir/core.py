@@ -81,7 +81,9 @@ class Eqn:
     def subprograms(self) -> Iterator[tuple[str, Program]]:
         """The (param name, sub-program) pairs of a control-flow equation."""
         for name in self.primitive.subprogram_params:
-            value = self.params[name]
+            value = self.params.get(name)
+            if value is None:  # an optional sub-program left out (a loop's inverse)
+                continue
             if isinstance(value, Program):
                 yield name, value
             else:  # a tuple of programs, e.g. the branches of `cond`
@@ -95,7 +97,9 @@ class Eqn:
             return self
         params = dict(self.params)
         for name in self.primitive.subprogram_params:
-            value = params[name]
+            value = params.get(name)
+            if value is None:
+                continue
             params[name] = f(value) if isinstance(value, Program) else tuple(map(f, value))
         return Eqn(self.primitive, self.inputs, self.outputs, params)
 

@@ -327,7 +327,9 @@ def _is_effectful(primitive: Primitive, params: dict) -> bool:
     if primitive.effectful:
         return True
     for name in primitive.subprogram_params:
-        value = params[name]
+        value = params.get(name)
+        if value is None:
+            continue
         programs = [value] if isinstance(value, Program) else list(value)
         if any(program_is_effectful(p) for p in programs):
             return True

@@ -9,7 +9,9 @@ Reverse:
   each branch replaced by its VJP (which re-runs the branch forward, then backward).
 - ``loop``: keep only the loop-carried values per iteration, walk the iterations backwards,
   restoring the carry and re-running the body forward then backward
-  (`qdiff.loops.reversal`; ``checkpoint=k`` strip-mines the storage).
+  (`qdiff.loops.reversal`; ``checkpoint=k`` strip-mines the storage). A loop with an
+  ``inverse`` stores nothing: the sweep recomputes each carry from the next one
+  (reverse computing). Forward mode ignores the inverse.
 - ``while``: ``W = while c do B`` runs ``step = B ∘ (carry of C)`` n times, then C once more.
   The forward sweep counts n (a while loop carrying a counter); the reverse sweep is the
   reversal of the counted loop ``for i < n: carry = step(carry)`` followed by the final test's
@@ -37,7 +39,7 @@ from ..ir.core import Program
 from ..ir.interpreter import inline
 from ..ir.tracer import bind, trace, value_type
 from ..ir.types import Tensor
-from .reversal import reverse_loop
+from .reversal import reverse_computing_loop, reverse_loop
 
 
 def _options(checkpoint: int | None) -> dict:
@@ -67,7 +69,8 @@ def _carry_fixed_point(bodies: list[Program], const_flags: list[list[bool]],
 
 # ------------------------------------------------------------------------------------ loop
 def _loop_jvp(values: list, tangents: list, *, body: Program, num_consts: int,
-              checkpoint: int | None = None) -> tuple[list, list]:
+              checkpoint: int | None = None, inverse: Program | None = None
+              ) -> tuple[list, list]:
     consts, carry = values[2:2 + num_consts], values[2 + num_consts:]
     t_consts, t_carry = tangents[2:2 + num_consts], tangents[2 + num_consts:]
     const_flags = [t is not None for t in t_consts]
@@ -85,15 +88,21 @@ def _loop_jvp(values: list, tangents: list, *, body: Program, num_consts: int,
 
 
 def _loop_vjp(cts: list, values: list, outs: list, active: list, *, body: Program,
-              num_consts: int, checkpoint: int | None = None) -> list:
+              num_consts: int, checkpoint: int | None = None,
+              inverse: Program | None = None) -> list:
     start, stop = values[0], values[1]
     consts, carry = values[2:2 + num_consts], values[2 + num_consts:]
     if all(c is None for c in cts):
         return [None] * len(values)
     ct_carry = [instantiate(c, value_type(o)) for c, o in zip(cts, outs)
                 if is_differentiable(value_type(o))]
-    ct_consts, ct_init = reverse_loop(body, num_consts, start, stop, consts, carry, ct_carry,
-                                      active[2:2 + num_consts], checkpoint=checkpoint)
+    const_active = active[2:2 + num_consts]
+    if inverse is not None:
+        ct_consts, ct_init = reverse_computing_loop(body, inverse, num_consts, start, stop,
+                                                    consts, outs, ct_carry, const_active)
+    else:
+        ct_consts, ct_init = reverse_loop(body, num_consts, start, stop, consts, carry,
+                                          ct_carry, const_active, checkpoint=checkpoint)
     return [None, None, *ct_consts,
             *(c if flag else None for c, flag in zip(ct_init, active[2 + num_consts:]))]
 
@@ -101,7 +110,8 @@ def _loop_vjp(cts: list, values: list, outs: list, active: list, *, body: Progra
 # ----------------------------------------------------------------------------------- while
 def _while_jvp(values: list, tangents: list, *, cond: Program, body: Program,
                num_cond_consts: int, num_body_consts: int, max_iter: int | None,
-               checkpoint: int | None = None) -> tuple[list, list]:
+               checkpoint: int | None = None, inverse: Program | None = None
+               ) -> tuple[list, list]:
     ncc, nbc = num_cond_consts, num_body_consts
     cc, bc, carry = values[:ncc], values[ncc:ncc + nbc], values[ncc + nbc:]
     t_cc, t_bc, t_carry = tangents[:ncc], tangents[ncc:ncc + nbc], tangents[ncc + nbc:]
@@ -140,6 +150,15 @@ def _while_step(cond: Program, body: Program, ncc: int, nbc: int) -> Program:
     return trace(step, index, *types, name="while step")
 
 
+def _while_step_inverse(cond: Program, inverse: Program, ncc: int, nbc: int) -> Program:
+    """The inverse of `_while_step` for a test that leaves the carry as it is."""
+    def undo(i: Any, *args: Any) -> tuple:
+        return tuple(inline(inverse, list(args[ncc:])))
+
+    types = [*cond.in_types[:ncc], *inverse.in_types]
+    return trace(undo, Tensor((), "int64"), *types, name="while step inverse")
+
+
 def _trip_count(values: list, cond: Program, body: Program, ncc: int, nbc: int,
                 max_iter: int | None) -> Any:
     """How many times the body runs: the while loop again, carrying a counter."""
@@ -162,7 +181,8 @@ def _trip_count(values: list, cond: Program, body: Program, ncc: int, nbc: int,
 
 def _while_vjp(cts: list, values: list, outs: list, active: list, *, cond: Program,
                body: Program, num_cond_consts: int, num_body_consts: int,
-               max_iter: int | None, checkpoint: int | None = None) -> list:
+               max_iter: int | None, checkpoint: int | None = None,
+               inverse: Program | None = None) -> list:
     ncc, nbc = num_cond_consts, num_body_consts
     consts, carry = values[:ncc + nbc], values[ncc + nbc:]
     if all(c is None for c in cts):
@@ -174,6 +194,12 @@ def _while_vjp(cts: list, values: list, outs: list, active: list, *, cond: Progr
     const_active = list(active[:ncc + nbc])
     ct_cond_consts: list[Any] = [None] * ncc
     zero = np.asarray(0, np.int64)
+    if inverse is not None and not _cond_updates_carry(cond, ncc):
+        undo = _while_step_inverse(cond, inverse, ncc, nbc)
+        ct_consts, ct_init = reverse_computing_loop(step, undo, ncc + nbc, zero, count, consts,
+                                                    outs, ct_final, const_active)
+        return [*ct_consts, *(c if flag else None
+                              for c, flag in zip(ct_init, active[ncc + nbc:]))]
     if _cond_updates_carry(cond, ncc):
         # the final test updates the carry too: y = carry of cond(c_n)
         last = bind(loop_p, zero, count, *consts, *carry, body=step, num_consts=ncc + nbc)

@@ -14,7 +14,13 @@ work: at most k+1 forward runs of each step plus one reverse run.
 
 When N is only known at run time (traced bounds, while loops), the buffers are sized by a
 static capacity C (``m = ceil(C^(1/k))``) and the strides are computed at run time.
-Increment-only carries (`increments`) are never stored.
+Increment-only carries (`increments`) are never stored. With k = ceil(log2 N) levels of
+m = 2 slots, memory is 2·log2(N)·S and work at most log2(N)+1 forward runs per step: the
+logarithmic end of the trade-off that binomial (revolve) checkpointing also reaches.
+
+Reverse computing (`reverse_computing_loop`): a loop given the inverse of its step needs
+no stored carry at all; the reverse sweep starts from the final carry and undoes the steps
+one by one, running the step's VJP at each recomputed carry.
 """
 
 from __future__ import annotations
@@ -104,6 +110,47 @@ def reverse_loop(step: Program, num_consts: int, start: Any, stop: Any, consts: 
             [next(ct_iter) if d else None for d in diff])
 
 
+def reverse_computing_loop(step: Program, inverse: Program, num_consts: int, start: Any,
+                           stop: Any, consts: Sequence[Any], final_carry: Sequence[Any],
+                           ct_carry: Sequence[Any], const_active: Sequence[bool]
+                           ) -> tuple[list[Any], list[Any]]:
+    """`reverse_loop` for a step with an inverse ``inverse(i, *consts, *carry_out) ->
+    carry_in``: for i = stop-1 .. start, carry_i = inverse(i, carry_{i+1}), then step i's
+    VJP at carry_i. Stores no carries; the recomputed carries differ from the forward ones
+    by the rounding the inverse accumulates (exact for integer updates).
+    """
+    diff = [is_differentiable(value_type(c)) for c in final_carry]
+    adjoint = vjp_program(step, [False, *const_active, *diff], with_primal=False)
+    live = [k for k, flag in enumerate(const_active) if flag]
+    ct_consts = [zeros(value_type(consts[k])) for k in live]
+    count = static_count(start, stop)
+    length: Any = count if count is not None else qnp.maximum(qnp.subtract(stop, start), 0)
+    last = qnp.subtract(qnp.astype(stop, np.int64), 1)
+
+    def backward(r: Any, state: Any) -> Any:
+        carry, ct, ct_c = state
+        i = qnp.subtract(last, r)
+        carry = inline(inverse, [i, *consts, *carry])
+        ct, ct_c = _reverse_step(adjoint, consts, i, carry, ct, ct_c)
+        return carry, ct, ct_c
+
+    _, ct_out, ct_consts = fori_loop(0, length, backward,
+                                     (list(final_carry), list(ct_carry), ct_consts))
+    by_const = dict(zip(live, ct_consts))
+    ct_iter = iter(ct_out)
+    return ([by_const.get(k) for k in range(len(consts))],
+            [next(ct_iter) if d else None for d in diff])
+
+
+def _reverse_step(adjoint: Program, consts: list, i: Any, carry: list, ct: list,
+                  ct_consts: list) -> tuple[list, list]:
+    """Re-run step i forward then backward: the carry's cotangent before step i."""
+    outs = inline(adjoint, [qnp.astype(i, np.int64), *consts, *carry, *ct])
+    n_consts = len(ct_consts)
+    summed = [a + b for a, b in zip(ct_consts, outs[:n_consts])]
+    return list(outs[n_consts:]), summed
+
+
 def _check_capacity(length: Any, capacity: int) -> None:
     # a counting loop bounded by the capacity: longer runs stop with a LoopLimitError
     while_loop(lambda c: c < length, lambda c: c + 1, np.asarray(0, np.int64),
@@ -160,16 +207,9 @@ class _Plan:
             q = segments - 1 - r
             restored = self.restore(buffers, q, carry)
             if level == self.levels - 1:
-                return self.reverse_step(base + q, restored, ct_now, ct_c)
+                return _reverse_step(self.adjoint, self.consts, base + q, restored, ct_now, ct_c)
             size = qnp.minimum(stride, length - q * stride)
             return self.sweep(level + 1, base + q * stride, size, restored, ct_now, ct_c)
 
         ct, ct_consts = fori_loop(0, segments, backward, (ct, ct_consts))
         return list(ct), list(ct_consts)
-
-    def reverse_step(self, i: Any, carry: list, ct: list, ct_consts: list) -> tuple[list, list]:
-        """Re-run step i forward then backward: the carry's cotangent before step i."""
-        outs = inline(self.adjoint, [qnp.astype(i, np.int64), *self.consts, *carry, *ct])
-        n_consts = len(ct_consts)
-        summed = [a + b for a, b in zip(ct_consts, outs[:n_consts])]
-        return list(outs[n_consts:]), summed
