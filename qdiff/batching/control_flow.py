@@ -8,6 +8,9 @@
   member runs the loop while any member's test holds; members whose test has failed keep
   their carry (as JAX does), and the test's own update of the carry applies to a member
   only while it runs.
+- A loop's inverse step (reverse computing) is batched with its body, masked like it;
+  where a member's steps cannot be told apart in reverse (a while loop whose test differs
+  per member), the batched loop drops it and its reversal stores carries instead.
 - ``cond``: with a shared predicate, each branch is batched; with a predicate per member,
   every branch runs on the whole batch and each member selects its own branch's results
   (a branch not taken by any member still runs, so it must not fail on those values).
@@ -38,50 +41,67 @@ from .interpreter import (
 Rule = tuple[list[Any], list[bool]]
 
 
-def _options(checkpoint: int | None) -> dict:
-    return {} if checkpoint is None else {"checkpoint": checkpoint}
+def _options(checkpoint: int | None, inverse: Any = None) -> dict:
+    return {**({} if checkpoint is None else {"checkpoint": checkpoint}),
+            **({} if inverse is None else {"inverse": inverse})}
+
+
+def _batched_inverse(inverse: Any, in_flags: list[bool], size: int,
+                     carry_flags: list[bool]) -> Any:
+    """A loop's inverse step batched like its body (its carry batched as ``carry_flags``),
+    or None (no inverse, or one that would batch a carry the body leaves shared)."""
+    if inverse is None:
+        return None
+    program, natural = batch_subprogram(inverse, in_flags, size, carry_flags)
+    return program if all(f or not n for n, f in zip(natural, carry_flags)) else None
 
 
 def _loop(values: list, batched: list, size: int, *, body: Any, num_consts: int,
-          checkpoint: int | None = None) -> Rule:
+          checkpoint: int | None = None, inverse: Any = None) -> Rule:
     nc = num_consts
     consts, carry = values[2:2 + nc], values[2 + nc:]
     const_flags, carry_flags = batched[2:2 + nc], batched[2 + nc:]
     if not (batched[0] or batched[1]):
         flags = batched_fixed_point([(body, [False, *const_flags], 0)], carry_flags, size)
         batched_body, _ = batch_subprogram(body, [False, *const_flags, *flags], size, flags)
+        undo = _batched_inverse(inverse, [False, *const_flags, *flags], size, flags)
         init = [materialize(x, b, size) if f else x
                 for x, b, f in zip(carry, carry_flags, flags)]
         outs = bind(loop_p, values[0], values[1], *consts, *init, body=batched_body,
-                    num_consts=nc, **_options(checkpoint))
+                    num_consts=nc, **_options(checkpoint, undo))
         return list(outs), flags
     # bounds per member: run over the union of the ranges, masked per member
     starts, stops = (materialize(x, b, size) for x, b in zip(values[:2], batched[:2]))
     everything = [True] * len(carry)
     batched_body, _ = batch_subprogram(body, [False, *const_flags, *everything], size,
                                        everything)
+    undo = _batched_inverse(inverse, [False, *const_flags, *everything], size, everything)
     index = Tensor((), value_type(values[0]).dtype)
-
-    def masked(i: Any, first: Any, last: Any, *rest: Any) -> tuple:
-        old = rest[nc:]
-        new = inline(batched_body, [i, *rest])
-        running = bind(PRIMITIVES["and"], bind(PRIMITIVES["le"], first, i),
-                       bind(PRIMITIVES["lt"], i, last))
-        return tuple(where_members(running, n, o) for n, o in zip(new, old))
-
     types = [value_type(x) for x in (starts, stops, *consts)]
-    masked_body = trace(masked, index, *types,
-                        *(batched_type(t, size) for t in body.out_types), name=body.name)
+    carry_types = [batched_type(t, size) for t in body.out_types]
+
+    def masked_step(step: Any) -> Any:
+        """``step`` (the body, or its inverse) on the members whose range holds i; the
+        others keep their carry."""
+        def masked(i: Any, first: Any, last: Any, *rest: Any) -> tuple:
+            old = rest[nc:]
+            new = inline(step, [i, *rest])
+            running = bind(PRIMITIVES["and"], bind(PRIMITIVES["le"], first, i),
+                           bind(PRIMITIVES["lt"], i, last))
+            return tuple(where_members(running, n, o) for n, o in zip(new, old))
+        return trace(masked, index, *types, *carry_types, name=step.name)
+
     init = [materialize(x, b, size) for x, b in zip(carry, carry_flags)]
     outs = bind(loop_p, bind(reduce_min_p, starts, axes=(0,)),
                 bind(reduce_max_p, stops, axes=(0,)), starts, stops, *consts, *init,
-                body=masked_body, num_consts=nc + 2, **_options(checkpoint))
+                body=masked_step(batched_body), num_consts=nc + 2,
+                **_options(checkpoint, None if undo is None else masked_step(undo)))
     return list(outs), everything
 
 
 def _while(values: list, batched: list, size: int, *, cond: Any, body: Any,
            num_cond_consts: int, num_body_consts: int, max_iter: int | None,
-           checkpoint: int | None = None) -> Rule:
+           checkpoint: int | None = None, inverse: Any = None) -> Rule:
     ncc, nbc = num_cond_consts, num_body_consts
     cc_flags, bc_flags = batched[:ncc], batched[ncc:ncc + nbc]
     carry, carry_flags = values[ncc + nbc:], batched[ncc + nbc:]
@@ -92,10 +112,11 @@ def _while(values: list, batched: list, size: int, *, cond: Any, body: Any,
     if not natural[0]:  # one test for the whole batch
         batched_cond, _ = batch_subprogram(cond, [*cc_flags, *flags], size, [False, *flags])
         batched_body, _ = batch_subprogram(body, [*bc_flags, *flags], size, flags)
+        undo = _batched_inverse(inverse, [*bc_flags, *flags], size, flags)
         init = [materialize(x, b, size) if f else x
                 for x, b, f in zip(carry, carry_flags, flags)]
         outs = bind(while_p, *values[:ncc + nbc], *init, cond=batched_cond, body=batched_body,
-                    **params)
+                    **params, **({} if undo is None else {"inverse": undo}))
         return list(outs), flags
     everything = [True] * len(carry)
     batched_cond, _ = batch_subprogram(cond, [*cc_flags, *everything], size,
