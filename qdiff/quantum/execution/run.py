@@ -33,6 +33,7 @@ from .runner import (
     is_sample,
     mix_samples,
 )
+from .shot_batch import NotBatchable, batch_covers, sample_batched
 
 
 @dataclass(frozen=True)
@@ -190,9 +191,13 @@ def run_leaves(program: Program, leaves: Sequence[Any],
             return (result, runner), max(bounds, default=0.0), result.remainder_reason
 
         result, runner = tighten(attempt, options.tol, options.remainder_tol)
+    elif branches(program) and batch_covers(program):
+        try:  # the shots as one batch (`shot_batch`); the trajectories one by one otherwise
+            return sample_batched(program, values, options)
+        except NotBatchable:
+            return sample_trajectories(program, values, options)
     elif branches(program):
-        runner = BranchRunner(options)
-        result = _sample(runner, program, values, options.shots)
+        return sample_trajectories(program, values, options)
     else:
         runner = BranchRunner(options)
         result = _sample_readouts(runner, program, values, options.shots)
@@ -228,6 +233,16 @@ def _sample_readouts(runner: BranchRunner, program: Program, values: list[Any],
         stderr=_structure(program, errors), shots=shots,
         unterminated_mass=runner.unterminated / len(runs),
         aborted_mass=runner.aborted / len(runs))
+
+
+def sample_trajectories(program: Program, values: list[Any],
+                        options: RunOptions) -> QuantumResult:
+    """Sample mode, one trajectory at a time on the branching runner: what `run` does
+    where the batch runner (`shot_batch`) does not cover the program."""
+    runner = BranchRunner(options)
+    result = _sample(runner, program, values, options.shots)
+    result.gate_passes, result.passes_saved = runner.gate_passes, runner.passes_saved
+    return result
 
 
 def _sample(runner: BranchRunner, program: Program, values: list[Any], shots: int) -> QuantumResult:
