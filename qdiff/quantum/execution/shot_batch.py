@@ -99,6 +99,8 @@ def gather(parts: Sequence[tuple[np.ndarray, list[Any]]], width: int) -> tuple[l
     if not parts:
         return [], np.zeros(0, np.int64)
     rows = np.concatenate([r for r, _ in parts])
+    if len(parts) == 1 and np.all(rows[1:] > rows[:-1]):  # one part, in order: as it is
+        return list(parts[0][1]), rows
     order = np.argsort(rows, kind="stable")
     joined = []
     for k in range(width):
@@ -371,18 +373,19 @@ def _while(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
     finished = []
     iterations = 0
     while True:
-        outs, kept = r.run_program(p["cond"], [*(take(c, live) for c in cond_consts), *carry],
+        outs, kept = r.run_program(p["cond"], [*_on(cond_consts, live, count), *carry],
                                    len(live))
         if kept is not None:
             live = live[kept]
         pred, *carry = outs
         going = per_row(pred, len(live)).astype(bool)
-        exits = np.flatnonzero(~going)
-        finished.append((live[exits], [take(c, exits) for c in carry]))
-        going_rows = np.flatnonzero(going)
-        live, carry = live[going_rows], [take(c, going_rows) for c in carry]
-        if not len(live):
+        if not going.any():  # every row exits (no copies)
+            finished.append((live, carry))
             break
+        if not going.all():
+            exits, going_rows = np.flatnonzero(~going), np.flatnonzero(going)
+            finished.append((live[exits], [take(c, exits) for c in carry]))
+            live, carry = live[going_rows], [take(c, going_rows) for c in carry]
         if p["max_iter"] is not None and iterations >= p["max_iter"]:
             r.aborted += len(live)  # while^(T): abort, the shot is dropped
             break
@@ -393,13 +396,18 @@ def _while(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
             raise NonTerminatingLoopError(
                 f"the while loop's exit probability stayed zero for {iterations} iterations: "
                 "it cannot terminate (check the loop test and what the body prepares)")
-        carry, kept = r.run_program(p["body"], [*(take(c, live) for c in body_consts), *carry],
+        carry, kept = r.run_program(p["body"], [*_on(body_consts, live, count), *carry],
                                     len(live))
         if kept is not None:
             live = live[kept]
         iterations += 1
     outputs, rows = gather(finished, len(eqn.outputs))
     return _on_rows(eqn, outputs, rows, count)
+
+
+def _on(values: list[Any], rows: np.ndarray, count: int) -> list[Any]:
+    # `values` (on `count` rows) on `rows`, without copies when that is all of them
+    return values if len(rows) == count else [take(v, rows) for v in values]
 
 
 _HANDLERS = {

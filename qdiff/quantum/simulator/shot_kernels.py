@@ -47,19 +47,19 @@ def apply_block(state, targets, control_mask, blocks, which):  # pragma: no cove
         if (base & skip) == control_mask:
             bases[count] = base
             count += 1
-    buffer = np.empty(d, state.dtype)
     for r in range(rows):
         block = blocks[which[r]]
         row = state[r]
         if d == 2:
             m00, m01, m10, m11 = block[0, 0], block[0, 1], block[1, 0], block[1, 1]
-            step = offsets[1]
-            for base in bases:
-                x = row[base]
-                y = row[base + step]
-                row[base] = m00 * x + m01 * y
-                row[base + step] = m10 * x + m11 * y
+            if m00 == 0 and m11 == 0 and m01 == 1 and m10 == 1:  # X: a swap, no arithmetic
+                _swap_pairs(row, bases, offsets[1])
+            elif m00.imag == 0 and m01.imag == 0 and m10.imag == 0 and m11.imag == 0:
+                _pairs(row, bases, offsets[1], m00.real, m01.real, m10.real, m11.real)
+            else:
+                _pairs(row, bases, offsets[1], m00, m01, m10, m11)
             continue
+        buffer = np.empty(d, state.dtype)
         for base in bases:
             for t in range(d):
                 buffer[t] = row[base + offsets[t]]
@@ -69,6 +69,23 @@ def apply_block(state, targets, control_mask, blocks, which):  # pragma: no cove
                     total += block[t, u] * buffer[u]
                 row[base + offsets[t]] = total
     return state
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _pairs(row, bases, step, m00, m01, m10, m11):  # pragma: no cover - compiled
+    for base in bases:
+        x = row[base]
+        y = row[base + step]
+        row[base] = m00 * x + m01 * y
+        row[base + step] = m10 * x + m11 * y
+
+
+@njit(inline="always", cache=True)
+def _swap_pairs(row, bases, step):  # pragma: no cover - compiled
+    for base in bases:
+        x = row[base]
+        row[base] = row[base + step]
+        row[base + step] = x
 
 
 @njit(cache=True)
