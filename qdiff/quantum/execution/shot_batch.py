@@ -31,8 +31,7 @@ trajectory runner's, distributed alike.
 
 >>> from qdiff.quantum.lang.examples import repeat_until_one  # rounds until a 1 is read
 >>> import qdiff
->>> from ..simulator.shot_kernels import apply_block, collapse, diagonal_phases, wire_weights
-from .options import RunOptions
+>>> from qdiff.quantum.execution.options import RunOptions
 >>> program = qdiff.trace(repeat_until_one, 1.0)
 >>> result = sample_batched(program, [np.asarray(1.0)], RunOptions(mode="sample",
 ...                         shots=20000, seed=0))
