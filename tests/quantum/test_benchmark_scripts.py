@@ -29,3 +29,17 @@ def test_benchmark_script_runs_and_its_methods_agree(script, args):
     assert len(rows) == 2
     for row in rows:
         assert float(row[-1]) < 1e-8  # max|d| against qdiff's adjoint result
+
+
+def test_loops_benchmark_prints_both_runners_within_four_standard_errors():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "loops.py"), "--shots",
+                           "3000", "--python-shots", "20"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line for line in done.stdout.splitlines()[1:] if line.strip()]
+    assert [("batch" in row, "trajectories" in row) for row in rows] == [
+        (False, True), (True, False)] * 2
+    for row in rows:
+        estimate, error, exact = (float(row.split()[k]) for k in (-4, -2, -1))
+        if "batch" in row:
+            assert abs(estimate - exact) <= 4 * error
