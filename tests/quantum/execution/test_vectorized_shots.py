@@ -17,6 +17,8 @@ from qdiff.quantum.execution.options import RunOptions
 from qdiff.quantum.execution.run import sample_trajectories
 from qdiff.quantum.execution.runner import NonTerminatingLoopError
 from qdiff.quantum.execution.shot_batch import batch_covers, sample_batched
+from qdiff.quantum.gradients.batched_shift import batched_parameter_shift
+from qdiff.quantum.gradients.shift_gradient import sampled_parameter_shift
 from tests.quantum.quantum_programs_lib import coin_loop, postselected, until_one, von_neumann
 
 SEEDS = (0, 1, 2)
@@ -201,3 +203,70 @@ def test_chunks_of_shots_give_one_estimate(monkeypatch):
     result = _batched(until_one, 1.3, shots=1000, seed=8)
     assert result.shots == 1000
     _within(result, 1 / np.sin(0.65) ** 2)
+
+
+# ------------------------------------------------------- the randomized parameter-shift estimator
+def _shift_gradient(f, x, cotangent=None, **settings):
+    return qm.gradient(f, x, cotangent=cotangent, mode="sample", method="parameter-shift",
+                       **settings)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_batched_shift_gradient_of_rus_within_four_standard_errors(seed):
+    rus = _case_study("repeat_until_success")
+    theta = 1.1
+    _, _, dz, drounds = rus.closed_form(theta)
+    program = qdiff.trace(rus.rus_rounds_and_z, theta)
+    assert batched_parameter_shift(program, [np.asarray(theta)], [np.ones(()), np.ones(())],
+                                   [0], RunOptions(mode="sample", shots=2)) is not None
+    g = _shift_gradient(program, theta, (0.02, 1.0), shots=4000, seed=seed,
+                        occurrences=("geometric", 0.5))
+    assert abs(float(g.grad) - (0.02 * drounds + dz)) <= 4 * float(g.grad_stderr)
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_batched_shift_gradient_of_the_walk_within_four_standard_errors(seed):
+    walk = _case_study("quantum_walk")
+    t = np.array([0.3, 1.2])
+    program = qdiff.trace(walk.objective, t)
+    exact = qm.gradient(program, t, tol=1e-10).grad
+    g = _shift_gradient(program, t, shots=2000, seed=seed)
+    assert np.all(np.abs(g.grad - exact) <= 4 * g.grad_stderr), (g.grad, exact, g.grad_stderr)
+    assert abs(g.value - qm.run(program, t, tol=1e-10).values) <= 4 * g.value_stderr
+
+
+def test_batched_and_trajectory_shift_estimators_agree_statistically():
+    theta = 1.3
+    program = qdiff.trace(coin_loop, theta)
+    options = RunOptions(mode="sample", shots=300, seed=3)
+    one_by_one = sampled_parameter_shift(program, [np.asarray(theta)], [np.ones(())], [0],
+                                         options)
+    batch = batched_parameter_shift(program, [np.asarray(theta)], [np.ones(())], [0],
+                                    options.replace(shots=3000))
+    spread = np.hypot(one_by_one.grad_stderr[0], batch.grad_stderr[0])
+    assert abs(one_by_one.grads[0] - batch.grads[0]) <= 4 * spread
+    exact = np.tan(theta / 2) / np.cos(theta / 2) ** 2  # d tan²(θ/2)/dθ
+    assert abs(batch.grads[0] - exact) <= 4 * batch.grad_stderr[0]
+    assert batch.shots == 3000 and batch.num_evaluations == 10 * one_by_one.num_evaluations
+    assert batch.num_derivative_programs == one_by_one.num_derivative_programs == 2
+
+
+def test_shift_gradient_with_an_angle_from_a_loop_carry_takes_the_trajectories():
+    def carried(theta):
+        q = qm.qubits(1)
+        angle = qdiff.Cell(theta)
+
+        def body():
+            qm.ry(angle.value, q[0])
+            angle.set(angle.value * 0.5)
+
+        qdiff.while_loop(lambda: qm.measure(q[0]) == 0, body, max_iter=4)
+        return qm.expval("Z", q)
+
+    program = qdiff.trace(carried, 1.0)
+    options = RunOptions(mode="sample", shots=10, seed=0)
+    assert batched_parameter_shift(program, [np.asarray(1.0)], [np.ones(())], [0],
+                                   options) is None
+    g = _shift_gradient(program, 1.0, shots=400, seed=0)
+    exact = qm.gradient(program, 1.0).grad
+    assert abs(g.grad - exact) <= 4 * g.grad_stderr
