@@ -8,7 +8,9 @@ value is either one value shared by every shot or an array with one row per shot
 
 - a gate applies its matrix to every row at once (one matrix, or one per distinct angle
   when the angle differs between shots);
-- a measurement draws the outcomes of all rows from the run's generator at once;
+- a measurement draws the outcomes of all rows at once, each row from its own random
+  stream (`stream_uniforms`: the shot's number and how many draws it made, hashed with the
+  seed), so a shot reads the same numbers in two runs with one seed;
 - ``cond`` on a per-shot index runs each branch on the rows that take it;
 - a ``while`` loop runs until every row has exited; rows that exit stop being updated, and
   rows still going on at ``max_iter`` (aborted) or ``max_loop_iterations`` (cut off) leave
@@ -25,9 +27,10 @@ sub-programs of other primitives that hold quantum operations. Shots run in chun
 keep a batch of states within `CHUNK_BYTES`.
 
 The estimator is the trajectory runner's (each shot an independent trajectory, the mean
-over accepted shots with its standard error), but the generator is read in another order
-(one draw per live row per measurement), so a seed gives other samples than the
-trajectory runner's, distributed alike.
+over accepted shots with its standard error), but its random numbers come from the shots'
+streams instead of one generator read in order, so a seed gives other samples than the
+trajectory runner's, distributed alike. Registers are allocated at the top level (one
+allocated inside control flow is `NotBatchable` when met).
 
 >>> from qdiff.quantum.lang.examples import repeat_until_one  # rounds until a 1 is read
 >>> import qdiff
@@ -72,14 +75,18 @@ class NotBatchable(QdiffError):
 
 @dataclass
 class Rows:
-    """A value with one row per shot of the batch (axis 0); other values are shared."""
+    """A value with one row per shot of the batch (axis 0); other values are shared. A
+    state also carries each row's random stream: (shot number, draws made so far)."""
 
     array: np.ndarray
+    streams: np.ndarray | None = None
 
 
 def take(value: Any, rows: np.ndarray) -> Any:
     """``value`` on the batch's ``rows`` (shared values are shared by any rows)."""
-    return Rows(value.array[rows]) if isinstance(value, Rows) else value
+    if not isinstance(value, Rows):
+        return value
+    return Rows(value.array[rows], None if value.streams is None else value.streams[rows])
 
 
 def per_row(value: Any, count: int) -> np.ndarray:
@@ -110,7 +117,10 @@ def gather(parts: Sequence[tuple[np.ndarray, list[Any]]], width: int) -> tuple[l
             joined.append(take(value, order) if isinstance(value, Rows) else value)
         else:
             stacked = np.concatenate([per_row(v, len(r)) for (r, _), v in zip(parts, column)])
-            joined.append(Rows(stacked[order]))
+            streams = None
+            if all(isinstance(v, Rows) and v.streams is not None for v in column):
+                streams = np.concatenate([v.streams for v in column])[order]
+            joined.append(Rows(stacked[order], streams))
     return joined, rows[order]
 
 
@@ -144,7 +154,12 @@ class ShotBatchRunner:
     trajectory runner does the shots aborted, cut off and rejected."""
 
     def __init__(self, options: RunOptions, zero_exit_limit: int = 1_000):
-        self.rng = np.random.default_rng(options.seed)
+        seed = options.seed
+        sequence = seed if isinstance(seed, np.random.SeedSequence) else (
+            np.random.SeedSequence(seed))
+        self.key = sequence.generate_state(1, np.uint64)[0]
+        self.first_shot = 0  # the shot number of the batch's first row
+        self.depth = 0
         self.max_loop_iterations = options.max_loop_iterations
         self.zero_exit_limit = zero_exit_limit
         self.aborted = 0
@@ -156,6 +171,14 @@ class ShotBatchRunner:
                     count: int) -> tuple[list[Any], np.ndarray | None]:
         """Run ``program`` on ``count`` rows; returns its outputs on the rows that survive
         and those rows (None: all of them)."""
+        self.depth += 1
+        try:
+            return self._run(program, inputs, count)
+        finally:
+            self.depth -= 1
+
+    def _run(self, program: Program, inputs: list[Any],
+             count: int) -> tuple[list[Any], np.ndarray | None]:
         env = dict(zip(program.inputs, inputs))
         kept: np.ndarray | None = None
         for eqn in program.eqns:
@@ -179,16 +202,46 @@ class ShotBatchRunner:
         return classical(eqn, values, count), None
 
     # -- measurement ------------------------------------------------------------------------
-    def draw(self, state: np.ndarray, wire: int, to_zero: bool = False
-             ) -> tuple[np.ndarray, np.ndarray]:
+    def draw(self, state: Rows, wire: int, to_zero: bool = False) -> tuple[np.ndarray, Rows]:
         """Measure ``wire`` of every row, in place: the drawn outcomes and the states
-        collapsed on them, renormalized (moved to where ``wire`` is 0 when ``to_zero``)."""
-        count = state.shape[0]
-        weights = wire_weights(state, wire)
+        collapsed on them, renormalized (moved to where ``wire`` is 0 when ``to_zero``).
+        Each row draws from its own stream, so a shot reads the same numbers in two runs
+        that share the seed (common random numbers, as the trajectory runner's shifted
+        runs of one sample)."""
+        array = np.ascontiguousarray(state.array)
+        count = array.shape[0]
+        weights = wire_weights(array, wire)
         total = weights.sum(axis=1)
-        outcome = (self.rng.random(count) * total >= weights[:, 0]).astype(np.int64)
+        uniform = stream_uniforms(self.key, state.streams)
+        outcome = (uniform * total >= weights[:, 0]).astype(np.int64)
         scale = 1.0 / np.sqrt(weights[np.arange(count), outcome])
-        return outcome, collapse(state, wire, outcome, scale, to_zero)
+        streams = state.streams + np.array([0, 1])
+        return outcome, Rows(collapse(array, wire, outcome, scale, to_zero), streams)
+
+
+_GOLDEN, _MIX1, _MIX2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9),
+                         np.uint64(0x94D049BB133111EB))
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+    # splitmix64's finalizer: every input bit reaches every output bit
+    x = (x ^ (x >> np.uint64(30))) * _MIX1
+    x = (x ^ (x >> np.uint64(27))) * _MIX2
+    return x ^ (x >> np.uint64(31))
+
+
+def stream_uniforms(key: np.uint64, streams: np.ndarray) -> np.ndarray:
+    """One uniform number in [0, 1) per row: draw ``streams[r, 1]`` of shot
+    ``streams[r, 0]`` under ``key`` (a counter-based generator: no state to carry).
+
+    >>> u = stream_uniforms(np.uint64(7), np.array([[0, 0], [0, 1], [1, 0], [0, 0]]))
+    >>> bool(u[0] == u[3] and len(set(u.tolist())) == 3 and 0 <= u.min() and u.max() < 1)
+    True
+    """
+    shot = streams[:, 0].astype(np.uint64)
+    draws = streams[:, 1].astype(np.uint64)
+    bits = _mix(_mix(key + (shot + np.uint64(1)) * _GOLDEN) + draws * _GOLDEN)
+    return (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
 def classical(eqn: Eqn, values: list[Any], count: int) -> list[Any]:
@@ -222,9 +275,13 @@ def classical(eqn: Eqn, values: list[Any], count: int) -> list[Any]:
 
 # ---------------------------------------------------------------------- handlers, one per op
 def _qalloc(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
+    if r.depth > 1:  # the rows of a sub-program are not the shots in order
+        raise NotBatchable("a register allocated inside control flow")
     state = np.zeros((count, 1 << eqn.params["num_qubits"]), eqn.params["dtype"])
     state[:, 0] = 1
-    return [Rows(state)], None
+    streams = np.zeros((count, 2), np.int64)
+    streams[:, 0] = r.first_shot + np.arange(count)
+    return [Rows(state, streams)], None
 
 
 def _gate(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
@@ -252,32 +309,31 @@ def _gate(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
     if form.kind == "diagonal":  # one multiplication by the register-wide phases
         phases = diagonal_phases(np.diagonal(matrices, axis1=1, axis2=2), wires, n)
         array *= phases[0] if len(matrices) == 1 else phases[which]
-        return [Rows(array)], None
+        return [Rows(array, state.streams)], None
     # the block on the targets where every control is 1 (`gate_form`)
     local = sum(1 << c for c in form.controls) | sum(
         ((np.arange(1 << len(form.targets)) >> j) & 1) << t for j, t in enumerate(form.targets))
     blocks = np.ascontiguousarray(matrices[:, local][:, :, local])
     targets = np.array([wires[t] for t in form.targets], np.int64)
     control_mask = sum(1 << wires[c] for c in form.controls)
-    return [Rows(apply_block(array, targets, control_mask, blocks, which))], None
+    return [Rows(apply_block(array, targets, control_mask, blocks, which), state.streams)], None
 
 
 def _measure(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
-    outcome, state = r.draw(np.ascontiguousarray(values[0].array), eqn.params["wire"],
-                            eqn.params["reset"])
-    return [Rows(state), Rows(outcome)], None
+    outcome, state = r.draw(values[0], eqn.params["wire"], eqn.params["reset"])
+    return [state, Rows(outcome)], None
 
 
 def _reset(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
-    _, state = r.draw(np.ascontiguousarray(values[0].array), eqn.params["wire"], True)
-    return [Rows(state)], None
+    _, state = r.draw(values[0], eqn.params["wire"], True)
+    return [state], None
 
 
 def _postselect(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
-    outcome, state = r.draw(np.ascontiguousarray(values[0].array), eqn.params["wire"])
+    outcome, state = r.draw(values[0], eqn.params["wire"])
     rows = np.flatnonzero(outcome == eqn.params["value"])
     r.rejected += count - len(rows)
-    return [Rows(state[rows])], rows
+    return [take(state, rows)], rows
 
 
 def _expval(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
@@ -340,7 +396,8 @@ def _on_rows(eqn: Eqn, outputs: list[Any], rows: np.ndarray, count: int):
 
 def _empty(type_: Any) -> Rows:
     if isinstance(type_, QState):
-        return Rows(np.zeros((0, 1 << type_.num_qubits), np.complex128))
+        return Rows(np.zeros((0, 1 << type_.num_qubits), np.complex128),
+                    np.zeros((0, 2), np.int64))
     if isinstance(type_, Tensor):
         return Rows(np.zeros((0, *type_.shape), type_.dtype))
     return Rows(np.zeros(0, np.int64))
@@ -440,6 +497,7 @@ def sample_batched(program: Program, values: list[Any], options: RunOptions) -> 
     done = 0
     while done < shots:
         count = min(chunk_size(program, shots), shots - done)
+        runner.first_shot = done
         outs, kept = runner.run_program(program, [np.asarray(v) for v in values], count)
         accepted = count if kept is None else len(kept)
         for column, value in zip(columns, outs):

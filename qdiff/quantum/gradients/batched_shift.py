@@ -130,6 +130,7 @@ def _outputs(runner: ShotBatchRunner, program: Program, inputs: list[Any],
         count = min(step, shots - start)
         chunk = [Rows(v.array[start:start + count]) if isinstance(v, Rows) else v
                  for v in inputs]
+        runner.first_shot = start
         outs, kept = runner.run_program(program, chunk, count)
         for column, atom, value in zip(columns, program.outputs, outs):
             rows = np.asarray(per_row(value, count if kept is None else len(kept)), np.float64)
