@@ -110,7 +110,8 @@ def run(program: Any, *args: Any, options: RunOptions | None = None,
     each is checked against its valid range.
 
     ``mode="exact"`` enumerates measurement branches (loops cut off below ``tol``); ``"sample"``
-    draws ``shots`` trajectories with ``seed`` and reports standard errors; ``"density"``
+    draws ``shots`` trajectories with ``seed`` and reports standard errors (all shots as one
+    batch where `shot_batch` covers the program, else one by one); ``"density"``
     runs the program on density matrices (at most 10 qubits, see `density_runner`), an
     independent check of ``"exact"``; ``"qiskit"`` exports the program (`to_qiskit`) and
     estimates its values from ``shots`` shots per circuit on a Qiskit ``sampler`` (Aer's or

@@ -19,8 +19,10 @@ value is either one value shared by every shot or an array with one row per shot
 - a classical equation runs once when no input differs between shots, on whole arrays when
   it is elementwise, and else once per distinct combination of its per-shot inputs.
 
-Covered: gates, measure, reset, postselect, expval, probs, statevector, ``cond``,
-``while``, ``loop`` with bounds shared by every shot, and classical equations. Not covered
+Gates run unfused unless ``fuse=k`` asks for blocks of k wires (then each block is one
+dense matrix on its wires). Covered: gates, fused gates, measure, reset, postselect,
+expval, probs, statevector, ``cond``, ``while``, ``loop`` with bounds shared by every shot,
+and classical equations. Not covered
 (`NotBatchable`; `qdiff.quantum.run` then runs the trajectories one by one): ``qm.sample``
 draws, registers extended mid-program, loop bounds that differ between shots, and
 sub-programs of other primitives that hold quantum operations. Shots run in chunks that
@@ -57,12 +59,14 @@ from ...ir.core import Eqn, Literal, Program
 from ...ir.errors import QdiffError
 from ...ir.types import QState, Tensor
 from ..lang import primitives as qp
+from ..lang.fusion import fused_gate_p
 from ..lang.gate_forms import gate_form
 from ..lang.gates import gate_spec
 from ..lang.primitives import pauli_sum_of
+from ..simulator import get_backend
 from ..simulator.shot_kernels import apply_block, collapse, diagonal_phases, wire_weights
 from .options import RunOptions
-from .reference import check_finite_angles
+from .reference import apply_fused_gate_eqn, check_finite_angles, fused_program
 from .runner import NonTerminatingLoopError, QuantumResult, _structure, needs_runner
 
 # a chunk of shots keeps its batch of states within this many bytes
@@ -166,6 +170,7 @@ class ShotBatchRunner:
         self.unterminated = 0
         self.rejected = 0
         self.gate_passes = 0
+        self.passes_saved = 0
 
     def run_program(self, program: Program, inputs: list[Any],
                     count: int) -> tuple[list[Any], np.ndarray | None]:
@@ -253,7 +258,7 @@ def classical(eqn: Eqn, values: list[Any], count: int) -> list[Any]:
     if not batched:
         outs = impl(*values, **eqn.params)
         return list(outs) if multiple else [outs]
-    if eqn.primitive.elementwise and not multiple and not eqn.params.get("branches"):
+    if eqn.primitive.elementwise and not multiple:
         rank = len(eqn.outputs[0].type.shape)
         args = [v if not isinstance(v, Rows) else v.array.reshape(
             (count, *(1,) * (rank - v.array.ndim + 1), *v.array.shape[1:])) for v in values]
@@ -284,6 +289,20 @@ def _qalloc(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
     return [Rows(state, streams)], None
 
 
+def _distinct_angles(eqn: Eqn, angles: list[Any], count: int) -> tuple[Any, np.ndarray]:
+    # the distinct rows of a gate's angles (one when no angle differs between shots) and
+    # the row each shot takes
+    if any(isinstance(a, Rows) for a in angles):
+        table = np.stack([per_row(a, count).astype(np.float64) for a in angles], axis=1)
+        distinct, which = np.unique(table, axis=0, return_inverse=True)
+        which = which.ravel()
+    else:
+        distinct, which = [np.asarray(angles, np.float64)], np.zeros(count, np.int64)
+    for row in distinct:
+        check_finite_angles(eqn, row)
+    return distinct, which
+
+
 def _gate(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
     state, *angles = values
     params = eqn.params
@@ -293,14 +312,7 @@ def _gate(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
         static["num_controls"] = len(wires) - 1
     spec = gate_spec(params["name"], **static)
     r.gate_passes += count
-    if any(isinstance(a, Rows) for a in angles):  # one matrix per distinct angle
-        table = np.stack([per_row(a, count).astype(np.float64) for a in angles], axis=1)
-        distinct, which = np.unique(table, axis=0, return_inverse=True)
-        which = which.ravel()
-    else:
-        distinct, which = [np.asarray(angles, np.float64)], np.zeros(count, np.int64)
-    for row in distinct:
-        check_finite_angles(eqn, row)
+    distinct, which = _distinct_angles(eqn, angles, count)
     dtype = state.array.dtype
     matrices = np.stack([np.asarray(spec.matrix(*row.tolist()), dtype) for row in distinct])
     form = gate_form(spec)
@@ -317,6 +329,27 @@ def _gate(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
     targets = np.array([wires[t] for t in form.targets], np.int64)
     control_mask = sum(1 << wires[c] for c in form.controls)
     return [Rows(apply_block(array, targets, control_mask, blocks, which), state.streams)], None
+
+
+def _fused_gate(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
+    # a block of fused gates (`fuse=k`): its matrix, from its parts applied to each basis
+    # state of its wires, on every row
+    state, *angles = values
+    wires, parts = eqn.params["wires"], eqn.params["parts"]
+    r.gate_passes += count
+    r.passes_saved += count * (len(parts) - 1)
+    distinct, which = _distinct_angles(eqn, angles, count)
+    size, local = 1 << len(wires), tuple(range(len(wires)))
+    blocks = np.zeros((len(distinct), size, size), state.array.dtype)
+    for b, row in enumerate(distinct):
+        for j in range(size):
+            column = np.zeros(size, np.complex128)
+            column[j] = 1
+            blocks[b, :, j] = apply_fused_gate_eqn(_NUMPY, column, row, wires=local,
+                                                   parts=parts)
+    array = np.ascontiguousarray(state.array)
+    apply_block(array, np.array(wires, np.int64), 0, blocks, which)
+    return [Rows(array, state.streams)], None
 
 
 def _measure(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
@@ -470,7 +503,9 @@ _HANDLERS = {
     qp.qalloc_p: _qalloc, qp.gate_p: _gate, qp.measure_p: _measure, qp.reset_p: _reset,
     qp.postselect_p: _postselect, qp.expval_p: _expval, qp.probs_p: _probs,
     qp.statevector_p: _statevector, cond_p: _cond, loop_p: _loop, while_p: _while,
+    fused_gate_p: _fused_gate,
 }
+_NUMPY = get_backend("numpy")
 
 
 def chunk_size(program: Program, shots: int) -> int:
@@ -492,6 +527,10 @@ def sample_batched(program: Program, values: list[Any], options: RunOptions) -> 
     accepted shots with its standard error, and the masses as the trajectory runner books
     them (see the module docstring; `NotBatchable` where it does not cover the program)."""
     shots = options.shots
+    if isinstance(options.fuse, int) and not isinstance(options.fuse, bool):
+        # fusion where it is asked for with a width: by default the batch kernels apply
+        # each gate in its sparse form, which beats a dense block on small registers
+        program = fused_program(program, options.backend, int(options.fuse))[0]
     runner = ShotBatchRunner(options)
     columns: list[list[np.ndarray]] = [[] for _ in program.outputs]
     done = 0
@@ -515,7 +554,7 @@ def sample_batched(program: Program, values: list[Any], options: RunOptions) -> 
         shots=accepted, unterminated_mass=runner.unterminated / shots,
         aborted_mass=runner.aborted / shots, postselection_probability=accepted / shots,
         trajectories=ShotTrajectories(program, stacked))
-    result.gate_passes = runner.gate_passes
+    result.gate_passes, result.passes_saved = runner.gate_passes, runner.passes_saved
     return result
 
 
