@@ -26,7 +26,8 @@ and classical equations. Not covered
 (`NotBatchable`; `qdiff.quantum.run` then runs the trajectories one by one): ``qm.sample``
 draws, registers extended mid-program, loop bounds that differ between shots, and
 sub-programs of other primitives that hold quantum operations. Shots run in chunks that
-keep a batch of states within `CHUNK_BYTES`.
+keep a batch of states within `CHUNK_BYTES`, on the host (NumPy arrays and Numba
+kernels, whatever ``backend`` names).
 
 The estimator is the trajectory runner's (each shot an independent trajectory, the mean
 over accepted shots with its standard error), but its random numbers come from the shots'
