@@ -30,3 +30,18 @@ def test_benchmark_script_runs_and_its_methods_agree(script, args):
     assert len(rows) == 2
     for row in rows:
         assert float(row[-1]) < 1e-8  # max|d| against qdiff's adjoint result
+
+
+def test_loops_benchmark_prints_both_runners_within_four_standard_errors():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "loops.py"), "--shots",
+                           "3000", "--python-shots", "20", "--samples", "2000",
+                           "--python-samples", "5"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line for line in done.stdout.splitlines()
+            if "trajectories" in line or " batch " in line]
+    assert [("batch" in row) for row in rows] == [False, True] * 4  # runs, then gradients
+    for row in rows:
+        estimate, error, exact = (float(row.split()[k]) for k in (-4, -2, -1))
+        if "batch" in row:
+            assert abs(estimate - exact) <= 4 * error

@@ -34,6 +34,7 @@ from .runner import (
     is_sample,
     mix_samples,
 )
+from .shot_batch import NotBatchable, batch_covers, sample_batched
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,8 @@ def run(program: Any, *args: Any, options: RunOptions | None = None,
     each is checked against its valid range.
 
     ``mode="exact"`` enumerates measurement branches (loops cut off below ``tol``); ``"sample"``
-    draws ``shots`` trajectories with ``seed`` and reports standard errors; ``"density"``
+    draws ``shots`` trajectories with ``seed`` and reports standard errors (all shots as one
+    batch where `shot_batch` covers the program, else one by one); ``"density"``
     runs the program on density matrices (at most 10 qubits, see `density_runner`), an
     independent check of ``"exact"``; ``"qiskit"`` exports the program (`to_qiskit`) and
     estimates its values from ``shots`` shots per circuit on a Qiskit ``sampler`` (Aer's or
@@ -195,9 +197,13 @@ def run_leaves(program: Program, leaves: Sequence[Any],
             return (result, runner), max(bounds, default=0.0), result.remainder_reason
 
         result, runner = tighten(attempt, options.tol, options.remainder_tol)
+    elif branches(program) and batch_covers(program):
+        try:  # the shots as one batch (`shot_batch`); the trajectories one by one otherwise
+            return sample_batched(program, values, options)
+        except NotBatchable:
+            return sample_trajectories(program, values, options)
     elif branches(program):
-        runner = BranchRunner(options)
-        result = _sample(runner, program, values, options.shots)
+        return sample_trajectories(program, values, options)
     else:
         runner = BranchRunner(options)
         result = _sample_readouts(runner, program, values, options.shots)
@@ -233,6 +239,16 @@ def _sample_readouts(runner: BranchRunner, program: Program, values: list[Any],
         stderr=_structure(program, errors), shots=shots,
         unterminated_mass=runner.unterminated / len(runs),
         aborted_mass=runner.aborted / len(runs))
+
+
+def sample_trajectories(program: Program, values: list[Any],
+                        options: RunOptions) -> QuantumResult:
+    """Sample mode, one trajectory at a time on the branching runner: what `run` does
+    where the batch runner (`shot_batch`) does not cover the program."""
+    runner = BranchRunner(options)
+    result = _sample(runner, program, values, options.shots)
+    result.gate_passes, result.passes_saved = runner.gate_passes, runner.passes_saved
+    return result
 
 
 def _sample(runner: BranchRunner, program: Program, values: list[Any], shots: int) -> QuantumResult:

@@ -52,6 +52,7 @@ from ..execution.runner import BranchRunner, MassAccount, _structure, enumerated
 from ..lang.fusion import unfuse_gates
 from ..lang.sites import branches, postselects
 from .adjoint import RecordedRun
+from .batched_shift import batched_parameter_shift
 from .shift_gradient import (
     ShiftResult,
     parameter_shift,
@@ -221,7 +222,9 @@ def _gradient(f: Any, args: tuple, argnums: Any, cotangent: Any,
             program, leaves, cts, positions, options))
     if mode == "sample":
         if method == "parameter-shift":
-            return _shift_result(program, positions, tree, sampled_parameter_shift(
+            # every sample as one batch where it covers the program (`batched_shift`)
+            batched = batched_parameter_shift(program, leaves, cts, positions, options)
+            return _shift_result(program, positions, tree, batched or sampled_parameter_shift(
                 program, leaves, cts, positions, options))
         if method != "adjoint":
             raise QdiffError("sample mode differentiates with method='adjoint' or "
