@@ -12,7 +12,9 @@ import numba
 import numpy as np
 
 from ..ir.core import Literal, Program
+from ..ir.types import Tensor
 from . import runtime
+from .analysis import Liveness, liveness
 from .lowering import Options, Scope
 from .source import Source
 
@@ -49,6 +51,17 @@ class Generated:
     messages: list[tuple[type[Exception], str]]
 
 
+def _shares_a_constant(atom: object, live: Liveness, program: Program) -> bool:
+    """Whether an output array may be (a view of) one of the module's constants: neither
+    allocated by the program nor a view of an input."""
+    if not (isinstance(atom.type, Tensor) and atom.type.shape):
+        return False
+    if isinstance(atom, Literal):
+        return True
+    root = live.root_of(atom)
+    return root not in live.owned_roots and root not in program.inputs
+
+
 def generate(program: Program, options: Options) -> Generated:
     """Python source of a Numba function computing ``program``.
 
@@ -68,8 +81,9 @@ def generate(program: Program, options: Options) -> Generated:
     source = Source()
     inputs = [f"a{k}" for k in range(len(program.inputs))]
     outputs = Scope(source, options, program, inputs).lower()
-    # a returned constant is copied: the caller may write to what it gets
-    outputs = [f"{text}.copy()" if isinstance(atom, Literal) and atom.value.shape else text
+    # a returned constant (or a view of one) is copied: the caller may write to what it gets
+    live = liveness(program)
+    outputs = [f"{text}.copy()" if _shares_a_constant(atom, live, program) else text
                for atom, text in zip(program.outputs, outputs)]
     flags = f"cache=True, error_model='numpy', parallel={options.parallel}"
     params = ", ".join([*inputs, *(f"k{k}" for k in range(len(source.constants)))])

@@ -17,7 +17,7 @@ from ..classical.linalg import parse_spec
 from ..ir.core import Eqn, Var
 from ..ir.primitives import get_primitive
 from ..ir.types import Tensor
-from .fusion import REDUCTIONS, Group, member_kind, merge_runs
+from .fusion import REDUCTIONS, Group, member_kind, merge_runs, zero_padding
 from .lowering import LOOP_NEST, Scope, empty, rule, shape_text
 from .rules.elementwise import scalar_expression
 from .source import cast, dtype_name, scalar_literal
@@ -107,6 +107,8 @@ class _Nest:
             self.index_member(eqn)
         elif kind == "contraction":
             self.contraction(eqn)
+        elif kind == "window":
+            self.window(eqn)
         else:
             self.reduction(eqn)
 
@@ -140,6 +142,46 @@ class _Nest:
         dims = eqn.params["broadcast_dimensions"]
         picks = ["0" if size == 1 else multi[d] for size, d in zip(operand.type.shape, dims)]
         self.assign(eqn.outputs[0], f"{self.scope.read(operand)}[{', '.join(picks)}]")
+
+    def window(self, eqn: Eqn) -> None:
+        """A slice, concatenation or zero padding: the element reads an operand (stored,
+        never a member of this nest) at a shifted position."""
+        out: Tensor = eqn.outputs[0].type
+        multi = [f"({m})" for m in self.multi_index(out.shape)]
+        name = eqn.primitive.name
+
+        def at(atom: object, picks: list[str]) -> str:
+            return f"{self.scope.read(atom)}[{', '.join(picks)}]"
+
+        if name == "slice":
+            picks = [f"{a} + {m} * {s}" if s != 1 else f"{a} + {m}" if a else m for a, m, s
+                     in zip(eqn.params["start"], multi, eqn.params["strides"])]
+            self.assign(eqn.outputs[0], at(eqn.inputs[0], picks))
+            return
+        if name == "concatenate":
+            axis = eqn.params["axis"]
+            offsets, end = [], 0
+            for operand in eqn.inputs:
+                offsets.append(end)
+                end += operand.type.shape[axis]
+
+            def piece(k: int) -> str:
+                picks = list(multi)
+                picks[axis] = f"{multi[axis]} - {offsets[k]}" if offsets[k] else multi[axis]
+                return at(eqn.inputs[k], picks)
+
+            expression = piece(len(eqn.inputs) - 1)
+            for k in range(len(eqn.inputs) - 2, -1, -1):
+                bound = offsets[k] + eqn.inputs[k].type.shape[axis]
+                expression = f"({piece(k)} if {multi[axis]} < {bound} else {expression})"
+            self.assign(eqn.outputs[0], expression)
+            return
+        first = zero_padding(eqn)
+        count = eqn.inputs[1].type.shape[0]
+        values = at(eqn.inputs[2], [f"{multi[0]} - {first}", *multi[1:]])
+        zero = scalar_literal(0, out.np_dtype)
+        self.assign(eqn.outputs[0],
+                    f"({values} if {first} <= {multi[0]} < {first + count} else {zero})")
 
     def contraction(self, eqn: Eqn) -> None:
         a_term, b_term, out_term = parse_spec(eqn.params["spec"])

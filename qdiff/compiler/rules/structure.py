@@ -22,6 +22,7 @@ from ...classical.shape import (
 )
 from ...ir.core import Eqn, Var
 from ...ir.errors import QdiffError
+from ..analysis import leading_block
 from ..lowering import Scope, rule, shape_text
 
 
@@ -85,8 +86,10 @@ def _concatenate(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
 
 @rule(slice_p)
 def _slice(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
-    parts = [f"{a}:{b}:{s}" for a, b, s in zip(eqn.params["start"], eqn.params["limit"],
-                                                eqn.params["strides"])]
+    start, limit = eqn.params["start"], eqn.params["limit"]
+    if leading_block(eqn):
+        return _bind(scope, f"{args[0]}[{start[0]}:{limit[0]}]")
+    parts = [f"{a}:{b}:{s}" for a, b, s in zip(start, limit, eqn.params["strides"])]
     return _bind(scope, f"{args[0]}[{', '.join(parts)}].copy()")
 
 
@@ -122,6 +125,8 @@ def _dynamic_slice(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
         (element,) = _bind(scope, f"{args[0]}[{', '.join(begin)}]")
         scope.elements[eqn.outputs[0]] = element
         return [element]
+    if leading_block(eqn):
+        return _bind(scope, f"{args[0]}[{begin[0]}:{begin[0]} + {sizes[0]}]")
     return _bind(scope, f"{args[0]}[{block(begin, sizes)}].copy()")
 
 
