@@ -58,6 +58,9 @@ class _Nest:
         self.flat = scope.fresh("k") if len(self.shape) > 1 else self.index[0]
         self.elements: dict[Var, str] = {}
         self.flat_views: dict[int, str] = {}  # id(operand) -> its flat view
+        self.element_reads: set[Var] = set()  # arrays read at the current element only
+        self.other_reads: set[Var] = set()    # arrays read at other positions
+        self.reused: set[Var] = set()         # operands whose arrays hold a result
         self.before: list[str] = []      # statements before the nest
         self.after: list[str] = []       # statements after it
         self.body: list[str] = []        # statements at the innermost level
@@ -78,6 +81,16 @@ class _Nest:
         runs = merge_runs(self.shape, shape)
         return [self.index_of(run) for run in runs]
 
+    def position(self, shape: tuple[int, ...]) -> str | None:
+        """The index of the current element in an array of ``shape`` (one of the group's
+        size), addressed directly: no flattened view to make, which costs a call and a
+        reference count in compiled code. None when ``shape`` is no merge of the loop's."""
+        if len(shape) == 1:
+            return self.flat
+        if merge_runs(self.shape, shape) is None:
+            return None
+        return ", ".join(self.multi_index(shape))
+
     # --------------------------------------------------------------- operands
     def element(self, atom: object) -> str:
         """The current element of an operand of a member."""
@@ -85,12 +98,21 @@ class _Nest:
             return self.scope.read(atom)
         if isinstance(atom, Var) and atom in self.elements:
             return self.elements[atom]
+        if isinstance(atom, Var):
+            self.element_reads.add(atom)
+        position = self.position(atom.type.shape)
+        if position is not None:
+            return f"{self.scope.read(atom)}[{position}]"
         view = self.flat_views.get(id(atom))
         if view is None:
             view = self.scope.fresh("f")
             self.before.append(f"{view} = {self.scope.read(atom)}.reshape(-1)")
             self.flat_views[id(atom)] = view
         return f"{view}[{self.flat}]"
+
+    def read_elsewhere(self, atom: object) -> None:
+        if isinstance(atom, Var):
+            self.other_reads.add(atom)
 
     def assign(self, var: Var, expression: str) -> None:
         name = self.scope.fresh("e")
@@ -139,6 +161,7 @@ class _Nest:
         if operand.type.shape == ():
             self.elements[eqn.outputs[0]] = self.scope.read(operand)
             return
+        self.read_elsewhere(operand)
         dims = eqn.params["broadcast_dimensions"]
         picks = ["0" if size == 1 else multi[d] for size, d in zip(operand.type.shape, dims)]
         self.assign(eqn.outputs[0], f"{self.scope.read(operand)}[{', '.join(picks)}]")
@@ -151,6 +174,7 @@ class _Nest:
         name = eqn.primitive.name
 
         def at(atom: object, picks: list[str]) -> str:
+            self.read_elsewhere(atom)
             return f"{self.scope.read(atom)}[{', '.join(picks)}]"
 
         if name == "slice":
@@ -197,6 +221,8 @@ class _Nest:
             position[c] = self.scope.fresh("j")
             self.body.append(f"{indent}for {position[c]} in range({sizes[c]}):")
             indent += "    "
+        for operand in eqn.inputs:
+            self.read_elsewhere(operand)
         a, b = (self.scope.read(x) for x in eqn.inputs)
         left = f"{a}[{', '.join(position[c] for c in a_term)}]" if a_term else a
         right = f"{b}[{', '.join(position[c] for c in b_term)}]" if b_term else b
@@ -246,18 +272,46 @@ class _Nest:
         scope = self.scope
         for line in self.before:
             scope.line(line)
+        reshaped = []
         for var, array in stores:
-            scope.line(f"{array} = {empty((self.group.size,), var.type.np_dtype)}")
-            self.body.append(f"{array}[{self.flat}] = {self.elements[var]}")
-        self._level(0)
-        for var, array in stores:
-            shape = var.type.shape
-            if len(shape) == 1:
+            reused = self.reusable(var)
+            position = self.position(var.type.shape)
+            if reused is not None:
+                self.body.append(f"{reused}[{position}] = {self.elements[var]}")
+                scope.bind(var, reused)
+            elif position is not None:
+                scope.line(f"{array} = {empty(var.type.shape, var.type.np_dtype)}")
+                self.body.append(f"{array}[{position}] = {self.elements[var]}")
                 scope.bind(var, array)
             else:
-                name = scope.fresh("a")
-                scope.line(f"{name} = {array}.reshape({shape_text(shape)})")
-                scope.bind(var, name)
+                scope.line(f"{array} = {empty((self.group.size,), var.type.np_dtype)}")
+                self.body.append(f"{array}[{self.flat}] = {self.elements[var]}")
+                reshaped.append((var, array))
+        self._level(0)
+        for var, array in reshaped:
+            name = scope.fresh("a")
+            scope.line(f"{name} = {array}.reshape({shape_text(var.type.shape)})")
+            scope.bind(var, name)
+
+    def reusable(self, var: Var) -> str | None:
+        """An operand array the nest may store ``var`` into, element for element: of its
+        shape and dtype, read only at the current element (so each element is read
+        before it is overwritten), sharing its memory with no other operand, owned and
+        dead after the nest (an adjoint accumulated in place, a loop carry updated in
+        place). None when there is none; each is taken once."""
+        scope, live = self.scope, self.scope.live
+        reads = self.element_reads | self.other_reads
+        for operand in sorted(self.element_reads - self.other_reads, key=lambda v: v.uid):
+            if operand.type != var.type or operand in self.reused \
+                    or self.position(var.type.shape) is None \
+                    or not scope.can_overwrite(operand):
+                continue
+            root = live.root_of(operand)
+            if any(live.root_of(other) is root for other in reads if other is not operand):
+                continue
+            self.reused.add(operand)
+            return scope.read(operand)
+        return None
 
     def _level(self, level: int) -> None:
         scope = self.scope

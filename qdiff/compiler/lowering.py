@@ -76,6 +76,8 @@ class Scope:
                 self.readers.setdefault(atom, []).append(None)
         # one-element arrays held as their element, when no reader needs the array
         self.elements: dict[Var, str] = {}
+        # one-row views (of a leading-axis block): the array and the row's index
+        self.rows: dict[Var, tuple[str, str]] = {}
 
     # ------------------------------------------------------------------ values
     def read(self, atom: Any) -> str:
