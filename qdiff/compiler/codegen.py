@@ -86,7 +86,7 @@ def generate(program: Program, options: Options) -> Generated:
     outputs = [f"{text}.copy()" if _shares_a_constant(atom, live, program) else text
                for atom, text in zip(program.outputs, outputs)]
     flags = f"cache=True, error_model='numpy', parallel={options.parallel}"
-    params = ", ".join([*inputs, *(f"k{k}" for k in range(len(source.constants)))])
+    params = ", ".join([*inputs, *(f"const{k}" for k in range(len(source.constants)))])
     text = HEADER.format(name=program.name, runtime=RUNTIME_VERSION)
     text += f"@njit({flags})\ndef kernel({params}):\n"
     text += "\n".join(source.lines) + "\n"

@@ -268,8 +268,11 @@ def plan(eqns: Sequence[Eqn]) -> list[Eqn | Group]:
             # join (independent of each other) merge into one nest with it
             joinable = [g for g in needed if g.accepts(eqn, kind)]
             close([g for g in needed if g not in joinable])
-            target = _merge(joinable, open_groups, close) if joinable else next(
+            # an index computation joins only a nest that reads it (rematerialization put
+            # it before its reader); in another it would be stored for nothing
+            unrelated = None if kind in ("index", "window") else next(
                 (g for g in reversed(open_groups) if g.accepts(eqn, kind)), None)
+            target = _merge(joinable, open_groups, close) if joinable else unrelated
             if target is not None and target.accepts(eqn, kind):
                 target.add(eqn, kind)
                 continue

@@ -336,9 +336,23 @@ def lower_group(scope: Scope, group: Group) -> None:
     for eqn, kind in zip(group.members, group.kinds):
         nest.member(eqn, kind)
     last = scope.index
-    stores = [(var, scope.fresh("o")) for eqn in group.members for var in eqn.outputs
-              if var in group.streams and scope.live.last_use.get(var, -1) > last]
+    stores: list[tuple[Var, str]] = []
+    views: list[tuple[Var, Var]] = []  # a reshape of a stored value: a view of its array
+    stored: set[Var] = set()
+    for eqn, kind in zip(group.members, group.kinds):
+        for var in eqn.outputs:
+            if var not in group.streams or scope.live.last_use.get(var, -1) <= last:
+                continue
+            if kind == "alias" and eqn.inputs[0] in stored:
+                views.append((var, eqn.inputs[0]))
+            else:
+                stores.append((var, scope.fresh("o")))
+            stored.add(var)
     nest.write(stores)
+    for var, source in views:
+        name = scope.fresh("a")
+        scope.line(f"{name} = {scope.read(source)}.reshape({shape_text(var.type.shape)})")
+        scope.bind(var, name)
 
 
 LOOP_NEST.append(lower_group)

@@ -21,6 +21,7 @@ from .analysis import Liveness, liveness
 from .errors import NotCompilableError
 from .fusion import Group, plan
 from .rematerialize import rematerialize
+from .schedule import hoist
 from .source import Source, dtype_name, scalar_literal
 
 # A rule writes the statements of one equation and returns the expressions of its outputs.
@@ -61,7 +62,7 @@ class Scope:
 
     def __init__(self, source: Source, options: Options, program: Program,
                  inputs: Sequence[str], owned_inputs: Sequence[Var] = ()):
-        program = rematerialize(program)
+        program = hoist(rematerialize(program))
         self.src, self.options, self.program = source, options, program
         self.env: dict[Var, str] = dict(zip(program.inputs, inputs))
         self.live: Liveness = liveness(program, owned_inputs)
