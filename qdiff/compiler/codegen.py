@@ -69,13 +69,12 @@ def generate(program: Program, options: Options) -> Generated:
     >>> p = qdiff.trace(lambda x: qnp.sum(qnp.sin(x) * 2.0), np.zeros(3))
     >>> print(generate(p, Options()).source.split("def ")[1])  # doctest: +NORMALIZE_WHITESPACE
     kernel(a0):
-        f2 = a0.reshape(-1)
-        acc5 = 0.0
+        acc4 = 0.0
         for i1 in range(3):
-            e3 = np.sin(f2[i1])
-            e4 = (e3 * 2.0)
-            acc5 = acc5 + e4
-        return (acc5,)
+            e2 = np.sin(a0[i1])
+            e3 = (e2 * 2.0)
+            acc4 = acc4 + e3
+        return (acc4,)
     <BLANKLINE>
     """
     source = Source()

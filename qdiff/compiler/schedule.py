@@ -27,10 +27,12 @@ def hoist(program: Program) -> Program:
     the last definition of its operands.
 
     >>> import numpy as np, qdiff, qdiff.numpy as qnp
-    >>> p = qdiff.trace(lambda x, y: (qnp.sum(x * 2.0) + qnp.sum(y), qnp.sum(x)),
+    >>> p = qdiff.trace(lambda x, y: (qnp.sum(y * 2.0), qnp.exp(x), qnp.sum(qnp.exp(x))),
     ...                 np.ones(3), np.ones(4))
-    >>> [e.primitive.name for e in hoist(p).eqns]
-    ['mul', 'reduce_sum', 'reduce_sum', 'reduce_sum', 'add']
+    >>> [e.primitive.name for e in p.eqns]
+    ['mul', 'reduce_sum', 'exp', 'exp', 'reduce_sum']
+    >>> [e.primitive.name for e in hoist(p).eqns]   # each sum next to what it sums
+    ['exp', 'reduce_sum', 'exp', 'mul', 'reduce_sum']
     """
     order: list[Eqn] = []
     floor = 0  # nothing moves above an effectful equation
