@@ -337,17 +337,19 @@ def lower_group(scope: Scope, group: Group) -> None:
         nest.member(eqn, kind)
     last = scope.index
     stores: list[tuple[Var, str]] = []
-    views: list[tuple[Var, Var]] = []  # a reshape of a stored value: a view of its array
-    stored: set[Var] = set()
+    views: list[tuple[Var, Var]] = []  # reshapes of one stored value: views of its array
+    origin: dict[Var, Var] = {}        # a reshape (in C order) -> the value it relabels
+    stored: dict[Var, Var] = {}        # origin -> the var whose array holds it
     for eqn, kind in zip(group.members, group.kinds):
         for var in eqn.outputs:
+            origin[var] = origin.get(eqn.inputs[0], eqn.inputs[0]) if kind == "alias" else var
             if var not in group.streams or scope.live.last_use.get(var, -1) <= last:
                 continue
-            if kind == "alias" and eqn.inputs[0] in stored:
-                views.append((var, eqn.inputs[0]))
+            if origin[var] in stored:
+                views.append((var, stored[origin[var]]))
             else:
                 stores.append((var, scope.fresh("o")))
-            stored.add(var)
+                stored[origin[var]] = var
     nest.write(stores)
     for var, source in views:
         name = scope.fresh("a")

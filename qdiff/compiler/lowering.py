@@ -18,6 +18,7 @@ from ..ir.core import Eqn, Literal, Program, Var
 from ..ir.primitives import Primitive
 from ..ir.types import Tensor
 from .analysis import Liveness, liveness
+from .duplicates import merge_repeated_outputs
 from .errors import NotCompilableError
 from .fusion import Group, plan
 from .rematerialize import rematerialize
@@ -62,7 +63,7 @@ class Scope:
 
     def __init__(self, source: Source, options: Options, program: Program,
                  inputs: Sequence[str], owned_inputs: Sequence[Var] = ()):
-        program = hoist(rematerialize(program))
+        program = hoist(rematerialize(merge_repeated_outputs(program)))
         self.src, self.options, self.program = source, options, program
         self.env: dict[Var, str] = dict(zip(program.inputs, inputs))
         self.live: Liveness = liveness(program, owned_inputs)
