@@ -136,3 +136,12 @@ def test_constants_never_share_a_name_with_a_local():
                 if isinstance(t, ast.Name)}
     assert parameters & assigned == set()
     assert any(p.startswith("const") for p in parameters)
+
+
+def test_power_with_an_array_of_exponents_compiles():
+    """Regression: ``x ** [-0.7, -1.7, 0.2]`` (a literal array exponent) failed to compile
+    ("only 0-dimensional arrays can be converted to Python scalars")."""
+    exponents = np.array([-0.7, -1.7, 0.2])
+    program = qdiff.trace(lambda x: x ** exponents, np.ones(3))
+    x = np.array([0.5, 1.5, 2.5])
+    assert_agree(CompiledProgram(program)(x), program(x), "power")

@@ -51,7 +51,8 @@ def scalar_expression(eqn: Eqn, args: list[str]) -> str:
     elements, in the result's dtype."""
     exponent = eqn.inputs[-1]
     if eqn.primitive.name == "pow" and isinstance(exponent, Literal) \
-            and exponent.value.dtype.kind == "f" and float(exponent.value) == 2.0:
+            and exponent.value.dtype.kind == "f" and exponent.value.shape == () \
+            and float(exponent.value) == 2.0:
         # x * x is pow(x, 2) correctly rounded, at the cost of one multiply
         return f"({args[0]} * {args[0]})"
     return cast(SCALAR[eqn.primitive](eqn, args), eqn.outputs[0].type.dtype)
