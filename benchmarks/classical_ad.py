@@ -3,12 +3,15 @@ when installed), primal and gradient, compile time reported apart.
 
     taskset -c 0 python benchmarks/classical_ad.py            # every workload
     taskset -c 0 python benchmarks/classical_ad.py --quick    # small sizes, seconds
+    taskset -c 0 python benchmarks/classical_ad.py --only gmm --engines "qdiff numba" "jax jit"
     python benchmarks/classical_ad.py --threads 2             # check the pinning holds
     python benchmarks/classical_ad.py --backend numba-cuda    # qdiff.jit's CUDA target too (a GPU)
 
 Every engine runs on the same number of threads (``--threads``, default 1: Numba's pool,
 BLAS and XLA's Eigen pool are pinned before they load). Times are the best of several runs
-in one process; ratios compare engines measured in the same run.
+in one process, in CPU time of the process by default (``--clock wall`` for wall time:
+on a busy machine a call longer than a scheduler slice is rarely left alone); ratios
+compare engines measured in the same run.
 
 Workloads (the classical AD issue's list):
 - recurrence: ``x = sin(x)·a + b`` for 1000 steps (``fori_loop``), gradient in (a, b);
@@ -173,8 +176,11 @@ def workloads(quick: bool) -> list[Workload]:
 
 
 # --------------------------------------------------------------------------------- engines
+CLOCK = "cpu"  # --clock
+
+
 def best_time(fn: Callable[[], Any]) -> float:
-    return common.best_within(fn, budget=2.0)
+    return common.best_within(fn, budget=2.0, clock=CLOCK)
 
 
 def qdiff_engine(jit: bool, backend: str = "numba") -> Callable[[Workload], tuple]:
@@ -257,12 +263,13 @@ def torch_engine() -> Callable[[Workload], tuple] | None:
 
 
 def _measure(primal: Callable[[], Any], gradient: Callable[[], Any]) -> tuple:
-    start = time.perf_counter()
+    timer = time.process_time if CLOCK == "cpu" else time.perf_counter
+    start = timer()
     primal()
-    first_primal = time.perf_counter() - start
-    start = time.perf_counter()
+    first_primal = timer() - start
+    start = timer()
     result = gradient()
-    first_gradient = time.perf_counter() - start
+    first_gradient = timer() - start
     primal_time, gradient_time = best_time(primal), best_time(gradient)
     compile_time = max(0.0, first_primal - primal_time) + max(0.0, first_gradient - gradient_time)
     return primal_time, gradient_time, compile_time, result
@@ -288,6 +295,11 @@ def _require_gpu(parser: argparse.ArgumentParser) -> None:
                      "(install the 'gpu' extra on a machine with one)")
 
 
+ENGINES = {"qdiff interpreter": lambda: qdiff_engine(False),
+           "qdiff numba": lambda: qdiff_engine(True), "jax jit": jax_engine,
+           "pytorch": torch_engine}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes")
@@ -295,15 +307,22 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", help="workload names to run")
     parser.add_argument("--backend", action="append", choices=("numba-cuda",), default=[],
                         help="also run qdiff.jit on this back end (numba-cuda: needs a GPU)")
+    parser.add_argument("--engines", nargs="*", choices=list(ENGINES),
+                        help="engines to run (default: all; results are checked against "
+                        "the first one run)")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                        help="time the process's CPU (default: robust on a shared machine) "
+                        "or the wall clock")
     options = parser.parse_args()
+    global CLOCK
+    CLOCK = options.clock
     common.pin_threads(options.threads, xla=True)
     import numpy as np
 
     if "numba-cuda" in options.backend:
         _require_gpu(parser)
-    engines = [("qdiff interpreter", qdiff_engine(False)), ("qdiff numba", qdiff_engine(True)),
-               *((f"qdiff {b}", qdiff_engine(True, b)) for b in options.backend),
-               ("jax jit", jax_engine()), ("pytorch", torch_engine())]
+    engines = [(name, ENGINES[name]()) for name in options.engines or ENGINES]
+    engines += [(f"qdiff {b}", qdiff_engine(True, b)) for b in options.backend]
     print(f"threads per engine: {options.threads}; times in ms (best of several), compile "
           "time (first call minus best) apart")
     header = ["workload", "size", "engine", "primal", "gradient", "grad/primal", "compile s",
@@ -313,7 +332,7 @@ def main() -> None:
         if options.only and w.name not in options.only:
             continue
         measured = {name: engine(w) for name, engine in engines if engine is not None}
-        reference = _flat(measured["qdiff interpreter"][3])
+        reference = _flat(next(iter(measured.values()))[3])
         jax_gradient = measured.get("jax jit", (None, None))[1]
         for name, (primal, gradient, compile_time, result) in measured.items():
             agrees = np.allclose(_flat(result), reference, rtol=1e-8, atol=1e-10)

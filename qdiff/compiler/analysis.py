@@ -17,9 +17,31 @@ from ..ir.core import Eqn, Program, Var
 
 # primitives whose compiled form returns a view of their first operand
 VIEW_PRIMITIVES = {"reshape", "stop_gradient"}
-# primitives whose compiled form returns a new array (not a view of an operand)
-# (loop and while outputs are fresh: the loop protocol copies any carry it does not own)
+# primitives whose outputs are not fresh arrays (loop and while outputs are fresh: the loop
+# protocol copies any carry it does not own)
 _NOT_FRESH = VIEW_PRIMITIVES | {"cond"}
+
+
+def leading_block(eqn: Eqn) -> bool:
+    """Whether ``eqn`` is a ``slice`` (unit strides) or ``dynamic_slice`` that keeps every
+    axis but the first whole: a block of rows, which a C-contiguous array has as a
+    C-contiguous view (``x[a:b]``), so it is compiled as one instead of a copy."""
+    name = eqn.primitive.name
+    if name not in ("slice", "dynamic_slice"):
+        return False
+    shape = eqn.inputs[0].type.shape
+    if not shape:
+        return False
+    if name == "dynamic_slice":
+        return tuple(eqn.params["sizes"][1:]) == tuple(shape[1:])
+    start, limit, strides = eqn.params["start"], eqn.params["limit"], eqn.params["strides"]
+    return all(s == 1 for s in strides) and all(
+        a == 0 and b == d for a, b, d in zip(start[1:], limit[1:], shape[1:]))
+
+
+def returns_view(eqn: Eqn) -> bool:
+    """Whether ``eqn``'s compiled form returns a view of its first operand."""
+    return eqn.primitive.name in VIEW_PRIMITIVES or leading_block(eqn)
 
 
 @dataclass
@@ -62,9 +84,10 @@ def liveness(program: Program, owned_inputs: Iterable[Var] = ()) -> Liveness:
 
 
 def _note_outputs(result: Liveness, eqn: Eqn) -> None:
-    name = eqn.primitive.name
-    if name in VIEW_PRIMITIVES and isinstance(eqn.inputs[0], Var):
-        result.root[eqn.outputs[0]] = result.root_of(eqn.inputs[0])
-    elif name not in _NOT_FRESH:
+    if returns_view(eqn):
+        if isinstance(eqn.inputs[0], Var):
+            result.root[eqn.outputs[0]] = result.root_of(eqn.inputs[0])
+        # a view of a literal belongs to no one: never updated in place
+    elif eqn.primitive.name not in _NOT_FRESH:
         result.owned_roots.update(eqn.outputs)
 

@@ -12,7 +12,9 @@ import numba
 import numpy as np
 
 from ..ir.core import Literal, Program
+from ..ir.types import Tensor
 from . import runtime
+from .analysis import Liveness, liveness
 from .lowering import Options, Scope
 from .source import Source
 
@@ -49,6 +51,17 @@ class Generated:
     messages: list[tuple[type[Exception], str]]
 
 
+def _shares_a_constant(atom: object, live: Liveness, program: Program) -> bool:
+    """Whether an output array may be (a view of) one of the module's constants: neither
+    allocated by the program nor a view of an input."""
+    if not (isinstance(atom.type, Tensor) and atom.type.shape):
+        return False
+    if isinstance(atom, Literal):
+        return True
+    root = live.root_of(atom)
+    return root not in live.owned_roots and root not in program.inputs
+
+
 def generate(program: Program, options: Options) -> Generated:
     """Python source of a Numba function computing ``program``.
 
@@ -56,13 +69,12 @@ def generate(program: Program, options: Options) -> Generated:
     >>> p = qdiff.trace(lambda x: qnp.sum(qnp.sin(x) * 2.0), np.zeros(3))
     >>> print(generate(p, Options()).source.split("def ")[1])  # doctest: +NORMALIZE_WHITESPACE
     kernel(a0):
-        f2 = a0.reshape(-1)
-        acc5 = 0.0
+        acc4 = 0.0
         for i1 in range(3):
-            e3 = np.sin(f2[i1])
-            e4 = (e3 * 2.0)
-            acc5 = acc5 + e4
-        return (acc5,)
+            e2 = np.sin(a0[i1])
+            e3 = (e2 * 2.0)
+            acc4 = acc4 + e3
+        return (acc4,)
     <BLANKLINE>
     """
     source = Source()
@@ -81,10 +93,11 @@ def function_body(program: Program, options: Options, source: Source,
     ``scope_type`` into ``source``."""
     inputs = [f"a{k}" for k in range(len(program.inputs))]
     outputs = scope_type(source, options, program, inputs).lower()
-    # a returned constant is copied: the caller may write to what it gets
-    outputs = [f"{text}.copy()" if isinstance(atom, Literal) and atom.value.shape else text
+    # a returned constant (or a view of one) is copied: the caller may write to what it gets
+    live = liveness(program)
+    outputs = [f"{text}.copy()" if _shares_a_constant(atom, live, program) else text
                for atom, text in zip(program.outputs, outputs)]
-    params = ", ".join([*inputs, *(f"k{k}" for k in range(len(source.constants)))])
+    params = ", ".join([*inputs, *(f"const{k}" for k in range(len(source.constants)))])
     body = "\n".join(source.lines) + "\n"
     body += f"    return ({''.join(f'{o}, ' for o in outputs).rstrip()})\n"
     return params, body

@@ -3,8 +3,10 @@
 Rewrite rule (one loop nest per group). Let ``e_1 … e_k`` be array equations over the same
 number n of elements, each of them an elementwise operation (a primitive flagged
 ``elementwise``, or a ``map`` whose lambda is elementwise on scalars), a ``broadcast_in_dim``
-or ``iota`` (an index computation), a ``reshape`` of a group value (a relabelling of the same
-elements in C order) or a ``reduce_{sum,prod,max,min}`` of n elements. Then::
+or ``iota`` (an index computation), a ``slice``, ``concatenate`` or zero padding (a
+``scatter`` of rows into zeros: each element reads its operands at shifted positions), a
+``reshape`` of a group value (a relabelling of the same elements in C order) or a
+``reduce_{sum,prod,max,min}`` of n elements. Then::
 
     y_1 = e_1(…); …; y_k = e_k(…)
   ⇒
@@ -25,8 +27,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..ir.core import Eqn, Program, Var
+import numpy as np
+
+from ..ir.core import Eqn, Literal, Program, Var
 from ..ir.types import Tensor
+from .analysis import leading_block
 
 # reduction primitive -> the scalar monoid it folds with
 REDUCTIONS = {"reduce_sum": "add", "reduce_prod": "mul", "reduce_max": "max",
@@ -68,7 +73,32 @@ def member_kind(eqn: Eqn) -> str | None:
         return "alias"
     if name == "einsum" and out.shape and summed_size(eqn) <= DIRECT_CONTRACTION:
         return "contraction"
+    if out.shape and (name == "concatenate" or (name == "slice" and not leading_block(eqn))
+                      or zero_padding(eqn) is not None):
+        return "window"
     return None
+
+
+def zero_padding(eqn: Eqn) -> int | None:
+    """For a ``scatter`` of rows into zeros at the literal indices ``a, a+1, …`` (in
+    bounds): ``a``, the first row it writes. Such a scatter is a zero padding (the
+    derivative of a slice), an element expression instead of a copied array. None
+    otherwise."""
+    if eqn.primitive.name != "scatter":
+        return None
+    dest, indices = eqn.inputs[0], eqn.inputs[1]
+    if not (isinstance(dest, Literal) and isinstance(indices, Literal)) \
+            or indices.value.ndim != 1 or indices.value.size == 0:
+        return None
+    zero = dest.value == 0
+    if not (np.all(zero) and not np.any(np.signbit(dest.value))):
+        return None
+    first = int(indices.value[0])
+    expected = np.arange(first, first + indices.value.size)
+    if first < 0 or expected[-1] >= dest.type.shape[0] \
+            or not np.array_equal(indices.value, expected):
+        return None
+    return first
 
 
 # Contractions summing at most this many products per element run as a loop inside the
@@ -147,7 +177,7 @@ class Group:
 
     def requirement(self, eqn: Eqn, kind: str) -> tuple[int, ...] | None:
         """The shape whose multi-index the member needs (None: the flat index does)."""
-        if kind in ("index", "contraction"):
+        if kind in ("index", "contraction", "window"):
             return eqn.outputs[0].type.shape
         if kind == "reduction":
             shape, axes = eqn.inputs[0].type.shape, eqn.params["axes"]
@@ -164,7 +194,7 @@ class Group:
             return False  # needs a finished reduction
         if kind == "alias" and inputs[0] not in self.streams:
             return False
-        if kind == "contraction" and any(a in self.produced for a in inputs):
+        if kind in ("contraction", "window") and any(a in self.produced for a in inputs):
             return False  # operands are read at other positions than the element's
         if kind == "index" and inputs and inputs[0] in self.streams \
                 and inputs[0].type.size != self.size:
@@ -238,8 +268,11 @@ def plan(eqns: Sequence[Eqn]) -> list[Eqn | Group]:
             # join (independent of each other) merge into one nest with it
             joinable = [g for g in needed if g.accepts(eqn, kind)]
             close([g for g in needed if g not in joinable])
-            target = _merge(joinable, open_groups, close) if joinable else next(
+            # an index computation joins only a nest that reads it (rematerialization put
+            # it before its reader); in another it would be stored for nothing
+            unrelated = None if kind in ("index", "window") else next(
                 (g for g in reversed(open_groups) if g.accepts(eqn, kind)), None)
+            target = _merge(joinable, open_groups, close) if joinable else unrelated
             if target is not None and target.accepts(eqn, kind):
                 target.add(eqn, kind)
                 continue

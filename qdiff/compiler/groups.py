@@ -17,7 +17,7 @@ from ..classical.linalg import parse_spec
 from ..ir.core import Eqn, Var
 from ..ir.primitives import get_primitive
 from ..ir.types import Tensor
-from .fusion import REDUCTIONS, Group, member_kind, merge_runs
+from .fusion import REDUCTIONS, Group, member_kind, merge_runs, zero_padding
 from .lowering import LOOP_NEST, Scope, empty, rule, shape_text
 from .rules.elementwise import scalar_expression
 from .source import cast, dtype_name, scalar_literal
@@ -58,6 +58,9 @@ class _Nest:
         self.flat = scope.fresh("k") if len(self.shape) > 1 else self.index[0]
         self.elements: dict[Var, str] = {}
         self.flat_views: dict[int, str] = {}  # id(operand) -> its flat view
+        self.element_reads: set[Var] = set()  # arrays read at the current element only
+        self.other_reads: set[Var] = set()    # arrays read at other positions
+        self.reused: set[Var] = set()         # operands whose arrays hold a result
         self.before: list[str] = []      # statements before the nest
         self.after: list[str] = []       # statements after it
         self.body: list[str] = []        # statements at the innermost level
@@ -78,6 +81,16 @@ class _Nest:
         runs = merge_runs(self.shape, shape)
         return [self.index_of(run) for run in runs]
 
+    def position(self, shape: tuple[int, ...]) -> str | None:
+        """The index of the current element in an array of ``shape`` (one of the group's
+        size), addressed directly: no flattened view to make, which costs a call and a
+        reference count in compiled code. None when ``shape`` is no merge of the loop's."""
+        if len(shape) == 1:
+            return self.flat
+        if merge_runs(self.shape, shape) is None:
+            return None
+        return ", ".join(self.multi_index(shape))
+
     # --------------------------------------------------------------- operands
     def element(self, atom: object) -> str:
         """The current element of an operand of a member."""
@@ -85,12 +98,21 @@ class _Nest:
             return self.scope.read(atom)
         if isinstance(atom, Var) and atom in self.elements:
             return self.elements[atom]
+        if isinstance(atom, Var):
+            self.element_reads.add(atom)
+        position = self.position(atom.type.shape)
+        if position is not None:
+            return f"{self.scope.read(atom)}[{position}]"
         view = self.flat_views.get(id(atom))
         if view is None:
             view = self.scope.fresh("f")
             self.before.append(f"{view} = {self.scope.read(atom)}.reshape(-1)")
             self.flat_views[id(atom)] = view
         return f"{view}[{self.flat}]"
+
+    def read_elsewhere(self, atom: object) -> None:
+        if isinstance(atom, Var):
+            self.other_reads.add(atom)
 
     def assign(self, var: Var, expression: str) -> None:
         name = self.scope.fresh("e")
@@ -107,6 +129,8 @@ class _Nest:
             self.index_member(eqn)
         elif kind == "contraction":
             self.contraction(eqn)
+        elif kind == "window":
+            self.window(eqn)
         else:
             self.reduction(eqn)
 
@@ -137,9 +161,51 @@ class _Nest:
         if operand.type.shape == ():
             self.elements[eqn.outputs[0]] = self.scope.read(operand)
             return
+        self.read_elsewhere(operand)
         dims = eqn.params["broadcast_dimensions"]
         picks = ["0" if size == 1 else multi[d] for size, d in zip(operand.type.shape, dims)]
         self.assign(eqn.outputs[0], f"{self.scope.read(operand)}[{', '.join(picks)}]")
+
+    def window(self, eqn: Eqn) -> None:
+        """A slice, concatenation or zero padding: the element reads an operand (stored,
+        never a member of this nest) at a shifted position."""
+        out: Tensor = eqn.outputs[0].type
+        multi = [f"({m})" for m in self.multi_index(out.shape)]
+        name = eqn.primitive.name
+
+        def at(atom: object, picks: list[str]) -> str:
+            self.read_elsewhere(atom)
+            return f"{self.scope.read(atom)}[{', '.join(picks)}]"
+
+        if name == "slice":
+            picks = [f"{a} + {m} * {s}" if s != 1 else f"{a} + {m}" if a else m for a, m, s
+                     in zip(eqn.params["start"], multi, eqn.params["strides"])]
+            self.assign(eqn.outputs[0], at(eqn.inputs[0], picks))
+            return
+        if name == "concatenate":
+            axis = eqn.params["axis"]
+            offsets, end = [], 0
+            for operand in eqn.inputs:
+                offsets.append(end)
+                end += operand.type.shape[axis]
+
+            def piece(k: int) -> str:
+                picks = list(multi)
+                picks[axis] = f"{multi[axis]} - {offsets[k]}" if offsets[k] else multi[axis]
+                return at(eqn.inputs[k], picks)
+
+            expression = piece(len(eqn.inputs) - 1)
+            for k in range(len(eqn.inputs) - 2, -1, -1):
+                bound = offsets[k] + eqn.inputs[k].type.shape[axis]
+                expression = f"({piece(k)} if {multi[axis]} < {bound} else {expression})"
+            self.assign(eqn.outputs[0], expression)
+            return
+        first = zero_padding(eqn)
+        count = eqn.inputs[1].type.shape[0]
+        values = at(eqn.inputs[2], [f"{multi[0]} - {first}", *multi[1:]])
+        zero = scalar_literal(0, out.np_dtype)
+        self.assign(eqn.outputs[0],
+                    f"({values} if {first} <= {multi[0]} < {first + count} else {zero})")
 
     def contraction(self, eqn: Eqn) -> None:
         a_term, b_term, out_term = parse_spec(eqn.params["spec"])
@@ -155,6 +221,8 @@ class _Nest:
             position[c] = self.scope.fresh("j")
             self.body.append(f"{indent}for {position[c]} in range({sizes[c]}):")
             indent += "    "
+        for operand in eqn.inputs:
+            self.read_elsewhere(operand)
         a, b = (self.scope.read(x) for x in eqn.inputs)
         left = f"{a}[{', '.join(position[c] for c in a_term)}]" if a_term else a
         right = f"{b}[{', '.join(position[c] for c in b_term)}]" if b_term else b
@@ -214,14 +282,27 @@ class _Nest:
         scope = self.scope
         for line in self.before:
             scope.line(line)
+        reshaped = []
         for var, array in stores:
-            scope.line(f"{array} = {empty((self.group.size,), var.type.np_dtype)}")
-            self.body.append(f"{array}[{self.flat}] = {self.elements[var]}")
+            reused = self.reusable(var)
+            position = self.position(var.type.shape)
+            if reused is not None:
+                self.body.append(f"{reused}[{position}] = {self.elements[var]}")
+                scope.bind(var, reused)
+            elif position is not None:
+                scope.line(f"{array} = {empty(var.type.shape, var.type.np_dtype)}")
+                self.body.append(f"{array}[{position}] = {self.elements[var]}")
+                scope.bind(var, array)
+            else:
+                scope.line(f"{array} = {empty((self.group.size,), var.type.np_dtype)}")
+                self.body.append(f"{array}[{self.flat}] = {self.elements[var]}")
+                reshaped.append((var, array))
         self._level(0)
-        self.bind_stores(stores)
+        self.bind_stores(reshaped)
 
     def bind_stores(self, stores: list[tuple[Var, str]]) -> None:
-        """Bind each stored value to its array, shaped as the value."""
+        """Bind each value stored flat (one element per point of the nest) to its array,
+        shaped as the value."""
         scope = self.scope
         for var, array in stores:
             shape = var.type.shape
@@ -231,6 +312,26 @@ class _Nest:
                 name = scope.fresh("a")
                 scope.line(f"{name} = {array}.reshape({shape_text(shape)})")
                 scope.bind(var, name)
+
+    def reusable(self, var: Var) -> str | None:
+        """An operand array the nest may store ``var`` into, element for element: of its
+        shape and dtype, read only at the current element (so each element is read
+        before it is overwritten), sharing its memory with no other operand, owned and
+        dead after the nest (an adjoint accumulated in place, a loop carry updated in
+        place). None when there is none; each is taken once."""
+        scope, live = self.scope, self.scope.live
+        reads = self.element_reads | self.other_reads
+        for operand in sorted(self.element_reads - self.other_reads, key=lambda v: v.uid):
+            if operand.type != var.type or operand in self.reused \
+                    or self.position(var.type.shape) is None \
+                    or not scope.can_overwrite(operand):
+                continue
+            root = live.root_of(operand)
+            if any(live.root_of(other) is root for other in reads if other is not operand):
+                continue
+            self.reused.add(operand)
+            return scope.read(operand)
+        return None
 
     def _level(self, level: int) -> None:
         scope = self.scope
@@ -256,9 +357,25 @@ def lower_group(scope: Scope, group: Group, nest_type: type[_Nest] = _Nest) -> N
     for eqn, kind in zip(group.members, group.kinds):
         nest.member(eqn, kind)
     last = scope.index
-    stores = [(var, scope.fresh("o")) for eqn in group.members for var in eqn.outputs
-              if var in group.streams and scope.live.last_use.get(var, -1) > last]
+    stores: list[tuple[Var, str]] = []
+    views: list[tuple[Var, Var]] = []  # reshapes of one stored value: views of its array
+    origin: dict[Var, Var] = {}        # a reshape (in C order) -> the value it relabels
+    stored: dict[Var, Var] = {}        # origin -> the var whose array holds it
+    for eqn, kind in zip(group.members, group.kinds):
+        for var in eqn.outputs:
+            origin[var] = origin.get(eqn.inputs[0], eqn.inputs[0]) if kind == "alias" else var
+            if var not in group.streams or scope.live.last_use.get(var, -1) <= last:
+                continue
+            if origin[var] in stored:
+                views.append((var, stored[origin[var]]))
+            else:
+                stores.append((var, scope.fresh("o")))
+                stored[origin[var]] = var
     nest.write(stores)
+    for var, source in views:
+        name = scope.fresh("a")
+        scope.line(f"{name} = {scope.read(source)}.reshape({shape_text(var.type.shape)})")
+        scope.bind(var, name)
 
 
 LOOP_NEST.append(lower_group)

@@ -18,8 +18,11 @@ from ..ir.core import Eqn, Literal, Program, Var
 from ..ir.primitives import Primitive
 from ..ir.types import Tensor
 from .analysis import Liveness, liveness
+from .duplicates import merge_repeated_outputs
 from .errors import NotCompilableError
 from .fusion import Group, plan
+from .rematerialize import rematerialize
+from .schedule import hoist
 from .source import Source, dtype_name, scalar_literal
 
 # A rule writes the statements of one equation and returns the expressions of its outputs.
@@ -60,6 +63,7 @@ class Scope:
 
     def __init__(self, source: Source, options: Options, program: Program,
                  inputs: Sequence[str], owned_inputs: Sequence[Var] = ()):
+        program = hoist(rematerialize(merge_repeated_outputs(program)))
         self.src, self.options, self.program = source, options, program
         self.env: dict[Var, str] = dict(zip(program.inputs, inputs))
         self.live: Liveness = liveness(program, owned_inputs)
@@ -74,6 +78,8 @@ class Scope:
                 self.readers.setdefault(atom, []).append(None)
         # one-element arrays held as their element, when no reader needs the array
         self.elements: dict[Var, str] = {}
+        # one-row views (of a leading-axis block): the array and the row's index
+        self.rows: dict[Var, tuple[str, str]] = {}
 
     # ------------------------------------------------------------------ values
     def read(self, atom: Any) -> str:

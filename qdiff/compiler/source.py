@@ -132,7 +132,7 @@ class Source:
         name = self._constant_names.get(key)
         if name is None:
             self._keys.append(array)  # alive while named: its id is the key
-            name = f"k{len(self.constants)}"
+            name = f"const{len(self.constants)}"
             # a writable copy: Numba types read-only arrays apart, and loop carries that
             # start as a constant must unify with the arrays the loop body makes
             self.constants.append(np.array(array, copy=True, order="C"))

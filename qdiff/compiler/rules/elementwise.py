@@ -51,7 +51,7 @@ def scalar_expression(eqn: Eqn, args: list[str]) -> str:
     elements, in the result's dtype."""
     exponent = eqn.inputs[-1]
     if eqn.primitive.name == "pow" and isinstance(exponent, Literal) \
-            and exponent.value.shape == () and exponent.value.dtype.kind == "f" \
+            and exponent.value.dtype.kind == "f" and exponent.value.shape == () \
             and float(exponent.value) == 2.0:
         # x * x is pow(x, 2) correctly rounded, at the cost of one multiply
         return f"({args[0]} * {args[0]})"

@@ -22,6 +22,7 @@ from ...classical.shape import (
 )
 from ...ir.core import Eqn, Var
 from ...ir.errors import QdiffError
+from ..analysis import leading_block
 from ..lowering import Scope, rule, shape_text
 
 
@@ -53,6 +54,14 @@ def _writes_element(eqn: Eqn, var: Var) -> bool:
         and eqn.inputs[0] is not var
 
 
+def _rows(scope: Scope, eqn: Eqn, operand: str, start: str, count: int) -> list[str]:
+    """A block of ``count`` rows from ``start``: a view; one row is remembered, so that a
+    reshape dropping its leading axis becomes ``operand[start]`` (no reshape call)."""
+    if count == 1:
+        scope.rows[eqn.outputs[0]] = (operand, start)
+    return _bind(scope, f"{operand}[{start}:{start} + {count}]")
+
+
 @rule(reshape_p)
 def _reshape(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     source, target = eqn.inputs[0].type.shape, eqn.params["shape"]
@@ -62,6 +71,9 @@ def _reshape(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     if source == () and scope.only_read_by(out, _writes_element):
         scope.elements[out] = args[0]
         return [args[0]]
+    if operand in scope.rows and tuple(target) == tuple(source[1:]):
+        base, start = scope.rows[operand]
+        return _bind(scope, f"{base}[{start}]")
     return _bind(scope, reshape_text(scope, args[0], source, target))
 
 
@@ -85,8 +97,10 @@ def _concatenate(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
 
 @rule(slice_p)
 def _slice(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
-    parts = [f"{a}:{b}:{s}" for a, b, s in zip(eqn.params["start"], eqn.params["limit"],
-                                                eqn.params["strides"])]
+    start, limit = eqn.params["start"], eqn.params["limit"]
+    if leading_block(eqn):
+        return _rows(scope, eqn, args[0], str(start[0]), limit[0] - start[0])
+    parts = [f"{a}:{b}:{s}" for a, b, s in zip(start, limit, eqn.params["strides"])]
     return _bind(scope, f"{args[0]}[{', '.join(parts)}].copy()")
 
 
@@ -122,6 +136,8 @@ def _dynamic_slice(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
         (element,) = _bind(scope, f"{args[0]}[{', '.join(begin)}]")
         scope.elements[eqn.outputs[0]] = element
         return [element]
+    if leading_block(eqn):
+        return _rows(scope, eqn, args[0], begin[0], sizes[0])
     return _bind(scope, f"{args[0]}[{block(begin, sizes)}].copy()")
 
 
