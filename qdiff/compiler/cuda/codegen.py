@@ -42,17 +42,17 @@ def generate_cuda(program: Program, options: Options) -> Generated:
     >>> text = generate_cuda(p, Options()).source
     >>> print(text[text.index("@cuda.jit"):text.index("cuda.syncthreads")])
     @cuda.jit(cache=True)
-    def nest10(f2, p6):
-        t7 = cuda.grid(1)
-        acc5 = 0.0
-        if t7 < 3:
-            i1 = t7
-            e3 = np.sin(f2[i1])
-            e4 = (e3 * 2.0)
-            acc5 = acc5 + e4
-        sh8 = cuda.shared.array(4, numba.float64)
-        tx9 = cuda.threadIdx.x
-        sh8[tx9] = acc5
+    def nest9(a0, p5):
+        t6 = cuda.grid(1)
+        acc4 = 0.0
+        if t6 < 3:
+            i1 = t6
+            e2 = np.sin(a0[i1])
+            e3 = (e2 * 2.0)
+            acc4 = acc4 + e3
+        sh7 = cuda.shared.array(4, numba.float64)
+        tx8 = cuda.threadIdx.x
+        sh7[tx8] = acc4
     <BLANKLINE>
     """
     source = KernelSource()
