@@ -69,6 +69,17 @@ def postselected(x):
     return qm.expval("ZI", q)
 
 
+def entangled_postselected(w):
+    """ry(w0) on q0, cx, rx(w1) on q1, postselect q1 = 1: <Z q0>, whose postselection
+    probability depends on both angles."""
+    q = qm.qubits(2)
+    qm.ry(w[0], q[0])
+    qm.cx(q[0], q[1])
+    qm.rx(w[1], q[1])
+    qm.postselect(q[1], 1)
+    return qm.expval("ZI", q)
+
+
 def _benchmarks_common():
     """benchmarks/common.py, loaded from its file: benchmarks/ is a folder of scripts, not a
     package."""

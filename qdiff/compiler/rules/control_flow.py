@@ -31,9 +31,12 @@ def carries_in(scope: Scope, atoms: tuple, exprs: list[str]) -> list[str]:
 
 
 def assign(scope: Scope, names: list[str], exprs: list[str]) -> None:
-    for name, expr in zip(names, exprs):
-        if name != expr:
-            scope.line(f"{name} = {expr}")
+    """``names = exprs`` at once: a body may return its carries permuted (a swap), so
+    assigning one by one could overwrite a carry before it is read."""
+    changed = [(name, expr) for name, expr in zip(names, exprs) if name != expr]
+    if changed:
+        scope.line(f"{', '.join(n for n, _ in changed)}, = "
+                   f"{', '.join(e for _, e in changed)},")
 
 
 @rule(loop_p)

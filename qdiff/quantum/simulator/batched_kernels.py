@@ -28,17 +28,23 @@ DENSE1, DENSE2, CONTROLLED1 = 1, 2, 3
 _FAST = {"nnan", "ninf", "nsz", "contract"}
 
 
+@njit(inline="always", cache=True)
+def _pair_layout(wire, control):  # pragma: no cover - compiled
+    # the loop bounds over amplitude pairs (i, i + 2^wire) where bit `control` is 1
+    # (control < 0: all): stride, the lower and higher wire, the control's mask, and the
+    # strides of the outer and inner loops
+    stride = 1 << wire
+    if control < 0:
+        return stride, wire, wire, 0, 2 * stride, 2 * stride
+    lo, hi = min(wire, control), max(wire, control)
+    return stride, lo, hi, 1 << control, 2 << hi, 2 << lo
+
+
 @njit(inline="always", cache=True, fastmath=_FAST)
 def _pair_loops(row, wire, control, m00, m01, m10, m11):  # pragma: no cover - compiled
     # amplitude pairs (i, i + 2^wire), only where bit `control` is 1 (control < 0: all);
     # the innermost loops run over contiguous indices, without a branch
-    stride = 1 << wire
-    if control < 0:
-        lo, hi, on = wire, wire, 0
-        outer = inner = 2 * stride
-    else:
-        lo, hi, on = min(wire, control), max(wire, control), 1 << control
-        outer, inner = 2 << hi, 2 << lo
+    stride, lo, hi, on, outer, inner = _pair_layout(wire, control)
     for a in range(0, row.shape[0], outer):
         for c in range(a + on, a + on + (1 << hi), inner):
             for i in range(c, c + (1 << lo)):
@@ -102,13 +108,7 @@ def _undo_loops(row, adj, wire, control, a00, a01, a10, a11, gen,
                 pauli):  # pragma: no cover - compiled
     # one pass over the amplitude pairs: the overlap with the generator, then the undo
     g00, g01, g10, g11 = gen[0, 0], gen[0, 1], gen[1, 0], gen[1, 1]
-    stride = 1 << wire
-    if control < 0:
-        lo, hi, on = wire, wire, 0
-        outer = inner = 2 * stride
-    else:
-        lo, hi, on = min(wire, control), max(wire, control), 1 << control
-        outer, inner = 2 << hi, 2 << lo
+    stride, lo, hi, on, outer, inner = _pair_layout(wire, control)
     total = 0j
     for a in range(0, row.shape[0], outer):
         for c in range(a + on, a + on + (1 << hi), inner):

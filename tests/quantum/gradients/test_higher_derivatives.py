@@ -9,7 +9,7 @@ reverse mode. What cannot be differentiated is an error that names it.
 import numpy as np
 import pytest
 from oracles import central_difference_jacobian
-from quantum_programs_lib import coin_loop, until_one, von_neumann
+from quantum_programs_lib import coin_loop, entangled_postselected, until_one, von_neumann
 
 import qdiff
 import qdiff.numpy as qnp
@@ -221,14 +221,9 @@ def test_several_registers_hessian_matches_differences_of_the_gradient():
                                hessian_by_differences(two_registers, x), atol=1e-7)
 
 
-@qdiff.program
-def postselected(w):
-    q = qm.qubits(2)
-    qm.ry(w[0], q[0])
-    qm.cx(q[0], q[1])
-    qm.rx(w[1], q[1])
-    qm.postselect(q[1], 1)
-    return qm.expval("ZI", q)
+
+
+postselected = qdiff.program(entangled_postselected)
 
 
 def test_postselected_value_hessian_matches_differences_of_the_gradient():

@@ -4,6 +4,7 @@ not depend on an angle got a nonzero derivative)."""
 
 import numpy as np
 import pytest
+from quantum_programs_lib import entangled_postselected
 
 import qdiff
 from qdiff import quantum as qm
@@ -18,14 +19,7 @@ def conditioned(w):
     return qm.expval("ZI", q), qm.expval("IZ", q)   # cos w0 and -1, whatever w1
 
 
-@qdiff.program
-def entangled(w):
-    q = qm.qubits(2)
-    qm.ry(w[0], q[0])
-    qm.cx(q[0], q[1])
-    qm.rx(w[1], q[1])
-    qm.postselect(q[1], 1)
-    return qm.expval("ZI", q)
+entangled = qdiff.program(entangled_postselected)
 
 
 def test_postselected_adjoint_gradient_does_not_depend_on_an_angle_the_value_ignores():
