@@ -46,3 +46,14 @@ def test_gradient_of_a_loop_updating_vector_carries_in_place_matches_the_interpr
     args = (0.8, np.array([0.1, -0.2, 0.3]))
     program = qdiff.grad(loss).trace(*args)
     assert_agree(CompiledProgram(program)(*args), program(*args), "in-place carry adjoints")
+
+
+def test_one_array_passed_as_two_carries_is_two_arrays():
+    # both carries were the same array, so each in-place update changed the other too
+    def twice(x):
+        y = x * 1.5
+        return qdiff.fori_loop(0, 3, lambda i, c: (c[0] * 2.0, c[1] + 1.0), (y, y))
+
+    x = np.array([0.5, -1.0, 2.0])
+    program = qdiff.trace(twice, x)
+    assert_agree(CompiledProgram(program)(x), program(x), "one array as two carries")

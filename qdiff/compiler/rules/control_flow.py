@@ -20,11 +20,14 @@ def _is_array(atom: object) -> bool:
 
 
 def carries_in(scope: Scope, atoms: tuple, exprs: list[str]) -> list[str]:
-    """Fresh carry variables holding ``exprs``, arrays owned by the loop."""
-    names = []
+    """Fresh carry variables holding ``exprs``, arrays owned by the loop: a value passed as
+    two carries (a cotangent equal to a primal, say) is copied for the second, since the
+    body may update each carry in place."""
+    names: list[str] = []
     for atom, expr in zip(atoms, exprs):
         name = scope.fresh("c")
-        own = not _is_array(atom) or (isinstance(atom, Var) and scope.can_overwrite(atom))
+        own = not _is_array(atom) or (isinstance(atom, Var) and scope.can_overwrite(atom)
+                                      and expr not in exprs[:len(names)])
         scope.line(f"{name} = {expr}" if own else f"{name} = {expr}.copy()")
         names.append(name)
     return names
