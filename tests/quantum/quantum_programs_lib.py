@@ -69,6 +69,19 @@ def postselected(x):
     return qm.expval("ZI", q)
 
 
+def registers_and_a_branch(x):
+    """Two registers (1 and 2 qubits), a measurement on the second and a branch on its
+    outcome acting on the first."""
+    a = qm.qubits(1)
+    b = qm.qubits(2)
+    qm.ry(x[0], a[0])
+    qm.rx(2 * x[1], b[1])
+    qm.cx(b[1], b[0])
+    bit = qm.measure(b[0])
+    qdiff.cond(bit, lambda: qm.ry(x[0] * x[1], a[0]), lambda: None)
+    return qm.expval("Z", a) + 0.5 * qm.expval("ZZ", b)
+
+
 def entangled_postselected(w):
     """ry(w0) on q0, cx, rx(w1) on q1, postselect q1 = 1: <Z q0>, whose postselection
     probability depends on both angles."""

@@ -9,23 +9,26 @@ reverse mode. What cannot be differentiated is an error that names it.
 import numpy as np
 import pytest
 from oracles import central_difference_jacobian
-from quantum_programs_lib import coin_loop, entangled_postselected, until_one, von_neumann
+from quantum_programs_lib import (
+    coin_loop,
+    entangled_postselected,
+    registers_and_a_branch,
+    until_one,
+    von_neumann,
+)
 
 import qdiff
 import qdiff.numpy as qnp
 from qdiff import quantum as qm
 from qdiff.quantum.gradients.forward_mode import BranchOpensError
+from qdiff.quantum.lang.examples import rotation
 
 
 def hessian_by_differences(f, x):
     return central_difference_jacobian(qdiff.grad(f), x)
 
 
-@qdiff.program
-def rotated(x):
-    q = qm.qubits(1)
-    qm.ry(x, q[0])
-    return qm.expval("Z", q)
+rotated = qdiff.program(rotation)  # <Z> after ry(x): cos x
 
 
 @qdiff.program
@@ -203,16 +206,7 @@ def test_second_derivative_of_a_loop_cut_off_early_warns_and_strict_refuses():
         qdiff.grad(strict)(0.7)
 
 
-@qdiff.program
-def two_registers(x):
-    a = qm.qubits(1)
-    b = qm.qubits(2)
-    qm.ry(x[0], a[0])
-    qm.rx(2 * x[1], b[1])
-    qm.cx(b[1], b[0])
-    bit = qm.measure(b[0])
-    qdiff.cond(bit, lambda: qm.ry(x[0] * x[1], a[0]), lambda: None)
-    return qm.expval("Z", a) + 0.5 * qm.expval("ZZ", b)
+two_registers = qdiff.program(registers_and_a_branch)
 
 
 def test_several_registers_hessian_matches_differences_of_the_gradient():

@@ -8,21 +8,12 @@ buffer, and the adjoint recorder applied its gates to that buffer).
 import numpy as np
 import pytest
 from oracles import central_difference
+from quantum_programs_lib import registers_and_a_branch
 
 import qdiff
 from qdiff import quantum as qm
 
-
-@qdiff.program
-def two_registers(x):
-    a = qm.qubits(1)
-    b = qm.qubits(2)
-    qm.ry(x[0], a[0])
-    qm.rx(2 * x[1], b[1])
-    qm.cx(b[1], b[0])
-    bit = qm.measure(b[0])
-    qdiff.cond(bit, lambda: qm.ry(x[0] * x[1], a[0]), lambda: None)
-    return qm.expval("Z", a) + 0.5 * qm.expval("ZZ", b)
+two_registers = qdiff.program(registers_and_a_branch)
 
 
 @pytest.mark.parametrize("settings", [dict(), dict(method="parameter-shift"),
