@@ -342,6 +342,8 @@ def main() -> None:
                          "yes" if agrees else "NO"])
         rows += [[w.name, w.size, name, "not installed", "", "", "", "", ""]
                  for name, engine in engines if engine is None]
+        for row in rows[-len(engines):]:  # as measured: a run cut short still reports
+            print("  " + " | ".join(row), file=sys.stderr, flush=True)
         rows.append([""] * len(header))
     common.print_table(header, rows[:-1])
 

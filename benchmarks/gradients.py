@@ -5,6 +5,7 @@ gradients and JAX backprop.
     python benchmarks/gradients.py                        # n = 12, 16, 20; L = 5, 10; 1 thread
     python benchmarks/gradients.py --quick                # n = 12, 16; L = 5
     python benchmarks/gradients.py --sizes 20 --layers 10 --threads 2
+    python benchmarks/gradients.py --sizes 20 24 --methods qdiff jax --backend cupy   # a GPU
 
 Circuit: the hardware-efficient ansatz on n qubits, L layers, each RY then RZ on every qubit
 (2nL parameters, all distinct) then a CNOT ladder cx(0,1), ..., cx(n-2,n-1); complex128, from
@@ -62,6 +63,8 @@ def _parse() -> argparse.Namespace:
                     help="largest n for qiskit-rev (its statevector evolution is slow)")
     ap.add_argument("--shift-max-n", type=int, default=12)
     ap.add_argument("--shift-max-layers", type=int, default=5)
+    ap.add_argument("--backend", default=None,
+                    help="qdiff's simulator back end (numpy, numba, cupy: a GPU; default auto)")
     return common.ansatz_defaults(ap.parse_args())
 
 
@@ -102,12 +105,17 @@ def qdiff_program(n: int, layers: int, observable: str) -> Any:
 # ----------------------------------------------------------------------------------- methods
 # Each returns (gradient call, value call) for a problem, or None when not installed; a
 # gradient call returns the gradient as an array shaped like the angles.
+def _backend() -> dict[str, str]:
+    """qdiff's run options for --backend (none: the default back end)."""
+    return {"backend": ARGS.backend} if ARGS is not None and ARGS.backend else {}
+
+
 def qdiff_method(n: int, layers: int, observable: str) -> Any:
     program = qdiff_program(n, layers, observable)
 
     def make(w: np.ndarray) -> tuple[Callable[[], Any], Callable[[], Any]]:
-        return (lambda: np.asarray(qm.gradient(program, w, method="adjoint").grad),
-                lambda: qm.run(program, w).values)
+        return (lambda: np.asarray(qm.gradient(program, w, method="adjoint", **_backend()).grad),
+                lambda: qm.run(program, w, **_backend()).values)
 
     return make
 
@@ -116,8 +124,9 @@ def qdiff_shift_method(n: int, layers: int, observable: str) -> Any:
     program = qdiff_program(n, layers, observable)
 
     def make(w: np.ndarray) -> tuple[Callable[[], Any], Callable[[], Any]]:
-        return (lambda: np.asarray(qm.gradient(program, w, method="parameter-shift").grad),
-                lambda: qm.run(program, w).values)
+        return (lambda: np.asarray(qm.gradient(program, w, method="parameter-shift",
+                                               **_backend()).grad),
+                lambda: qm.run(program, w, **_backend()).values)
 
     return make
 

@@ -59,3 +59,16 @@ def test_gpu_benchmark_without_a_gpu_is_refused_clearly():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert "--backend numba-cuda needs a CUDA GPU" in done.stderr
+
+
+def test_cuda_compiles_on_numpy_without_row_stack(monkeypatch):
+    # numba-cuda registers a GPU np.row_stack when it first compiles; NumPy 2.5 removed the
+    # alias, and every CUDA compilation failed with "module 'numpy' has no attribute
+    # 'row_stack'"
+    from qdiff.gpu.numba_cuda import prepare_numba_cuda  # noqa: PLC0415
+
+    monkeypatch.delattr(np, "row_stack", raising=False)
+    assert "row_stack" not in dir(np)
+    prepare_numba_cuda()
+    assert np.row_stack is np.vstack
+    assert np.row_stack((np.ones(2), np.zeros(2))).shape == (2, 2)

@@ -106,3 +106,4 @@ def _benchmarks_common():
 # hea_program(n, layers, observable): the program the benchmarks time, so that the tests
 # check it too
 hea_program = _benchmarks_common().hea_program
+hea_angles = _benchmarks_common().hea_angles

@@ -10,7 +10,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from numba import cuda
+
+from ...gpu.numba_cuda import prepare_numba_cuda
+
+prepare_numba_cuda()  # before numba.cuda's registries load
+from numba import cuda  # noqa: E402
 
 
 def launch(kernel: Any, blocks: int, threads: int, args: Sequence[Any],

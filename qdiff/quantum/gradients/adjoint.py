@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from ...autodiff.tangents import add_tangents, cast_like, is_differentiable
+from ...gpu import array_module_of
 from ...ir.core import Eqn, Program
 from ...ir.errors import QdiffError
 from ...ir.passes.unpack_scalars import unpack_scalars
@@ -113,7 +114,9 @@ class AdjointRunner(BranchRunner):
 
     def track(self, value: Any) -> tuple[Any, int]:
         """A fresh object for ``value`` and its new node."""
-        fresh = value.view() if isinstance(value, np.ndarray) else np.asarray(value)
+        # device (CuPy) arrays stay where they are: a view is a fresh object there too
+        on_array = isinstance(value, np.ndarray) or array_module_of(value) is not np
+        fresh = value.view() if on_array else np.asarray(value)
         return fresh, self._new(fresh)
 
     def weight_node(self, weight: float) -> int:

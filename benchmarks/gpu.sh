@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# GPU checks and benchmarks in one run, on a machine with an NVIDIA GPU and the `gpu` extra
+# (CuPy, numba-cuda; JAX with CUDA for the peers):
+#
+#     bash benchmarks/gpu.sh [results-folder [part ...]]   # default: gpu-results/, all parts
+#
+# Parts: checks (correctness), classical (classical_ad.py), quantum (gradients.py and
+# statevector_kernels.py).
+#
+# Correctness first (the CUDA target's cases on the device, the CuPy simulator tests, and
+# every program call of tests/ir and tests/loops compiled for the GPU and compared with the
+# interpreter), then timings (qdiff.jit's CUDA target against JAX on the same GPU, and the
+# CuPy statevector simulator against Numba on the CPU and JAX on the GPU). Each step has a
+# time limit and writes its log as it goes, so a step cut short still reports.
+set -u
+cd "$(dirname "$0")/.."
+results=${1:-${OUT:-gpu-results}}
+shift $(($# > 0 ? 1 : 0))
+parts=${*:-checks classical quantum}
+mkdir -p "$results"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false   # JAX shares the GPU with CuPy and numba.cuda
+export NUMBA_CACHE_DIR=/tmp/qdiff-numba-cache QDIFF_CACHE_DIR=/tmp/qdiff-cache
+unset NUMBA_ENABLE_CUDASIM
+
+step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $results/NAME.log
+    local name=$1 limit=$2; shift 2
+    local start=$SECONDS
+    echo "== $name (limit ${limit}s)"
+    timeout "$limit" "$@" >"$results/$name.log" 2>&1
+    local rc=$?
+    echo "   rc=$rc in $((SECONDS - start)) s"
+    tail -n "${TAIL:-15}" "$results/$name.log"
+}
+
+echo "== machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+python -c "import numpy, numba, numba_cuda, cupy; from numba import cuda; \
+print('numpy', numpy.__version__, '| numba', numba.__version__, '| numba-cuda', \
+numba_cuda.__version__, '| cupy', cupy.__version__, '|', cuda.get_current_device().name)"
+
+checks() {  # side by side: 16 cores, one GPU
+    TAIL=0 step cuda_cases 170 python -m tests.compiler.cuda_cases &
+    TAIL=8 step checked_suite 170 python -m pytest -q -p no:cacheprovider -n 10 \
+        --backend numba-cuda-checked tests/ir tests/loops tests/classical &
+    TAIL=30 step cupy_tests 170 python -m pytest -q -p no:cacheprovider -rf \
+        tests/quantum/test_cupy_programs.py tests/quantum/simulator/test_simulator.py \
+        -k "cupy or gpu or GPU"
+    wait
+    python - "$results/cuda_cases.log" <<'SUMMARY'
+import json, sys
+lines = [line for line in open(sys.argv[1]) if line.startswith("{")]
+cases = json.loads(lines[-1]) if lines else {}
+failed = {name: text.strip().splitlines()[-1] for name, text in cases.items() if text != "ok"}
+print(f"CUDA target cases on the device: {len(cases) - len(failed)} of {len(cases)} ok")
+for name, last in failed.items():
+    print(f"  {name}: {last[:160]}")
+SUMMARY
+}
+
+classical() {
+    TAIL=20 step classical_ad 120 python benchmarks/classical_ad.py --clock wall \
+        --engines "jax jit" --backend numba-cuda
+}
+
+quantum() {
+    TAIL=25 step gradients 75 python benchmarks/gradients.py --sizes 20 24 --layers 10 \
+        --observables Z --methods qdiff jax --backend cupy --repeats 3
+    TAIL=20 step statevector_kernels 45 python benchmarks/statevector_kernels.py \
+        --qubits 20 24 --threads 16 --repeats 3 --budget 4
+}
+
+for part in $parts; do "$part"; done
