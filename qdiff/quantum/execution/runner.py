@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ...gpu import array_module_of
 from ...ir import pytree
 from ...ir.control_flow import cond_p, loop_p, while_p
 from ...ir.core import Eqn, Literal, Program
@@ -388,7 +389,9 @@ def mix_samples(arrays: list[np.ndarray], weights: Any, rng: np.random.Generator
 
 
 def _qextend(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
-    return [(w, [eqn.primitive.impl("numpy")(r.backend.to_numpy(inputs[0]), **eqn.params)])]
+    # a new register is rare: its tensor product is formed on the host, then moved back
+    extended = eqn.primitive.impl("numpy")(r.backend.to_numpy(inputs[0]), **eqn.params)
+    return [(w, [r.backend.asarray(extended)])]
 
 
 def _cond(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]:
@@ -475,18 +478,23 @@ def merge_groups(items: list[Item]) -> list[list[int]]:
     return groups
 
 
+def _is_state(value: Any) -> bool:
+    """Whether ``value`` is a statevector (a complex vector, in host or device memory)."""
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and dtype.kind == "c" and getattr(value, "ndim", 0) == 1
+
+
 def _classical_key(value: Any) -> Any:
+    if _is_state(value):
+        return ("state", value.shape)  # compared by _same_state, where the state lives
     array = np.asarray(value)
-    if array.dtype.kind == "c" and array.ndim == 1:
-        return ("state", array.shape)  # compared by _same_state
     return (array.dtype.str, array.shape, array.tobytes())
 
 
 def _same_state(a: Any, b: Any) -> bool:
-    a, b = np.asarray(a), np.asarray(b)
-    if a.dtype.kind != "c" or a.ndim != 1:
+    if not _is_state(a):
         return True  # classical values were equal by key
-    return bool(abs(np.vdot(a, b)) > 1.0 - 1e-12)
+    return bool(abs(complex(array_module_of(a).vdot(a, b))) > 1.0 - 1e-12)
 
 
 def _with_params(eqn: Eqn, **changes: Any) -> Eqn:
