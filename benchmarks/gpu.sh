@@ -4,19 +4,17 @@
 #
 #     bash benchmarks/gpu.sh [results-folder [part ...]]   # default: gpu-results/, all parts
 #
-# Parts: checks (correctness), classical (classical_ad.py), quantum (gradients.py and
-# statevector_kernels.py).
+# Parts: checks (the CUDA target's cases and the CuPy tests), suite (tests/ir, tests/loops and
+# tests/classical with every program compiled for the GPU), classical (classical_ad.py),
+# quantum (gradients.py: the CuPy simulator against JAX on the same GPU).
 #
-# Correctness first (the CUDA target's cases on the device, the CuPy simulator tests, and
-# every program call of tests/ir and tests/loops compiled for the GPU and compared with the
-# interpreter), then timings (qdiff.jit's CUDA target against JAX on the same GPU, and the
-# CuPy statevector simulator against Numba on the CPU and JAX on the GPU). Each step has a
-# time limit and writes its log as it goes, so a step cut short still reports.
+# Correctness first, then timings, each part in order. Each step has a time limit and
+# writes its log as it goes, so a step cut short still reports.
 set -u
 cd "$(dirname "$0")/.."
 results=${1:-${OUT:-gpu-results}}
 shift $(($# > 0 ? 1 : 0))
-parts=${*:-checks classical quantum}
+parts=${*:-checks suite classical quantum}
 mkdir -p "$results"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export XLA_PYTHON_CLIENT_PREALLOCATE=false   # JAX shares the GPU with CuPy and numba.cuda
@@ -40,10 +38,8 @@ print('numpy', numpy.__version__, '| numba', numba.__version__, '| numba-cuda', 
 numba_cuda.__version__, '| cupy', cupy.__version__, '|', cuda.get_current_device().name)"
 
 checks() {  # side by side: 16 cores, one GPU
-    TAIL=0 step cuda_cases 170 python -m tests.compiler.cuda_cases &
-    TAIL=8 step checked_suite 170 python -m pytest -q -p no:cacheprovider -n 10 \
-        --backend numba-cuda-checked tests/ir tests/loops tests/classical &
-    TAIL=30 step cupy_tests 170 python -m pytest -q -p no:cacheprovider -rf \
+    TAIL=0 step cuda_cases 120 python -m tests.compiler.cuda_cases &
+    TAIL=30 step cupy_tests 120 python -m pytest -q -p no:cacheprovider -rf \
         tests/quantum/test_cupy_programs.py tests/quantum/simulator/test_simulator.py \
         -k "cupy or gpu or GPU"
     wait
@@ -58,16 +54,19 @@ for name, last in failed.items():
 SUMMARY
 }
 
+suite() {  # every program call of these suites compiled for the GPU and compared
+    TAIL=12 step checked_suite 300 python -m pytest -q -p no:cacheprovider -rf -n 12 \
+        --backend numba-cuda-checked tests/ir tests/loops tests/classical
+}
+
 classical() {
-    TAIL=20 step classical_ad 120 python benchmarks/classical_ad.py --clock wall \
+    TAIL=20 step classical_ad 100 python benchmarks/classical_ad.py --clock wall \
         --engines "jax jit" --backend numba-cuda
 }
 
 quantum() {
-    TAIL=25 step gradients 75 python benchmarks/gradients.py --sizes 20 24 --layers 10 \
+    TAIL=25 step gradients 60 python benchmarks/gradients.py --sizes 20 24 26 --layers 10 \
         --observables Z --methods qdiff jax --backend cupy --repeats 3
-    TAIL=20 step statevector_kernels 45 python benchmarks/statevector_kernels.py \
-        --qubits 20 24 --threads 16 --repeats 3 --budget 4
 }
 
 for part in $parts; do "$part"; done
