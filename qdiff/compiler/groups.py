@@ -137,7 +137,7 @@ class _Nest:
     def elementwise(self, eqn: Eqn) -> None:
         args = [self.element(a) for a in eqn.inputs]
         if eqn.primitive.name != "map":
-            self.assign(eqn.outputs[0], scalar_expression(eqn, args))
+            self.assign(eqn.outputs[0], scalar_expression(eqn, args, self.scope.scalar_forms))
             return
         # an elementwise lambda: lower its scalar equations at the innermost level
         lines_before = len(self.scope.src.lines)

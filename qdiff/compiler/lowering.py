@@ -61,6 +61,9 @@ def unsupported(program: Program) -> list[str]:
 class Scope:
     """The lowering of one program into ``source``."""
 
+    # a target's own scalar forms of some elementwise primitives (see `scalar_expression`)
+    scalar_forms: dict = {}
+
     def __init__(self, source: Source, options: Options, program: Program,
                  inputs: Sequence[str], owned_inputs: Sequence[Var] = ()):
         program = hoist(rematerialize(merge_repeated_outputs(program)))

@@ -17,7 +17,7 @@ import qdiff.numpy as qnp
 from qdiff import quantum as qm
 from qdiff.compiler import CompiledProgram, NotCompilableError
 from qdiff.ir.errors import LoopLimitError
-from tests.compiler.test_compiled_programs import PROGRAMS, _scalar, assert_agree_tree
+from tests.compiler.test_compiled_programs import EDGES, PROGRAMS, _scalar, assert_agree_tree
 
 PRIMAL = ["elementwise at edges", "recurrence", "checkpointed loop", "while loop", "switch",
           "map over rows", "scan and reduce", "hist and scatter", "indexing", "shapes",
@@ -57,7 +57,22 @@ def _partial_reductions(t):
             qnp.sum(qnp.exp(t), axis=(1, 2)))
 
 
+def _kernel_forms(x, h, k, d):
+    # every primitive the CUDA target writes its own way (compiler/cuda/elementwise.py), on
+    # float64 edges, float32 and integers (NumPy's zero-divisor and sign rules included)
+    forms = lambda v, w: (qnp.floor(v), qnp.ceil(v), qnp.round(v), qnp.abs(v), -v,  # noqa: E731
+                          qnp.sign(v), qnp.floor_divide(v, w), qnp.remainder(v, w))
+    floats = lambda v, w: (qnp.exp(v), qnp.expm1(v), qnp.log1p(v), qnp.sqrt(v),  # noqa: E731
+                           qnp.power(v, w))
+    return (*forms(x, x[::-1]), *floats(x, x[::-1]), *forms(h, h[::-1]), *floats(h, h[::-1]),
+            *forms(k, d), k ** qnp.abs(d))
+
+
 EXTRA = {
+    "kernel forms at edges": (_kernel_forms, (
+        np.concatenate([EDGES, [-3.5, 2.5, 0.5, -0.5, 7.0, -7.0, 1e300, -1e-300]]),
+        np.array([-2.5, 0.5, 3.75, -0.0, 1.0, np.inf, -1.5, 2.0], np.float32),
+        np.array([7, -7, 0, 5, -9, 4, 6]), np.array([2, 3, -4, 0, 5, -3, 0]))),
     "map of a scalar loop": (_map_with_loop, (RNG.normal(size=7), 0.7)),
     "named reductions, several blocks": (_named_reductions, (RNG.uniform(0.5, 1.5, 300),)),
     "hist operators": (_hist_operators, (RNG.normal(size=8), np.arange(8) * 3 - 5)),

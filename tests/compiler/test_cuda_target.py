@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -72,3 +73,49 @@ def test_cuda_compiles_on_numpy_without_row_stack(monkeypatch):
     prepare_numba_cuda()
     assert np.row_stack is np.vstack
     assert np.row_stack((np.ones(2), np.zeros(2))).shape == (2, 2)
+
+
+def _elementwise_programs():
+    """One program per elementwise primitive and operand dtype the primitive accepts."""
+    from qdiff.classical.elementwise import BINARY, PRIMITIVES, UNARY  # noqa: PLC0415
+    from qdiff.ir.tracer import bind  # noqa: PLC0415
+
+    for name in (*UNARY, *BINARY):
+        for dtype in ("float64", "float32", "int64"):
+            operands = [np.ones(4, dtype)] * (1 if name in UNARY else 2)
+            try:
+                primitive = PRIMITIVES[name]
+                program = qdiff.trace(lambda *xs, p=primitive: bind(p, *xs), *operands)
+            except QdiffError:
+                continue  # the primitive refuses this dtype
+            yield f"{name} of {dtype}", program
+
+
+def test_kernels_call_only_the_ufuncs_numba_cuda_lowers():
+    # the CUDA simulator runs kernels as Python with NumPy, so it accepted np.exp, np.sign,
+    # np.power, ... that numba-cuda cannot lower on a GPU ("KeyError: <ufunc 'exp'>" at the
+    # first compilation): kernel text is checked against numba-cuda's ufunc table instead
+    from qdiff.compiler.cuda.codegen import generate_cuda  # noqa: PLC0415
+    from qdiff.compiler.cuda.elementwise import CUDA_UFUNCS  # noqa: PLC0415
+    from qdiff.compiler.lowering import Options  # noqa: PLC0415
+
+    checked = 0
+    for label, program in _elementwise_programs():
+        source = generate_cuda(program, Options()).source
+        kernels = source[:source.index("\ndef host(")]
+        assert "@cuda.jit" in kernels, label
+        called = {name for name in re.findall(r"\bnp\.(\w+)\(", kernels)
+                  if not isinstance(getattr(np, name, None), type)}
+        assert called <= CUDA_UFUNCS, f"{label}: np.{', np.'.join(sorted(called - CUDA_UFUNCS))}"
+        checked += 1
+    assert checked > 80
+
+
+def test_complex_ufuncs_without_a_cuda_form_are_refused_by_name():
+    from qdiff.compiler.cuda.codegen import generate_cuda  # noqa: PLC0415
+    from qdiff.compiler.errors import NotCompilableError  # noqa: PLC0415
+    from qdiff.compiler.lowering import Options  # noqa: PLC0415
+
+    program = qdiff.trace(lambda z: qnp.exp(z) * 2.0, np.ones(3, complex))
+    with pytest.raises(NotCompilableError, match=r"exp of complex128 .*np\.exp.*backend='numba'"):
+        generate_cuda(program, Options())

@@ -22,6 +22,7 @@ from numba import cuda, prange
 
 from qdiff.compiler import runtime as rt
 from qdiff.compiler.cuda import device as rtc
+from qdiff.compiler.cuda.device import libdevice, math
 from qdiff.compiler.errors import CompiledCodeError
 
 """

@@ -1,10 +1,13 @@
-"""What generated CUDA host functions call: launches with their transfers, and the final
-pass of reductions. Only generated modules import this module (it imports ``numba.cuda``,
-an optional dependency; ``NUMBA_ENABLE_CUDASIM=1`` simulates it on the CPU).
+"""What generated CUDA modules call: launches with their transfers, the final pass of
+reductions, and what kernels call (`math`, `libdevice`, NumPy's float ``divmod``). Only
+generated modules import this module (it imports ``numba.cuda``, an optional dependency;
+``NUMBA_ENABLE_CUDASIM=1`` simulates it on the CPU).
 """
 
 from __future__ import annotations
 
+import math as _math
+import types
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -14,7 +17,69 @@ import numpy as np
 from ...gpu.numba_cuda import prepare_numba_cuda
 
 prepare_numba_cuda()  # before numba.cuda's registries load
-from numba import cuda  # noqa: E402
+from numba import config, cuda  # noqa: E402
+
+
+# What kernels call for math routines. On a GPU, Python's `math` (numba-cuda picks the float32
+# or float64 routine) and numba-cuda's `libdevice`. The simulator runs kernels as Python on
+# NumPy scalars, where `math` raises on overflow or a domain error and its `libdevice`
+# functions are stubs returning None: there both are NumPy's ufuncs, which give the IEEE
+# results a GPU gives.
+def _elementwise(ufunc: np.ufunc) -> Any:
+    # through contiguous one-element arrays: NumPy's scalar and strided loops differ from
+    # its contiguous loop (and from C, and a GPU) at edges: (-inf) ** 0.5 is NaN there, inf
+    # here
+    return lambda *args: ufunc(*(np.array([a]) for a in args))[0]
+
+
+if config.ENABLE_CUDASIM:
+    math = types.SimpleNamespace(**{name: _elementwise(getattr(np, name)) for name in
+                                    ("exp", "expm1", "log1p", "sqrt", "fmod", "copysign")})
+    libdevice = types.SimpleNamespace(**{
+        name + suffix: _elementwise(ufunc) for name, ufunc in
+        [("floor", np.floor), ("ceil", np.ceil), ("rint", np.rint), ("pow", np.power)]
+        for suffix in ("", "f")})
+else:  # pragma: no cover - needs a GPU
+    from numba.cuda import libdevice  # noqa: F401  (read by generated kernels)
+
+    math = _math
+
+
+@cuda.jit(device=True)
+def _divmod(a: Any, b: Any) -> tuple[Any, Any]:  # pragma: no cover - compiled
+    # NumPy's npy_divmod for a nonzero divisor: the quotient floored, the remainder with
+    # the divisor's sign
+    mod = math.fmod(a, b)
+    div = (a - mod) / b
+    if mod != 0:
+        if (b < 0) != (mod < 0):
+            mod += b
+            div -= 1.0
+    else:
+        mod = math.copysign(0.0, b)
+    if div != 0:
+        floored = libdevice.floor(div)
+        if div - floored > 0.5:
+            floored += 1.0
+    else:
+        floored = math.copysign(0.0, a / b)
+    return floored, mod
+
+
+@cuda.jit(device=True)
+def floor_divide(a: Any, b: Any) -> Any:  # pragma: no cover - compiled
+    """``np.floor_divide`` of two floats (a zero divisor gives a / b, as NumPy)."""
+    if b == 0:
+        return a / b
+    return _divmod(a, b)[0]
+
+
+@cuda.jit(device=True)
+def remainder(a: Any, b: Any) -> Any:  # pragma: no cover - compiled
+    """``np.remainder`` of two floats (a zero divisor gives fmod's NaN, as NumPy)."""
+    if b == 0:
+        return math.fmod(a, b)
+    return _divmod(a, b)[1]
 
 
 def launch(kernel: Any, blocks: int, threads: int, args: Sequence[Any],

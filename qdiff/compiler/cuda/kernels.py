@@ -37,7 +37,7 @@ def has_atomic(monoid: str, dtype: str | np.dtype) -> bool:
     dtype = np.dtype(dtype)
     return dtype.kind in _ATOMIC_KINDS.get(monoid, "") and dtype.itemsize in (4, 8)
 # names a kernel reads from the generated module, not from the host function
-_MODULE_NAMES = {"np", "numba", "cuda", "math"} | set(dir(builtins))
+_MODULE_NAMES = {"np", "numba", "cuda", "math", "libdevice", "rtc"} | set(dir(builtins))
 
 
 def threads_for(count: int) -> int:
@@ -89,16 +89,19 @@ class KernelSource(Source):
         super().__init__()
         self.kernels: list[str] = []
         self._folds: dict[tuple[str, str, int], str] = {}
+        self.kernel_depth = 0  # > 0 while kernel code is written (bodies, nests; they nest)
 
     @contextmanager
     def capture(self) -> Iterator[list[str]]:
         """Divert the lines written inside the ``with`` to a kernel body (the list yielded)."""
         saved, depth = self.lines, self.depth
         self.lines, self.depth = [], 1
+        self.kernel_depth += 1
         try:
             yield self.lines
         finally:
             self.lines, self.depth = saved, depth
+            self.kernel_depth -= 1
 
     def kernel(self, prefix: str, body: list[str]) -> tuple[str, list[str]]:
         """Add a kernel with ``body``; return its name and its parameters (host names)."""

@@ -54,8 +54,9 @@ class CudaNest(_Nest):
             start = scalar_literal(neutral(monoid, dtype), dtype)
             self.before.append(
                 f"{target} = np.full({shape_text(out.type.shape)}, {start}, {dtype_name(dtype)})")
-            self.body.append(f"cuda.atomic.{monoid}({target}, ({''.join(k + ', ' for k in kept)}), "
-                             f"{self.element(operand)})")
+            # one axis takes a plain index: the CUDA compiler does not cast a 1-tuple to it
+            index = kept[0] if len(kept) == 1 else f"({''.join(k + ', ' for k in kept)})"
+            self.body.append(f"cuda.atomic.{monoid}({target}, {index}, {self.element(operand)})")
             self.scope.bind(out, target)
         else:
             super().reduction(eqn)

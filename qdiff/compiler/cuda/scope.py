@@ -18,6 +18,7 @@ from ..fusion import Group
 from ..groups import lower_group
 from ..lowering import Rule, Scope
 from ..rules.elementwise import SCALAR
+from .elementwise import CUDA_SCALAR
 from .nest import CudaNest
 
 CUDA_RULES: dict[Primitive, Rule] = {}
@@ -59,8 +60,18 @@ def runs_in_kernel(program: Program) -> bool:
 class CudaScope(Scope):
     """A `Scope` whose loop nests are kernels (`CudaNest`)."""
 
+    @property
+    def scalar_forms(self) -> dict:  # type: ignore[override]
+        """Kernel code takes the CUDA forms; the host function (plain Python) NumPy's."""
+        return CUDA_SCALAR if self.src.kernel_depth else {}
+
     def lower_group(self, group: Group) -> None:
-        lower_group(self, group, CudaNest)
+        # every element expression of a nest goes into its kernel (sub-scopes share src)
+        self.src.kernel_depth += 1
+        try:
+            lower_group(self, group, CudaNest)
+        finally:
+            self.src.kernel_depth -= 1
 
     def rule_for(self, primitive: Primitive) -> Rule | None:
         return CUDA_RULES.get(primitive) or super().rule_for(primitive)

@@ -46,20 +46,25 @@ SCALAR[select_p] = lambda eqn, args: f"({args[1]} if {args[0]} else {args[2]})"
 SCALAR[convert_p] = lambda eqn, args: f"{dtype_name(eqn.params['dtype'])}({args[0]})"
 
 
-def scalar_expression(eqn: Eqn, args: list[str]) -> str:
+def scalar_expression(eqn: Eqn, args: list[str], target: dict | None = None) -> str:
     """The expression computing one element of ``eqn``'s result from its operands'
-    elements, in the result's dtype."""
+    elements, in the result's dtype; ``target`` holds a target's own forms of some
+    primitives (an entry may answer None: the form here)."""
     exponent = eqn.inputs[-1]
     if eqn.primitive.name == "pow" and isinstance(exponent, Literal) \
             and exponent.value.dtype.kind == "f" and exponent.value.shape == () \
             and float(exponent.value) == 2.0:
         # x * x is pow(x, 2) correctly rounded, at the cost of one multiply
         return f"({args[0]} * {args[0]})"
-    return cast(SCALAR[eqn.primitive](eqn, args), eqn.outputs[0].type.dtype)
+    written = (target or {}).get(eqn.primitive)
+    text = written(eqn, args) if written is not None else None
+    if text is None:
+        text = SCALAR[eqn.primitive](eqn, args)
+    return cast(text, eqn.outputs[0].type.dtype)
 
 
 @rule(*SCALAR)
 def _scalar(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     out = scope.fresh()
-    scope.line(f"{out} = {scalar_expression(eqn, args)}")
+    scope.line(f"{out} = {scalar_expression(eqn, args, scope.scalar_forms)}")
     return [out]
