@@ -3,6 +3,7 @@
 # (CuPy, numba-cuda; JAX with CUDA for the peers):
 #
 #     bash benchmarks/gpu.sh [results-folder [part ...]]   # default: gpu-results/, all parts
+#     LIMIT_PERCENT=50 bash benchmarks/gpu.sh out checks     # every step's time limit halved
 #
 # Parts: checks (the CUDA target's cases and the CuPy tests), suite (tests/ir, tests/loops and
 # tests/classical with every program compiled for the GPU), classical (classical_ad.py),
@@ -22,7 +23,7 @@ export NUMBA_CACHE_DIR=/tmp/qdiff-numba-cache QDIFF_CACHE_DIR=/tmp/qdiff-cache
 unset NUMBA_ENABLE_CUDASIM
 
 step() {  # step NAME SECONDS COMMAND...: run with a limit, log to $results/NAME.log
-    local name=$1 limit=$2; shift 2
+    local name=$1 limit=$(($2 * ${LIMIT_PERCENT:-100} / 100)); shift 2
     local start=$SECONDS
     echo "== $name (limit ${limit}s)"
     timeout "$limit" "$@" >"$results/$name.log" 2>&1
