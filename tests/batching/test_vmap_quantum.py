@@ -152,3 +152,32 @@ def _z_after_ry(t):
     q = qm.qubits(1)
     qm.ry(t, q[0])
     return qm.expval("Z", q)
+
+
+def test_map_over_a_circuit_runs_its_rows_as_one_batched_simulation(monkeypatch):
+    import importlib
+
+    from qdiff.classical import soacs
+
+    vmap_module = importlib.import_module("qdiff.batching.vmap")
+    runs = []
+
+    def spy(program, flags):
+        found = original(program, flags)
+        if found is None:
+            return None
+
+        def counted(*args):
+            runs.append(args[3])
+            return found(*args)
+
+        return counted
+
+    original = vmap_module.claimed_runner
+    monkeypatch.setattr(soacs, "MAP_BODY_RUNNERS", [spy])
+    program = qdiff.program(hybrid)
+    w = rng.uniform(-1, 1, (B, 3))
+    got = qdiff.map(lambda row: program(row, 0.4), w)
+    np.testing.assert_allclose(got, _loop(program, w, 0.4, axes=(0, None)), rtol=1e-12,
+                               atol=1e-12)
+    assert runs == [B]   # one batched run of all B rows
