@@ -181,3 +181,24 @@ def test_map_over_a_circuit_runs_its_rows_as_one_batched_simulation(monkeypatch)
     np.testing.assert_allclose(got, _loop(program, w, 0.4, axes=(0, None)), rtol=1e-12,
                                atol=1e-12)
     assert runs == [B]   # one batched run of all B rows
+
+
+def test_runs_of_one_wire_gates_have_the_gradients_of_a_loop():
+    # runs of several one-wire gates on one wire (Pauli rotations, a phase gate, fixed
+    # gates) are undone in one pass each by the batched adjoint sweep; wire 9 has pairs
+    # further apart than a block of the sweep
+    def runs(w):
+        q = qm.qubits(10)
+        qm.h(q[9]); qm.h(q[0])
+        for k, wire in enumerate((0, 9, 4)):
+            qm.rx(w[k], q[wire]); qm.ry(w[k + 1] * 2, q[wire]); qm.h(q[wire])
+            qm.phase(w[k + 2], q[wire]); qm.rz(w[k] - w[k + 1], q[wire])
+        qm.cx(q[0], q[9]); qm.ry(w[0], q[9]); qm.rz(w[1], q[9])
+        return qm.expval("X" + "I" * 8 + "Z", q) + 0.5 * qm.expval("Y" + "I" * 9, q)
+
+    program = qdiff.program(runs)
+    w = rng.uniform(-2, 2, (B, 5))
+    assert batched_circuit(program.trace(w[0])) is not None
+    got = qdiff.vmap(qdiff.grad(program))(w)
+    np.testing.assert_allclose(got, _loop(qdiff.grad(program), w, axes=(0,)), rtol=1e-10,
+                               atol=1e-12)

@@ -324,6 +324,15 @@ def _fusion_plan(circuit: BatchedCircuit) -> tuple[tuple[np.ndarray, ...], list[
     return _arrays([gate for gate, _ in order]), [gates for _, gates in order]
 
 
+def one_wire_runs(circuit: BatchedCircuit) -> tuple[np.ndarray, np.ndarray]:
+    """The entries of `fused_one_wire_runs` as gate indices for the adjoint sweep: entry
+    ``e`` is the gates ``order[runs[e]:runs[e + 1]]``."""
+    entries = _fusion_plan(circuit)[1]
+    order = np.array([g for gates in entries for g in gates], np.int64)
+    runs = np.cumsum([0, *[len(gates) for gates in entries]]).astype(np.int64)
+    return order, runs
+
+
 def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray
                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The circuit with each run of one-wire gates on a wire multiplied into one matrix per
@@ -417,4 +426,5 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 
 register_batched_runner(_claims, run_batched)
 
-__all__ = ["BatchedCircuit", "CircuitGate", "batched_circuit", "run_batched"]
+__all__ = ["BatchedCircuit", "CircuitGate", "batched_circuit", "one_wire_runs",
+           "run_batched"]
