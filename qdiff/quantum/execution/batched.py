@@ -71,7 +71,8 @@ class CircuitGate:
         return self.acting.generator_matrix()
 
 
-def _kind(spec: GateSpec) -> int:
+def gate_kind(spec: GateSpec) -> int:
+    """The kernel kind that applies ``spec`` (`batched_kernels`)."""
     if spec.num_qubits == 1:
         return DENSE1
     if spec.structure == "controlled" and spec.num_controls == 1 \
@@ -141,7 +142,7 @@ def _split(program: Program) -> BatchedCircuit | None:
             if any(isinstance(a, Var) and a in derived for a in angles):
                 return None  # an expectation value feeds a gate
             gates.append(CircuitGate(spec, tuple(eqn.params["wires"]),
-                                     len(angle_atoms) if angles else None, _kind(spec)))
+                                     len(angle_atoms) if angles else None, gate_kind(spec)))
             angle_atoms.extend(angles)
         elif name in ("expval", "probs"):
             observable = pauli_sum_of(eqn.params["terms"]) if name == "expval" else None
