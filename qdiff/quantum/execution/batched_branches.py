@@ -359,28 +359,36 @@ def _while(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
 def _merged(items: list) -> list:
     """Branches whose classical values agree and whose states agree up to phase for every
     member merged into one (the weights summed): loops such as the von Neumann extractor
-    keep a bounded number of live branches."""
+    keep a bounded number of live branches. Branches are compared within buckets of equal
+    classical values only."""
+    buckets: dict[tuple, list[list[int]]] = {}
     groups: list[list[int]] = []
     for index, (_, values) in enumerate(items):
-        for group in groups:
-            if _same(items[group[0]][1], values):
+        key = tuple(_classical_key(x) for x, _ in values)
+        for group in buckets.setdefault(key, []):
+            if _same_states(items[group[0]][1], values):
                 group.append(index)
                 break
         else:
-            groups.append([index])
+            group = [index]
+            buckets[key].append(group)
+            groups.append(group)
     return [(sum(items[i][0] for i in group), items[group[0]][1]) for group in groups]
 
 
-def _same(a: list, b: list) -> bool:
+def _is_states(x: np.ndarray) -> bool:
+    return x.dtype.kind == "c" and x.ndim == 2
+
+
+def _classical_key(value: Any) -> tuple:
+    x = np.asarray(value)
+    return (x.dtype.str, x.shape) if _is_states(x) else (x.dtype.str, x.shape, x.tobytes())
+
+
+def _same_states(a: list, b: list) -> bool:
     for (x, _), (y, _) in zip(a, b):
-        x, y = np.asarray(x), np.asarray(y)
-        if x.shape != y.shape or x.dtype != y.dtype:
-            return False
-        if x.dtype.kind == "c" and x.ndim == 2:
-            overlap = np.abs(np.einsum("bi,bi->b", x.conj(), y))
-            if not np.all(overlap > 1.0 - 1e-12):
-                return False
-        elif not np.array_equal(x, y):
+        if _is_states(x) and not np.all(
+                np.abs(np.einsum("bi,bi->b", x.conj(), y)) > 1.0 - 1e-12):
             return False
     return True
 
