@@ -11,7 +11,7 @@ import pytest
 import qdiff
 import qdiff.numpy as qnp
 from qdiff import quantum as qm
-from qdiff.quantum.execution.batched import batched_circuit
+from qdiff.quantum.execution.batched import batched_circuit, one_wire_runs
 from qdiff.quantum.lang.examples import layers, repeat_until_one
 
 rng = np.random.default_rng(3)
@@ -199,6 +199,30 @@ def test_runs_of_one_wire_gates_have_the_gradients_of_a_loop():
     program = qdiff.program(runs)
     w = rng.uniform(-2, 2, (B, 5))
     assert batched_circuit(program.trace(w[0])) is not None
+    got = qdiff.vmap(qdiff.grad(program))(w)
+    np.testing.assert_allclose(got, _loop(qdiff.grad(program), w, axes=(0,)), rtol=1e-10,
+                               atol=1e-12)
+
+
+def test_runs_of_permutation_gates_have_the_values_and_gradients_of_a_loop():
+    # the entangling CNOT chain (a SWAP and a CNOT after it) becomes one
+    # permutation table in the batched kernels and is scattered back in the adjoint sweep
+    def chain(w):
+        q = qm.qubits(5)
+        for layer in range(2):
+            for k in range(5):
+                qm.ry(w[layer, k], q[k]); qm.rz(w[layer, k] * 0.5 + layer, q[k])
+            for k in range(4):
+                qm.cx(q[k], q[k + 1])
+            qm.swap(q[0], q[4]); qm.cx(q[4], q[2])
+        return qm.expval("ZIZII + 0.3*IXIIY", q)
+
+    program = qdiff.program(chain)
+    w = rng.uniform(-2, 2, (B, 2, 5))
+    circuit = batched_circuit(program.trace(w[0]))
+    assert circuit is not None and (one_wire_runs(circuit)[2] >= 0).sum() == 2
+    np.testing.assert_allclose(qdiff.vmap(program)(w), _loop(program, w, axes=(0,)),
+                               rtol=1e-12, atol=1e-12)
     got = qdiff.vmap(qdiff.grad(program))(w)
     np.testing.assert_allclose(got, _loop(qdiff.grad(program), w, axes=(0,)), rtol=1e-10,
                                atol=1e-12)

@@ -203,7 +203,11 @@ def _gate(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
     circuit = _one_gate(eqn.params["name"], tuple(sorted(static.items())) if static else None,
                         tuple(eqn.params["wires"]), bool(angles), psi.shape[1].bit_length() - 1)
     mats = member_matrices(circuit, [a for a, _ in angles], batch.size)
-    return [(weights, [(run_circuit(psi.copy(), *circuit.arrays(), mats), True)])]
+    moved = run_circuit(psi.copy(), *circuit.arrays(), mats, _NO_TABLES)
+    return [(weights, [(moved, True)])]
+
+
+_NO_TABLES = np.zeros((0, 1), np.int64)
 
 
 def _outcomes(batch: _Batch, psi: np.ndarray, wire: int, weights: np.ndarray

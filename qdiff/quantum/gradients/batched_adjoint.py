@@ -95,9 +95,8 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
         else:            # expval: λ = ē O ψ
             lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
     gens, forms = _generators(circuit)
-    order, runs = one_wire_runs(circuit)
-    per_gate = adjoint_sweep(psi, lam, *circuit.arrays(), order, runs, mats, gens, forms,
-                             np.zeros((size, len(circuit.gates))))
+    per_gate = adjoint_sweep(psi, lam, *circuit.arrays(), *one_wire_runs(circuit), mats, gens,
+                             forms, np.zeros((size, len(circuit.gates))))
     angle_cts = [np.zeros(size) for _ in circuit.angles.outputs]
     for g, gate in enumerate(circuit.gates):
         if gate.angle is not None:

@@ -12,7 +12,8 @@ matrix on ``wire0, wire1``; bit ``j`` of its index is wire ``j``) or ``CONTROLLE
 >>> psi = np.zeros((2, 2), complex); psi[:, 0] = 1
 >>> mats = np.zeros((2, 1, 4, 4), complex)
 >>> mats[0, 0, :2, :2] = np.eye(2); mats[1, 0, :2, :2] = [[0, 1], [1, 0]]
->>> run_circuit(psi, np.array([DENSE1]), np.array([0]), np.array([0]), mats).real.tolist()
+>>> run_circuit(psi, np.array([DENSE1]), np.array([0]), np.array([0]), mats,
+...             np.zeros((0, 2), np.int64)).real.tolist()
 [[1.0, 0.0], [0.0, 1.0]]
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-DENSE1, DENSE2, CONTROLLED1 = 1, 2, 3
+DENSE1, DENSE2, CONTROLLED1, PERMUTE = 1, 2, 3, 4
 
 # Finite values only, no reassociation: complex products compile to plain arithmetic
 # (not the inf/NaN-careful library routine) and vectorize, while sums keep their order.
@@ -93,13 +94,35 @@ def _apply(row, kind, w0, w1, m):  # pragma: no cover - compiled
         _pairs(row, w0, -1, m[0, 0], m[0, 1], m[1, 0], m[1, 1])
 
 
+@njit(inline="always", cache=True)
+def _gather(row, source, scratch):  # pragma: no cover - compiled
+    # row[i] := row[source[i]]: a product of permutation gates in one pass
+    for i in range(row.shape[0]):
+        scratch[i] = row[source[i]]
+    row[:] = scratch
+
+
+@njit(inline="always", cache=True)
+def _scatter(row, source, scratch):  # pragma: no cover - compiled
+    # the inverse of `_gather`: row[source[i]] := row[i]
+    for i in range(row.shape[0]):
+        scratch[source[i]] = row[i]
+    row[:] = scratch
+
+
 @njit(cache=True, fastmath=_FAST)
-def run_circuit(psi, kinds, wire0, wire1, mats):  # pragma: no cover - compiled
-    """Apply gates ``g = 0, 1, ...`` to every row of ``psi``, in place; returns ``psi``."""
+def run_circuit(psi, kinds, wire0, wire1, mats, tables):  # pragma: no cover - compiled
+    """Apply gates ``g = 0, 1, ...`` to every row of ``psi``, in place; returns ``psi``. A
+    ``PERMUTE`` entry moves amplitudes by the table ``tables[wire0[g]]``
+    (``row[i] := row[table[i]]``), a product of permutation gates."""
+    scratch = np.empty(psi.shape[1], psi.dtype)
     for b in range(psi.shape[0]):
         row = psi[b]
         for g in range(kinds.shape[0]):
-            _apply(row, kinds[g], wire0[g], wire1[g], mats[b, g])
+            if kinds[g] == PERMUTE:
+                _gather(row, tables[wire0[g]], scratch)
+            else:
+                _apply(row, kinds[g], wire0[g], wire1[g], mats[b, g])
     return psi
 
 
@@ -242,8 +265,8 @@ def _undo_run(row, adj, gates, wire, mats, gens, paulis, totals):  # pragma: no 
 
 
 @njit(cache=True, fastmath=_FAST)
-def adjoint_sweep(psi, lam, kinds, wire0, wire1, order, runs, mats, gens, paulis,
-                  out):  # pragma: no cover - compiled
+def adjoint_sweep(psi, lam, kinds, wire0, wire1, order, runs, permutes, tables, mats, gens,
+                  paulis, out):  # pragma: no cover - compiled
     """The reverse sweep of `run_circuit`, member by member: ``psi`` holds the final states,
     ``lam`` the adjoint vectors of the objectives (``dJ = 2 Re<lam|dpsi>``). The gates come
     in entries, undone from the last: entry ``e`` is the gates ``order[runs[e]:runs[e + 1]]``,
@@ -252,12 +275,18 @@ def adjoint_sweep(psi, lam, kinds, wire0, wire1, order, runs, mats, gens, paulis
     the generator of ``U = exp(-iθG)``, its 2x2 base block for a controlled gate), then
     ``psi`` and ``lam`` are undone through ``U^dagger``; a run of several gates is one pass
     over the state (`_undo_run`), not one per gate. Both end at the states before the
-    circuit."""
+    circuit. An entry with ``permutes[e] >= 0`` is a run of permutation gates (no angle)
+    that `run_circuit` applied as the table ``tables[permutes[e]]``: undone by scattering."""
     totals = np.zeros(max(1, kinds.shape[0]), np.complex128)
+    scratch = np.empty(psi.shape[1], psi.dtype)
     for b in range(psi.shape[0]):
         row, adj = psi[b], lam[b]
         for e in range(runs.shape[0] - 2, -1, -1):
             first, stop = runs[e], runs[e + 1]
+            if permutes[e] >= 0:
+                _scatter(row, tables[permutes[e]], scratch)
+                _scatter(adj, tables[permutes[e]], scratch)
+                continue
             if stop - first > 1:
                 gates = order[first:stop]
                 totals[:stop - first] = 0
