@@ -49,10 +49,6 @@ def postselected_pair(w):
     return qm.expval("ZI", q)
 
 
-def _member_program(fn, example):
-    return qdiff.program(fn), example
-
-
 def _loop(fn, xs):
     return np.stack([np.asarray(fn(x), np.float64) for x in xs])
 
@@ -149,3 +145,9 @@ def test_a_loop_that_cannot_end_is_the_members_error():
 
     with pytest.raises(qm.NonTerminatingLoopError):
         qdiff.vmap(qdiff.program(stuck))(np.array([0.5, 1.0]))
+
+
+def test_map_over_a_loop_on_a_measurement_equals_the_loop():
+    program = qdiff.program(repeat_until_one)
+    theta = rng.uniform(0.6, 2.5, B)
+    np.testing.assert_allclose(qdiff.map(program, theta), _loop(program, theta), rtol=1e-12)
