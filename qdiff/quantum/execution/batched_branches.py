@@ -45,6 +45,7 @@ from ...ir.core import Eqn, Literal, Program, Var
 from ...ir.interpreter import evaluate
 from ...ir.passes import unpack_scalars
 from ...ir.types import Bit, QState
+from ..lang import primitives as qp
 from ..lang.gates import gate_spec
 from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
 from ..simulator.batched_kernels import run_circuit
@@ -139,7 +140,7 @@ def _read(env: dict, atom: Any) -> tuple[Any, bool]:
 
 def _run(batch: _Batch, program: Program, branches: list[Branch]) -> list[Branch]:
     for eqn in program.eqns:
-        handler = _HANDLERS.get(eqn.primitive.name)
+        handler = _HANDLERS.get(eqn.primitive)
         step: list[Branch] = []
         for weights, env in branches:
             inputs = [_read(env, a) for a in eqn.inputs]
@@ -397,10 +398,12 @@ def _same_states(a: list, b: list) -> bool:
     return True
 
 
+# the operations on states and the control flow around them, by primitive (any other
+# equation is classical and runs batched)
 _HANDLERS = {
-    "qalloc": _qalloc, "gate": _gate, "measure": _measure, "reset": _reset,
-    "postselect": _postselect, "expval": _readout, "probs": _readout,
-    cond_p.name: _cond, loop_p.name: _loop, while_p.name: _while,
+    qp.qalloc_p: _qalloc, qp.gate_p: _gate, qp.measure_p: _measure, qp.reset_p: _reset,
+    qp.postselect_p: _postselect, qp.expval_p: _readout, qp.probs_p: _readout,
+    cond_p: _cond, loop_p: _loop, while_p: _while,
 }
 
 
