@@ -127,29 +127,59 @@ def run_circuit(psi, kinds, wire0, wire1, mats, tables):  # pragma: no cover - c
 
 
 @njit(inline="always", cache=True, fastmath=_FAST)
+def _span_z(row, adj, start, count, stride, a00, a11):  # pragma: no cover - compiled
+    # `_undo_span` of an rz (diagonal m, G = Z/2): a loop of its own, the sum's real and
+    # imaginary parts in separate registers (a simpler loop for the compiler than one
+    # that tests the gate's form at every pair)
+    total_re = 0.0
+    total_im = 0.0
+    for i in range(start, start + count):
+        j = i + stride
+        x, y, u, v = row[i], row[j], adj[i], adj[j]
+        term = np.conj(u) * x - np.conj(v) * y
+        total_re += term.real
+        total_im += term.imag
+        row[i] = a00 * x
+        row[j] = a11 * y
+        adj[i] = a00 * u
+        adj[j] = a11 * v
+    return complex(total_re, total_im)
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _span_y(row, adj, start, count, stride, a00, a01, a10, a11):  # pragma: no cover
+    # `_undo_span` of an ry (G = Y/2), like `_span_z`
+    total_re = 0.0
+    total_im = 0.0
+    for i in range(start, start + count):
+        j = i + stride
+        x, y, u, v = row[i], row[j], adj[i], adj[j]
+        term = np.conj(v) * x - np.conj(u) * y
+        total_re += term.real
+        total_im += term.imag
+        row[i] = a00 * x + a01 * y
+        row[j] = a10 * x + a11 * y
+        adj[i] = a00 * u + a01 * v
+        adj[j] = a10 * u + a11 * v
+    return complex(total_re, total_im)
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
 def _undo_span(row, adj, start, count, stride, a00, a01, a10, a11, gen,
                pauli):  # pragma: no cover - compiled
     # the pairs (i, i + stride), i in [start, start + count): the overlap with the
-    # generator, then the undo, in one contiguous loop
+    # generator, then the undo, in one contiguous loop (rz and ry in loops of their own)
+    if pauli == 3:
+        return _span_z(row, adj, start, count, stride, a00, a11)
+    if pauli == 2:
+        return _span_y(row, adj, start, count, stride, a00, a01, a10, a11)
     g00, g01, g10, g11 = gen[0, 0], gen[0, 1], gen[1, 0], gen[1, 1]
     total = 0j
     for i in range(start, start + count):
         j = i + stride
-        x = row[i]
-        y = row[j]
-        u = adj[i]
-        v = adj[j]
-        if pauli == 3:  # diagonal: G = Z/2
-            total += np.conj(u) * x - np.conj(v) * y
-            row[i] = a00 * x
-            row[j] = a11 * y
-            adj[i] = a00 * u
-            adj[j] = a11 * v
-            continue
+        x, y, u, v = row[i], row[j], adj[i], adj[j]
         if pauli == 1:
             total += np.conj(u) * y + np.conj(v) * x
-        elif pauli == 2:
-            total += np.conj(v) * x - np.conj(u) * y
         elif pauli == 4:
             total += np.conj(u) * (g00 * x + g01 * y) + np.conj(v) * (g10 * x + g11 * y)
         row[i] = a00 * x + a01 * y
