@@ -10,7 +10,8 @@ is a `ProgramFunction`: ``.trace(*args)`` is the batched Program, and `grad`, `j
 Programs run on a simulator as a whole (quantum programs, and their derivatives) are not
 rewritten: called with concrete values, a batched run that a quantum back end registered
 (`register_batched_runner`) takes them when it claims the program, and otherwise each
-member runs on its own, one after the other.
+member runs on its own, one after the other. A `qdiff.map` whose body such a runner claims
+(a circuit mapped over parameter rows) runs its rows through the same batched run.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import numpy as np
 from ..autodiff.arguments import Function, as_closed_program, as_program, unflatten_outputs
 from ..autodiff.nested_derivatives import DerivativeLayer
 from ..autodiff.whole_program import rule_for
+from ..classical import soacs
 from ..ir import pytree
 from ..ir.core import Program
 from ..ir.errors import QdiffError
@@ -45,6 +47,19 @@ def register_batched_runner(claims: Callable[[Program, list[bool]], bool],
     ``claims(program, batched)`` holds; the values carry their batch axis first where
     ``batched`` says so."""
     _BATCHED_RUNNERS.append((claims, run))
+
+
+def claimed_runner(program: Program, flags: list[bool]) -> Callable[..., list[Any]] | None:
+    """The registered batched run of ``program`` for these batched ``flags``, or None when
+    no batched runner claims it (then its members run one by one)."""
+    for claims, run in _BATCHED_RUNNERS:
+        if claims(program, flags):
+            return run
+    return None
+
+
+# `qdiff.map` over a body run on a simulator as a whole (a circuit) runs it as one batch
+soacs.MAP_BODY_RUNNERS.append(claimed_runner)
 
 
 # (claims(program, batched flags), run(program, values, flags, size, argnums) -> (value, grads))
@@ -221,10 +236,10 @@ def _batched_run(program: Program, gradient: DerivativeLayer | None, values: lis
     """``(result,)`` from a registered batched runner (or batched gradient, for a gradient's
     derivative layer), or None when none claims the program."""
     if gradient is None:
-        for claims, run in _BATCHED_RUNNERS:
-            if claims(program, flags):
-                return (unflatten_outputs(program, run(program, values, flags, size)),)
-        return None
+        run = claimed_runner(program, flags)
+        if run is None:
+            return None
+        return (unflatten_outputs(program, run(program, values, flags, size)),)
     argnums, method, options = gradient.argnums, gradient.method, gradient.options
     with_value = gradient.kind == "value_and_grad"
     if method not in ("auto", "adjoint") or options:
@@ -254,5 +269,5 @@ def vmap(f: Function, in_axes: Axes = 0, out_axes: Axes = 0) -> VmappedFunction:
     return VmappedFunction(f, in_axes, out_axes)
 
 
-__all__ = ["VmappedFunction", "leaf_axes", "register_batched_gradient",
+__all__ = ["VmappedFunction", "claimed_runner", "leaf_axes", "register_batched_gradient",
            "register_batched_runner", "vmap"]

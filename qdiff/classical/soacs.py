@@ -90,6 +90,24 @@ def _map_rule(*args: Type, body: Program, num_consts: int,
 
 map_p = register_primitive("map", _map_rule, multiple_results=True, subprogram_params=("body",))
 
+# Batched runs of map bodies that a higher layer runs as a whole (quantum programs), filled
+# by `qdiff.batching`: ``find(body, batched) -> run(body, values, batched, size) -> outputs``
+# (batch axis first) or None when no batched run claims the body.
+MAP_BODY_RUNNERS: list[Callable[[Program, list[bool]], Callable[..., list[Any]] | None]] = []
+
+
+def _batched_body_run(body: Program, consts: Sequence[Any], xs: Sequence[Any],
+                      n: int) -> list[np.ndarray] | None:
+    """The rows of a map whose body a registered batched runner claims, run as one batch."""
+    flags = [False] * len(consts) + [True] * len(xs)
+    for find in MAP_BODY_RUNNERS:
+        run = find(body, flags)
+        if run is not None:
+            outs = run(body, [*consts, *xs], flags, n)
+            return [np.asarray(out, dtype=t.np_dtype).reshape((n, *t.shape))
+                    for out, t in zip(outs, body.out_types)]
+    return None
+
 
 @map_p.def_impl("numpy")
 def _map_impl(*args: Any, body: Program, num_consts: int,
@@ -102,6 +120,9 @@ def _map_impl(*args: Any, body: Program, num_consts: int,
         return [out if _fresh_row_array(out, n, t, [*args, *outs[:k]]) else
                 np.array(np.broadcast_to(out, (n,)), dtype=t.np_dtype)
                 for k, (out, t) in enumerate(zip(outs, body.out_types))]
+    batched = _batched_body_run(body, consts, xs, n) if n else None
+    if batched is not None:
+        return batched
     rows = [evaluate(body, *consts, *(x[i] for x in xs)) for i in range(n)]
     return [np.stack([row[k] for row in rows]) if n else np.zeros((0, *t.shape), t.dtype)
             for k, t in enumerate(body.out_types)]

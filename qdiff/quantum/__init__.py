@@ -13,7 +13,7 @@ True
 
 from ..ir.interpreter import register_runner
 from . import compiled  # noqa: F401  (registers compiled forms of quantum programs)
-from .execution import batched  # noqa: F401  (registers the batched simulation of vmap)
+from .execution import batched, batched_branches  # noqa: F401  (register the batched runs of vmap)
 from .execution.options import RunOptions
 from .execution.run import TruncationError, TruncationWarning, call_quantum_program, run
 from .execution.runner import NonTerminatingLoopError, QuantumResult, needs_runner

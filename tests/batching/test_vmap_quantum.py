@@ -11,7 +11,7 @@ import pytest
 import qdiff
 import qdiff.numpy as qnp
 from qdiff import quantum as qm
-from qdiff.quantum.execution.batched import batched_circuit
+from qdiff.quantum.execution.batched import batched_circuit, one_wire_runs
 from qdiff.quantum.lang.examples import layers, repeat_until_one
 
 rng = np.random.default_rng(3)
@@ -152,3 +152,77 @@ def _z_after_ry(t):
     q = qm.qubits(1)
     qm.ry(t, q[0])
     return qm.expval("Z", q)
+
+
+def test_map_over_a_circuit_runs_its_rows_as_one_batched_simulation(monkeypatch):
+    import importlib
+
+    from qdiff.classical import soacs
+
+    vmap_module = importlib.import_module("qdiff.batching.vmap")
+    runs = []
+
+    def spy(program, flags):
+        found = original(program, flags)
+        if found is None:
+            return None
+
+        def counted(*args):
+            runs.append(args[3])
+            return found(*args)
+
+        return counted
+
+    original = vmap_module.claimed_runner
+    monkeypatch.setattr(soacs, "MAP_BODY_RUNNERS", [spy])
+    program = qdiff.program(hybrid)
+    w = rng.uniform(-1, 1, (B, 3))
+    got = qdiff.map(lambda row: program(row, 0.4), w)
+    np.testing.assert_allclose(got, _loop(program, w, 0.4, axes=(0, None)), rtol=1e-12,
+                               atol=1e-12)
+    assert runs == [B]   # one batched run of all B rows
+
+
+def test_runs_of_one_wire_gates_have_the_gradients_of_a_loop():
+    # runs of several one-wire gates on one wire (Pauli rotations, a phase gate, fixed
+    # gates) are undone in one pass each by the batched adjoint sweep; wire 9 has pairs
+    # further apart than a block of the sweep
+    def runs(w):
+        q = qm.qubits(10)
+        qm.h(q[9]); qm.h(q[0])
+        for k, wire in enumerate((0, 9, 4)):
+            qm.rx(w[k], q[wire]); qm.ry(w[k + 1] * 2, q[wire]); qm.h(q[wire])
+            qm.phase(w[k + 2], q[wire]); qm.rz(w[k] - w[k + 1], q[wire])
+        qm.cx(q[0], q[9]); qm.ry(w[0], q[9]); qm.rz(w[1], q[9])
+        return qm.expval("X" + "I" * 8 + "Z", q) + 0.5 * qm.expval("Y" + "I" * 9, q)
+
+    program = qdiff.program(runs)
+    w = rng.uniform(-2, 2, (B, 5))
+    assert batched_circuit(program.trace(w[0])) is not None
+    got = qdiff.vmap(qdiff.grad(program))(w)
+    np.testing.assert_allclose(got, _loop(qdiff.grad(program), w, axes=(0,)), rtol=1e-10,
+                               atol=1e-12)
+
+
+def test_runs_of_permutation_gates_have_the_values_and_gradients_of_a_loop():
+    # the entangling CNOT chain (a SWAP and a CNOT after it) becomes one
+    # permutation table in the batched kernels and is scattered back in the adjoint sweep
+    def chain(w):
+        q = qm.qubits(5)
+        for layer in range(2):
+            for k in range(5):
+                qm.ry(w[layer, k], q[k]); qm.rz(w[layer, k] * 0.5 + layer, q[k])
+            for k in range(4):
+                qm.cx(q[k], q[k + 1])
+            qm.swap(q[0], q[4]); qm.cx(q[4], q[2])
+        return qm.expval("ZIZII + 0.3*IXIIY", q)
+
+    program = qdiff.program(chain)
+    w = rng.uniform(-2, 2, (B, 2, 5))
+    circuit = batched_circuit(program.trace(w[0]))
+    assert circuit is not None and (one_wire_runs(circuit)[2] >= 0).sum() == 2
+    np.testing.assert_allclose(qdiff.vmap(program)(w), _loop(program, w, axes=(0,)),
+                               rtol=1e-12, atol=1e-12)
+    got = qdiff.vmap(qdiff.grad(program))(w)
+    np.testing.assert_allclose(got, _loop(qdiff.grad(program), w, axes=(0,)), rtol=1e-10,
+                               atol=1e-12)

@@ -48,7 +48,7 @@ from ..lang.gates import GateSpec, gate_spec
 from ..lang.observables import PauliSum
 from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
 from ..simulator import get_backend
-from ..simulator.batched_kernels import CONTROLLED1, DENSE1, DENSE2, run_circuit
+from ..simulator.batched_kernels import CONTROLLED1, DENSE1, DENSE2, PERMUTE, run_circuit
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,8 @@ class CircuitGate:
         return self.acting.generator_matrix()
 
 
-def _kind(spec: GateSpec) -> int:
+def gate_kind(spec: GateSpec) -> int:
+    """The kernel kind that applies ``spec`` (`batched_kernels`)."""
     if spec.num_qubits == 1:
         return DENSE1
     if spec.structure == "controlled" and spec.num_controls == 1 \
@@ -141,7 +142,7 @@ def _split(program: Program) -> BatchedCircuit | None:
             if any(isinstance(a, Var) and a in derived for a in angles):
                 return None  # an expectation value feeds a gate
             gates.append(CircuitGate(spec, tuple(eqn.params["wires"]),
-                                     len(angle_atoms) if angles else None, _kind(spec)))
+                                     len(angle_atoms) if angles else None, gate_kind(spec)))
             angle_atoms.extend(angles)
         elif name in ("expval", "probs"):
             observable = pauli_sum_of(eqn.params["terms"]) if name == "expval" else None
@@ -300,39 +301,96 @@ def member_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int) -
     return mats
 
 
+def _permutation(gate: CircuitGate, num_qubits: int) -> np.ndarray | None:
+    """Where a fixed gate takes each amplitude from (``out[i] = in[source[i]]``) when it
+    only moves amplitudes (a matrix of zeros and ones: CNOT, SWAP, X, ...), else None."""
+    if gate.angle is not None:
+        return None
+    m = gate.spec.matrix()
+    if not (np.all((m == 0) | (m == 1)) and np.all(m.sum(axis=0) == 1)
+            and np.all(m.sum(axis=1) == 1)):
+        return None
+    mats = np.zeros((1, 1, 4, 4), np.complex128)
+    block = gate.acting.matrix()
+    mats[0, 0, :block.shape[0], :block.shape[1]] = block
+    index = np.arange(1 << num_qubits, dtype=np.complex128)[None, :]
+    moved = run_circuit(index, *_arrays([gate]), mats, _NO_TABLES)
+    return moved[0].real.astype(np.int64)
+
+
+_NO_TABLES = np.zeros((0, 1), np.int64)
+
+
 @functools.lru_cache(maxsize=64)
-def _fusion_plan(circuit: BatchedCircuit) -> tuple[tuple[np.ndarray, ...], list[list[int]]]:
-    """Kernel arrays of the circuit with each run of one-wire gates on a wire fused (gates
-    on other wires commute with it), and the gates each fused entry multiplies, in order."""
+def _fusion_plan(circuit: BatchedCircuit) -> tuple[tuple[np.ndarray, ...], list[list[int]],
+                                                   np.ndarray, np.ndarray]:
+    """The circuit's entries for the kernels: each run of one-wire gates on a wire fused
+    (gates on other wires commute with it, so every pending run is placed before the next
+    gate on several wires), and each run of several permutation gates one ``PERMUTE``
+    entry. Returns the entries' kernel arrays, the gates each entry holds in order, each
+    entry's permutation table index (-1 for none) and the tables."""
     pending: dict[int, list[int]] = {}
-    order: list[tuple[CircuitGate, list[int]]] = []
-
-    def flush(wire: int) -> None:
-        if wire in pending:
-            gates = pending.pop(wire)
-            order.append((circuit.gates[gates[0]], gates))
-
+    entries: list[list[int]] = []
     for g, gate in enumerate(circuit.gates):
         if gate.kind == DENSE1:
             pending.setdefault(gate.wires[0], []).append(g)
             continue
-        for w in gate.wires:
-            flush(w)
-        order.append((gate, [g]))
-    for w in list(pending):
-        flush(w)
-    return _arrays([gate for gate, _ in order]), [gates for _, gates in order]
+        entries.extend(pending.values())
+        pending.clear()
+        entries.append([g])
+    entries.extend(pending.values())
+    # consecutive permutation gates, one table each run
+    n = circuit.num_qubits
+    sources = [None if len(gates) > 1 else _permutation(circuit.gates[gates[0]], n)
+               for gates in entries]
+    merged: list[list[int]] = []
+    tables: list[np.ndarray] = []
+    permutes: list[int] = []
+    e = 0
+    while e < len(entries):
+        stop = e
+        while stop < len(entries) and sources[stop] is not None:
+            stop += 1
+        if stop - e >= 2:
+            table = np.arange(1 << n)
+            for source in sources[e:stop]:
+                table = table[source]
+            merged.append([g for gates in entries[e:stop] for g in gates])
+            permutes.append(len(tables))
+            tables.append(table)
+            e = stop
+            continue
+        merged.append(entries[e])
+        permutes.append(-1)
+        e += 1
+    kinds, first, last = _arrays([circuit.gates[gates[0]] for gates in merged])
+    index = np.array(permutes, np.int64)
+    kinds[index >= 0] = PERMUTE
+    first[index >= 0] = index[index >= 0]
+    stacked = np.stack(tables) if tables else np.zeros((0, 1 << n), np.int64)
+    return (kinds, first, last), merged, index, stacked
 
 
-def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray
-                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def one_wire_runs(circuit: BatchedCircuit) -> tuple[np.ndarray, ...]:
+    """The entries of `fused_one_wire_runs` as gate indices for the adjoint sweep: entry
+    ``e`` is the gates ``order[runs[e]:runs[e + 1]]``; with each entry's permutation table
+    index (-1 for none) and the tables."""
+    _, entries, permutes, tables = _fusion_plan(circuit)
+    order = np.array([g for gates in entries for g in gates], np.int64)
+    runs = np.cumsum([0, *[len(gates) for gates in entries]]).astype(np.int64)
+    return order, runs, permutes, tables
+
+
+def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray) -> tuple[np.ndarray, ...]:
     """The circuit with each run of one-wire gates on a wire multiplied into one matrix per
-    member: kernel arrays and matrices. Runs of one length multiply together."""
-    arrays, entries = _fusion_plan(circuit)
+    member, and runs of permutation gates as tables: kernel arrays, matrices and tables.
+    Runs of one length multiply together."""
+    arrays, entries, permutes, tables = _fusion_plan(circuit)
     fused = np.zeros((mats.shape[0], len(entries), 4, 4), np.complex128)
     by_length: dict[int, list[int]] = {}
     for e, gates in enumerate(entries):
-        by_length.setdefault(len(gates), []).append(e)
+        if permutes[e] < 0:
+            by_length.setdefault(len(gates), []).append(e)
     for length, rows in by_length.items():
         if length == 1:
             fused[:, rows] = mats[:, [entries[e][0] for e in rows]]
@@ -341,7 +399,7 @@ def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray
         for step in range(1, length):
             product = np.matmul(mats[:, [entries[e][step] for e in rows], :2, :2], product)
         fused[:, rows, :2, :2] = product
-    return (*arrays, fused)
+    return (*arrays, fused, tables)
 
 
 def final_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:
@@ -417,4 +475,5 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 
 register_batched_runner(_claims, run_batched)
 
-__all__ = ["BatchedCircuit", "CircuitGate", "batched_circuit", "run_batched"]
+__all__ = ["BatchedCircuit", "CircuitGate", "batched_circuit", "one_wire_runs",
+           "run_batched"]

@@ -37,6 +37,7 @@ from ..execution.batched import (
     final_states,
     member_matrices,
     observable_rows,
+    one_wire_runs,
     outcome_index,
     readout_values,
 )
@@ -94,8 +95,8 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
         else:            # expval: λ = ē O ψ
             lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
     gens, forms = _generators(circuit)
-    per_gate = adjoint_sweep(psi, lam, *circuit.arrays(), mats, gens, forms,
-                             np.zeros((size, len(circuit.gates))))
+    per_gate = adjoint_sweep(psi, lam, *circuit.arrays(), *one_wire_runs(circuit), mats, gens,
+                             forms, np.zeros((size, len(circuit.gates))))
     angle_cts = [np.zeros(size) for _ in circuit.angles.outputs]
     for g, gate in enumerate(circuit.gates):
         if gate.angle is not None:
