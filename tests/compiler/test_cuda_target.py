@@ -8,6 +8,7 @@ is one test here. Sizes are tiny: the simulator runs a Python thread per GPU thr
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -26,19 +27,39 @@ from tests.compiler.cuda_cases import cases
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def simulated() -> dict[str, str]:
-    environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1",
+def _cases_in_a_process(module: str, simulator: bool) -> dict[str, str]:
+    """The JSON line of ``python -m <module>``, run with or without the CUDA simulator."""
+    environment = {**os.environ,
                    "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "tests.compiler.cuda_cases"], cwd=ROOT,
-                          env=environment, capture_output=True, text=True, timeout=600)
+    environment.pop("NUMBA_ENABLE_CUDASIM", None)
+    if simulator:
+        environment["NUMBA_ENABLE_CUDASIM"] = "1"
+    done = subprocess.run([sys.executable, "-m", module], cwd=ROOT, env=environment,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def simulated() -> dict[str, str]:
+    return _cases_in_a_process("tests.compiler.cuda_cases", simulator=True)
 
 
 @pytest.mark.parametrize("case", list(cases()))
 def test_cuda_target_under_the_simulator(simulated, case):
     assert simulated[case] == "ok", simulated[case]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
+                    reason="needs numba-cuda (the 'gpu' extra; no GPU needed)")
+def test_every_kernel_of_the_cases_lowers_with_numba_cuda():
+    # the simulator accepted kernels that numba-cuda rejects on a GPU (KeyError: <ufunc
+    # 'exp'>, "Cannot cast UniTuple(int64 x 1) to int64"); its typing and lowering run
+    # without one
+    lowered = _cases_in_a_process("tests.compiler.cuda_lowering", simulator=False)
+    assert set(cases()) < set(lowered)
+    failed = {case: text for case, text in lowered.items() if text != "ok"}
+    assert not failed, "\n".join(f"{case}: {text}" for case, text in failed.items())
 
 
 def test_cuda_backend_without_a_gpu_is_refused_clearly(monkeypatch):
