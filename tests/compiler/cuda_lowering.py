@@ -8,7 +8,8 @@ index into a 1-d array in ``cuda.atomic.add``). numba-cuda's typing and lowering
 need no device, only its compute capability; NVVM, linking and launching do. So each case
 runs its host function with the launches replaced: a launch lowers its kernel for the
 arguments' types and runs nothing (kernel outputs stay zero, the cases' comparisons fail,
-and only lowering is judged). Prints one JSON line: case name -> "ok" or the failures; the
+and only lowering is judged); so does each elementwise primitive alone in every dtype
+it accepts (`DTYPES`). Prints one JSON line: case name -> "ok" or the failures; the
 entry `UNREACHED` lists kernels of loaded modules that no launch lowered.
 """
 
@@ -24,12 +25,17 @@ from numba import cuda, typeof, types
 from numba.cuda.compiler import compile_cuda
 from numba.cuda.dispatcher import CUDADispatcher
 
-from qdiff.compiler import cache
+from qdiff.compiler import CompiledProgram, NotCompilableError, cache
 from qdiff.compiler.cuda import device as rtc
-from tests.compiler.cuda_cases import cases
+from tests.compiler.cuda_cases import cases, elementwise_programs
 
 COMPUTE_CAPABILITY = (9, 0)  # an H100's; lowering needs one and no device
 UNREACHED = "every kernel of the loaded modules lowered"
+# each elementwise primitive is lowered alone too, in every dtype it accepts
+DTYPES = ("float64", "float32", "int64", "int32", "bool", "complex128", "complex64")
+# NumPy orders complex numbers and Numba does not (nor has NumPy a complex arctan2): the CPU
+# target cannot compile these on complex operands either
+UNORDERED = {"lt", "le", "gt", "ge", "atan2"}
 
 
 class _Device:
@@ -99,6 +105,16 @@ def main(selected: list[str]) -> None:
             pass
         failed = lowering.failures[before:]
         results[key] = "ok" if not failed else "\n".join(failed)
+    for label, program, operands in elementwise_programs(DTYPES):
+        if label.split()[0] in UNORDERED and operands[0].dtype.kind == "c":
+            continue
+        before = len(lowering.failures)
+        try:
+            CompiledProgram(program, backend="numba-cuda")(*operands)
+        except NotCompilableError:
+            pass  # refused by name (a complex ufunc numba-cuda has no kernel form of)
+        failed = lowering.failures[before:]
+        results[f"elementwise: {label}"] = "ok" if not failed else "\n".join(failed)
     missing = lowering.unreached()
     results[UNREACHED] = "ok" if not missing else "not lowered: " + ", ".join(missing)
     print(json.dumps(results))

@@ -22,7 +22,7 @@ import pytest
 import qdiff
 import qdiff.numpy as qnp
 from qdiff.ir.errors import QdiffError
-from tests.compiler.cuda_cases import cases
+from tests.compiler.cuda_cases import cases, elementwise_programs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -96,22 +96,6 @@ def test_cuda_compiles_on_numpy_without_row_stack(monkeypatch):
     assert np.row_stack((np.ones(2), np.zeros(2))).shape == (2, 2)
 
 
-def _elementwise_programs():
-    """One program per elementwise primitive and operand dtype the primitive accepts."""
-    from qdiff.classical.elementwise import BINARY, PRIMITIVES, UNARY  # noqa: PLC0415
-    from qdiff.ir.tracer import bind  # noqa: PLC0415
-
-    for name in (*UNARY, *BINARY):
-        for dtype in ("float64", "float32", "int64"):
-            operands = [np.ones(4, dtype)] * (1 if name in UNARY else 2)
-            try:
-                primitive = PRIMITIVES[name]
-                program = qdiff.trace(lambda *xs, p=primitive: bind(p, *xs), *operands)
-            except QdiffError:
-                continue  # the primitive refuses this dtype
-            yield f"{name} of {dtype}", program
-
-
 def test_kernels_call_only_the_ufuncs_numba_cuda_lowers():
     # the CUDA simulator runs kernels as Python with NumPy, so it accepted np.exp, np.sign,
     # np.power, ... that numba-cuda cannot lower on a GPU ("KeyError: <ufunc 'exp'>" at the
@@ -121,7 +105,7 @@ def test_kernels_call_only_the_ufuncs_numba_cuda_lowers():
     from qdiff.compiler.lowering import Options  # noqa: PLC0415
 
     checked = 0
-    for label, program in _elementwise_programs():
+    for label, program, _ in elementwise_programs(("float64", "float32", "int64")):
         source = generate_cuda(program, Options()).source
         kernels = source[:source.index("\ndef host(")]
         assert "@cuda.jit" in kernels, label
