@@ -15,8 +15,10 @@ import numpy as np
 import qdiff
 import qdiff.numpy as qnp
 from qdiff import quantum as qm
+from qdiff.classical.elementwise import BINARY, PRIMITIVES, UNARY
 from qdiff.compiler import CompiledProgram, NotCompilableError
-from qdiff.ir.errors import LoopLimitError
+from qdiff.ir.errors import LoopLimitError, QdiffError
+from qdiff.ir.tracer import bind
 from tests.backends import RTOL, assert_agree
 from tests.compiler.test_compiled_programs import EDGES, PROGRAMS, _leaves, _scalar
 
@@ -69,11 +71,21 @@ def _kernel_forms(x, h, k, d):
             *forms(k, d), k ** qnp.abs(d))
 
 
+def _complex_sign(x, z, w):
+    # z / |z| in a device function (complex numbers are not ordered); real outputs, so that
+    # the gradient case takes the derivative in x
+    s, t = qnp.sign(z), qnp.sign(w)
+    return qnp.real(s) * x, qnp.imag(s), qnp.real(t), qnp.imag(t)
+
+
 EXTRA = {
     "kernel forms at edges": (_kernel_forms, (
         np.concatenate([EDGES, [-3.5, 2.5, 0.5, -0.5, 7.0, -7.0, 1e300, -1e-300]]),
         np.array([-2.5, 0.5, 3.75, -0.0, 1.0, np.inf, -1.5, 2.0], np.float32),
         np.array([7, -7, 0, 5, -9, 4, 6]), np.array([2, 3, -4, 0, 5, -3, 0]))),
+    "complex sign": (_complex_sign, (
+        RNG.normal(size=6), np.array([3 - 4j, 0j, -0j, np.nan + 1j, -2 + 0j, 1e-300 + 1e-300j]),
+        np.array([1 + 1j, 0j, -5j, 0.5 - 2j, -1e-30 + 0j, 7 + 0j], np.complex64))),
     "map of a scalar loop": (_map_with_loop, (RNG.normal(size=7), 0.7)),
     "named reductions, several blocks": (_named_reductions, (RNG.uniform(0.5, 1.5, 300),)),
     "hist operators": (_hist_operators, (RNG.normal(size=8), np.arange(8) * 3 - 5)),
@@ -91,6 +103,7 @@ KERNEL_TEXT = {
     "partial reductions": ("cuda.atomic.add",),
     "sum of 300, several blocks": ("rtc.launch(nest", ", 3, 128, "),
     "map of a scalar loop": ("def map",),
+    "complex sign": ("rtc.complex_sign(",),
     "named reductions, several blocks": ("def fold", "def scan", "def offsets", ", 3, 128, "),
 }
 
@@ -106,6 +119,20 @@ def assert_agree_on_gpu(compiled, reference, where: str) -> None:
         single = np.asarray(b).dtype in (np.float32, np.complex64)
         assert_agree(a, b, f"{where}, output {k}",
                      rtol=4 * float(np.finfo(np.float32).eps) if single else RTOL)
+
+
+def elementwise_programs(dtypes: tuple[str, ...]):
+    """(label, program, operands): one program per elementwise primitive and operand dtype
+    among ``dtypes`` that the primitive accepts."""
+    for name in (*UNARY, *BINARY):
+        for dtype in dtypes:
+            operands = [np.ones(4, dtype)] * (1 if name in UNARY else 2)
+            try:
+                primitive = PRIMITIVES[name]
+                program = qdiff.trace(lambda *xs, p=primitive: bind(p, *xs), *operands)
+            except QdiffError:
+                continue  # the primitive refuses this dtype
+            yield f"{name} of {dtype}", program, operands
 
 
 def primal(name: str) -> None:

@@ -8,6 +8,7 @@ is one test here. Sizes are tiny: the simulator runs a Python thread per GPU thr
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -21,24 +22,44 @@ import pytest
 import qdiff
 import qdiff.numpy as qnp
 from qdiff.ir.errors import QdiffError
-from tests.compiler.cuda_cases import cases
+from tests.compiler.cuda_cases import cases, elementwise_programs
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def simulated() -> dict[str, str]:
-    environment = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1",
+def _cases_in_a_process(module: str, simulator: bool) -> dict[str, str]:
+    """The JSON line of ``python -m <module>``, run with or without the CUDA simulator."""
+    environment = {**os.environ,
                    "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-m", "tests.compiler.cuda_cases"], cwd=ROOT,
-                          env=environment, capture_output=True, text=True, timeout=600)
+    environment.pop("NUMBA_ENABLE_CUDASIM", None)
+    if simulator:
+        environment["NUMBA_ENABLE_CUDASIM"] = "1"
+    done = subprocess.run([sys.executable, "-m", module], cwd=ROOT, env=environment,
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def simulated() -> dict[str, str]:
+    return _cases_in_a_process("tests.compiler.cuda_cases", simulator=True)
 
 
 @pytest.mark.parametrize("case", list(cases()))
 def test_cuda_target_under_the_simulator(simulated, case):
     assert simulated[case] == "ok", simulated[case]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numba_cuda") is None,
+                    reason="needs numba-cuda (the 'gpu' extra; no GPU needed)")
+def test_every_kernel_of_the_cases_lowers_with_numba_cuda():
+    # the simulator accepted kernels that numba-cuda rejects on a GPU (KeyError: <ufunc
+    # 'exp'>, "Cannot cast UniTuple(int64 x 1) to int64"); its typing and lowering run
+    # without one
+    lowered = _cases_in_a_process("tests.compiler.cuda_lowering", simulator=False)
+    assert set(cases()) < set(lowered)
+    failed = {case: text for case, text in lowered.items() if text != "ok"}
+    assert not failed, "\n".join(f"{case}: {text}" for case, text in failed.items())
 
 
 def test_cuda_backend_without_a_gpu_is_refused_clearly(monkeypatch):
@@ -75,22 +96,6 @@ def test_cuda_compiles_on_numpy_without_row_stack(monkeypatch):
     assert np.row_stack((np.ones(2), np.zeros(2))).shape == (2, 2)
 
 
-def _elementwise_programs():
-    """One program per elementwise primitive and operand dtype the primitive accepts."""
-    from qdiff.classical.elementwise import BINARY, PRIMITIVES, UNARY  # noqa: PLC0415
-    from qdiff.ir.tracer import bind  # noqa: PLC0415
-
-    for name in (*UNARY, *BINARY):
-        for dtype in ("float64", "float32", "int64"):
-            operands = [np.ones(4, dtype)] * (1 if name in UNARY else 2)
-            try:
-                primitive = PRIMITIVES[name]
-                program = qdiff.trace(lambda *xs, p=primitive: bind(p, *xs), *operands)
-            except QdiffError:
-                continue  # the primitive refuses this dtype
-            yield f"{name} of {dtype}", program
-
-
 def test_kernels_call_only_the_ufuncs_numba_cuda_lowers():
     # the CUDA simulator runs kernels as Python with NumPy, so it accepted np.exp, np.sign,
     # np.power, ... that numba-cuda cannot lower on a GPU ("KeyError: <ufunc 'exp'>" at the
@@ -100,7 +105,7 @@ def test_kernels_call_only_the_ufuncs_numba_cuda_lowers():
     from qdiff.compiler.lowering import Options  # noqa: PLC0415
 
     checked = 0
-    for label, program in _elementwise_programs():
+    for label, program, _ in elementwise_programs(("float64", "float32", "int64")):
         source = generate_cuda(program, Options()).source
         kernels = source[:source.index("\ndef host(")]
         assert "@cuda.jit" in kernels, label

@@ -34,7 +34,8 @@ def _elementwise(ufunc: np.ufunc) -> Any:
 
 if config.ENABLE_CUDASIM:
     math = types.SimpleNamespace(**{name: _elementwise(getattr(np, name)) for name in
-                                    ("exp", "expm1", "log1p", "sqrt", "fmod", "copysign")})
+                                    ("exp", "expm1", "log1p", "sqrt", "fmod", "copysign",
+                                     "hypot")})
     libdevice = types.SimpleNamespace(**{
         name + suffix: _elementwise(ufunc) for name, ufunc in
         [("floor", np.floor), ("ceil", np.ceil), ("rint", np.rint), ("pow", np.power)]
@@ -80,6 +81,16 @@ def remainder(a: Any, b: Any) -> Any:  # pragma: no cover - compiled
     if b == 0:
         return math.fmod(a, b)
     return _divmod(a, b)[1]
+
+
+@cuda.jit(device=True)
+def complex_sign(z: Any) -> Any:  # pragma: no cover - compiled
+    """``np.sign`` of a complex number as NumPy 2 (and Numba on the CPU) give it: z / |z|,
+    0 for 0."""
+    size = math.hypot(z.real, z.imag)
+    if size == 0:
+        return z - z  # zero of z's type
+    return z / size
 
 
 def launch(kernel: Any, blocks: int, threads: int, args: Sequence[Any],

@@ -54,8 +54,11 @@ def _math(name: str) -> Expression:
 
 
 def _sign(eqn: Eqn, args: list[str]) -> str:
-    # NumPy: 1, -1, 0 for ±0, and NaN stays NaN (x is returned where no comparison holds)
+    # NumPy: 1, -1, 0 for ±0, and NaN stays NaN (x is returned where no comparison holds);
+    # complex numbers are not ordered: z / |z| (a device function)
     x = args[0]
+    if _kind(eqn) == "c":
+        return f"rtc.complex_sign({x})"
     one, zero = ("1.0", "0.0") if _kind(eqn) == "f" else ("1", "0")
     return f"({one} if {x} > 0 else (-{one} if {x} < 0 else ({zero} if {x} == 0 else {x})))"
 
