@@ -39,6 +39,7 @@ print('numpy', numpy.__version__, '| numba', numba.__version__, '| numba-cuda', 
 numba_cuda.__version__, '| cupy', cupy.__version__, '|', cuda.get_current_device().name)"
 
 checks() {  # side by side: 16 cores, one GPU
+    TAIL=3 step cuda_lowering 120 python -m tests.compiler.cuda_lowering &
     TAIL=0 step cuda_cases 120 python -m tests.compiler.cuda_cases &
     TAIL=30 step cupy_tests 120 python -m pytest -q -p no:cacheprovider -rf \
         tests/quantum/test_cupy_programs.py tests/quantum/simulator/test_simulator.py \
