@@ -5,6 +5,7 @@ equals the interpreter's, and the generated source lacks the array the optimizat
 from __future__ import annotations
 
 import ast
+import re
 
 import numpy as np
 
@@ -145,3 +146,34 @@ def test_power_with_an_array_of_exponents_compiles():
     program = qdiff.trace(lambda x: x ** exponents, np.ones(3))
     x = np.array([0.5, 1.5, 2.5])
     assert_agree(CompiledProgram(program)(x), program(x), "power")
+
+
+ROW = re.compile(r"row\d+ = np.empty")
+
+
+def _row_contractions(factors, centred, counts, offsets):
+    # GMM's per-point products Q_k (x_i - μ_k): the result's last axis is the nest's innermost
+    transformed = qnp.einsum("kij,nkj->nki", factors, centred)
+    moved = qnp.einsum("kji,nkj->nki", factors, centred)  # the row index last in the factor
+    whole = qnp.einsum("kij,nkj->nki", counts, offsets)  # integers
+    return qnp.sum(qnp.tanh(transformed) * moved) + qnp.sum(whole)
+
+
+def test_contractions_in_a_nest_are_computed_a_row_at_a_time_in_the_same_order():
+    factors, centred = RNG.normal(size=(4, 9, 9)), RNG.normal(size=(3, 4, 9))
+    counts, offsets = RNG.integers(-3, 4, size=(4, 9, 9)), RNG.integers(-3, 4, size=(3, 4, 9))
+    args = (factors, centred, counts, offsets)
+    program = qdiff.trace(_row_contractions, *args)
+    for parallel in (False, True):
+        compiled = CompiledProgram(program, parallel=parallel)
+        # each element sums its products in the interpreter's order: equal to rounding
+        assert_agree(compiled(*args), program(*args), f"parallel={parallel}")
+        assert len(ROW.findall(compiled.source)) == 3
+    source = _compiled(_row_contractions, *args, argnums=(0, 1))
+    assert ROW.findall(source)
+    # below a vector's worth of elements per row, one register per element
+    small = (factors[:, :4, :4], centred[..., :4], counts[:, :4, :4], offsets[..., :4])
+    small_program = qdiff.trace(_row_contractions, *small)
+    small_compiled = CompiledProgram(small_program)
+    assert_agree(small_compiled(*small), small_program(*small), "rows of 4")
+    assert not ROW.findall(small_compiled.source)
