@@ -177,3 +177,24 @@ def test_contractions_in_a_nest_are_computed_a_row_at_a_time_in_the_same_order()
     small_compiled = CompiledProgram(small_program)
     assert_agree(small_compiled(*small), small_program(*small), "rows of 8")
     assert not ROW.findall(small_compiled.source)
+
+
+def test_small_einsums_with_transposed_operands_run_as_direct_loops():
+    # GMM's Σ_n t̄[n,k,i] c[n,k,j]: BLAS would need both (n, K, d) operands transposed
+    t, c = RNG.normal(size=(300, 5, 6)), RNG.normal(size=(300, 5, 7))
+    counts, square = RNG.integers(-4, 5, size=(300, 5, 6)), RNG.normal(size=(6, 5))
+
+    def products(t, c, counts, square):
+        return (qnp.einsum("nki,nkj->kij", t, c), qnp.einsum("nki,nkj->kij", counts, counts),
+                qnp.einsum("ij,ji->", t[0], square))
+
+    args = (t, c, counts, square)
+    program = qdiff.trace(products, *args)
+    compiled = CompiledProgram(program)
+    for k, (got, want) in enumerate(zip(compiled(*args), program(*args))):
+        assert_agree(got, want, f"output {k}")
+    assert "batched_matmul" not in compiled.source and "transpose" not in compiled.source
+    # a large result per batch member stays a BLAS product
+    big = qdiff.trace(lambda a, b: qnp.einsum("nki,nkj->kij", a, b), t[:, :, :1].repeat(40, 2),
+                      c[:, :, :1].repeat(40, 2))
+    assert "batched_matmul" in CompiledProgram(big).source
