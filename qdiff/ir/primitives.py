@@ -42,6 +42,10 @@ class Primitive:
     impls: dict[str, Callable[..., Any]] = field(default_factory=dict)
     jvp: Callable[..., Any] | None = None
     vjp: Callable[..., Any] | None = None
+    # ``vjp_keeping(values, active, **params) -> (outputs, backward) | None``: the forward
+    # sweep's binding of the primitive, keeping values for the reverse sweep's
+    # ``backward(cts_out) -> cts_in`` (None: ``vjp`` recomputes what it needs)
+    vjp_keeping: Callable[..., Any] | None = None
     transpose: Callable[..., Any] | None = None
     # ``batch(values, batched, size, **params) -> (outputs, batched)``: the primitive applied
     # to values of which those flagged carry a leading batch axis of ``size`` members

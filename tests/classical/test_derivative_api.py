@@ -140,3 +140,52 @@ def test_errors_name_the_problem():
         qdiff.grad(lambda x, n: x * n, argnums=1)(1.0, 2)
     with pytest.raises(qdiff.QdiffError, match="out of range"):
         qdiff.grad(lambda x: x, argnums=3)(1.0)
+
+
+def _costly_count(program) -> int:
+    return sum(e.primitive.name in ("exp", "tanh", "div") for e in program.all_eqns())
+
+
+def test_map_adjoint_reads_the_values_its_forward_sweep_kept(monkeypatch):
+    # an LSTM-like cell in a loop whose output the rest of the step reads (so the reverse
+    # sweep runs the cell's map forward anyway): that map keeps its sigmoid and tanh for the
+    # adjoint lambda, which otherwise computes them again (six scalar inputs to
+    # differentiate: reverse mode inside the lambda, not mixed mode)
+    from qdiff.autodiff.classical_rules import map_derivatives
+
+    def cell_loop(w, x):
+        def step(i, c):
+            gate = 1.0 / (1.0 + qnp.exp(-(c * w[0] + x * w[1] + w[2])))
+            h = gate * qnp.tanh(c * w[3] + w[4])
+            return h * qnp.sum(h) * 0.1 + c
+        return qnp.sum(qdiff.fori_loop(0, 4, step, x) ** 2)
+
+    def plain(w, x):
+        c = x
+        for _ in range(4):
+            h = 1.0 / (1.0 + np.exp(-(c * w[0] + x * w[1] + w[2]))) * np.tanh(c * w[3] + w[4])
+            c = h * np.sum(h) * 0.1 + c
+        return np.sum(c ** 2)
+
+    w, x = np.array([0.7, -0.4, 0.2, 0.5, -0.1]), np.linspace(-1.0, 1.0, 6)
+    steps = np.eye(5) * 1e-6
+    central = [(plain(w + e, x) - plain(w - e, x)) / 2e-6 for e in steps]
+    kept = qdiff.grad(cell_loop)
+    np.testing.assert_allclose(kept(w, x), central, rtol=1e-7)
+    monkeypatch.setattr(map_derivatives, "MAX_KEPT_BYTES", 0)  # re-execute the lambda
+    recomputed = qdiff.grad(cell_loop)
+    np.testing.assert_allclose(recomputed(w, x), kept(w, x), rtol=1e-13)
+    # the reverse sweep's forward map and the adjoint's: three costly operations fewer
+    assert _costly_count(kept.trace(w, x)) == _costly_count(recomputed.trace(w, x)) - 3
+    compiled = qdiff.jit(kept)(w, x)
+    np.testing.assert_allclose(compiled, kept(w, x), rtol=1e-12)
+
+
+def test_map_keeps_nothing_for_a_lambda_with_a_loop_or_past_the_memory_bound():
+    from qdiff.autodiff.classical_rules.map_derivatives import MAX_KEPT_BYTES, kept_values
+
+    straight = qdiff.trace(lambda v: qnp.exp(qnp.sin(v)) * 2.0, 0.0)
+    assert len(kept_values(straight, 10)) == 2
+    assert kept_values(straight, MAX_KEPT_BYTES // 16 + 1) == []
+    looped = qdiff.trace(lambda v: qdiff.fori_loop(0, 3, lambda i, c: qnp.exp(c), v), 0.0)
+    assert kept_values(looped, 10) == []

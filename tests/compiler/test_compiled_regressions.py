@@ -57,3 +57,29 @@ def test_one_array_passed_as_two_carries_is_two_arrays():
     x = np.array([0.5, -1.0, 2.0])
     program = qdiff.trace(twice, x)
     assert_agree(CompiledProgram(program)(x), program(x), "one array as two carries")
+
+
+def test_jit_of_grad_called_first_traces_an_array_argument_indexed_by_the_loop_index():
+    # qdiff.jit(qdiff.grad(f)) called before any call of qdiff.grad(f), with f reading
+    # b[i % 3] of an undifferentiated array argument, raised TracerConversionError
+    def loss(x, b):
+        return qdiff.fori_loop(0, 5, lambda i, c: qnp.sin(c) * b[i % 3] + c * b[(i + 1) % 3], x)
+
+    def plain(x, b):
+        for i in range(5):
+            x = np.sin(x) * b[i % 3] + x * b[(i + 1) % 3]
+        return x
+
+    b, x, h = np.array([0.5, 1.1, 0.7]), 0.3, 1e-6
+    central = (plain(x + h, b) - plain(x - h, b)) / (2 * h)
+    for first in ("jit", "grad"):
+        gradient = qdiff.grad(loss)
+        calls = [qdiff.jit(gradient), gradient]
+        results = [call(x, b) for call in (calls if first == "jit" else calls[::-1])]
+        assert_agree(results[0], results[1], f"{first} first")
+        np.testing.assert_allclose(results[0], central, rtol=1e-8)
+    arrays = np.array([0.3, -0.4])  # an array carry too
+    vector_loss = lambda x, b: qnp.sum(loss(x, b))  # noqa: E731
+    assert_agree(qdiff.jit(qdiff.grad(vector_loss))(arrays, b),
+                 [(plain(a + h, b) - plain(a - h, b)) / (2 * h) for a in arrays], "array carry",
+                 rtol=1e-8)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -116,6 +117,36 @@ def test_parallel_loop_nests_agree():
     f = lambda m: (qnp.sum(qnp.exp(m) * m, axis=1), qdiff.map(lambda r: qnp.max(r) * 2.0, m))  # noqa: E731
     for got, want in zip(qdiff.jit(f, parallel=True)(x), f(x)):
         np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_parallel_hist_uses_per_thread_partial_histograms_and_agrees():
+    # 6000 updates into 7 bins: every bin collides hundreds of times across threads
+    rng = np.random.default_rng(2)
+    index = rng.integers(-2, 9, size=6000)  # a few out of range, ignored
+    whole = rng.integers(-5, 6, size=6000).astype(float)  # integer sums are exact in any order
+    near_one = 1.0 + rng.uniform(-1e-3, 1e-3, size=6000)
+    counts = rng.integers(0, 1000, size=6000)
+
+    def histograms(index, v, p, k):
+        return (qdiff.hist(qnp.zeros(7), "add", 0.0, index, v),
+                qdiff.hist(qnp.ones(7), "mul", 1.0, index, p),
+                qdiff.hist(qnp.zeros(7, dtype=np.int64), "max", 0, index, k),
+                qdiff.hist(qnp.zeros(7), lambda a, b: a + b * b, 0.0, index, v),
+                qdiff.hist(qnp.zeros((7, 2)), "add", qnp.zeros(2), index,
+                           qnp.stack([v, 2.0 * v], axis=1)))
+
+    args = (index, whole, near_one, counts)
+    compiled = qdiff.jit(histograms, parallel=True)
+    got = compiled(*args)
+    # the operator a + b² is no monoid, so regrouping its updates could change the result:
+    # it keeps the serial loop
+    assert len(re.findall(r"part\d+ = np.empty", compiled.source)) == 4
+    for g, w in zip(got, histograms(*args)):
+        np.testing.assert_allclose(g, w, rtol=1e-12)
+    # a serial compile takes the single loop
+    serial = qdiff.jit(histograms)
+    serial(*args)
+    assert not re.findall(r"part\d+ = np.empty", serial.source)
 
 
 def test_cache_survives_a_new_process(tmp_path):

@@ -5,6 +5,7 @@ equals the interpreter's, and the generated source lacks the array the optimizat
 from __future__ import annotations
 
 import ast
+import re
 
 import numpy as np
 
@@ -145,3 +146,55 @@ def test_power_with_an_array_of_exponents_compiles():
     program = qdiff.trace(lambda x: x ** exponents, np.ones(3))
     x = np.array([0.5, 1.5, 2.5])
     assert_agree(CompiledProgram(program)(x), program(x), "power")
+
+
+ROW = re.compile(r"row\d+ = np.empty")
+
+
+def _row_contractions(factors, centred, counts, offsets):
+    # GMM's per-point products Q_k (x_i - μ_k): the result's last axis is the nest's innermost
+    transformed = qnp.einsum("kij,nkj->nki", factors, centred)
+    moved = qnp.einsum("kji,nkj->nki", factors, centred)  # the row index last in the factor
+    whole = qnp.einsum("kij,nkj->nki", counts, offsets)  # integers
+    return qnp.sum(qnp.tanh(transformed) * moved) + qnp.sum(whole)
+
+
+def test_contractions_in_a_nest_are_computed_a_row_at_a_time_in_the_same_order():
+    factors, centred = RNG.normal(size=(4, 16, 16)), RNG.normal(size=(3, 4, 16))
+    counts, offsets = RNG.integers(-3, 4, size=(4, 16, 16)), RNG.integers(-3, 4, size=(3, 4, 16))
+    args = (factors, centred, counts, offsets)
+    program = qdiff.trace(_row_contractions, *args)
+    for parallel in (False, True):
+        compiled = CompiledProgram(program, parallel=parallel)
+        # each element sums its products in the interpreter's order: equal to rounding
+        assert_agree(compiled(*args), program(*args), f"parallel={parallel}")
+        assert len(ROW.findall(compiled.source)) == 3
+    source = _compiled(_row_contractions, *args, argnums=(0, 1))
+    assert ROW.findall(source)
+    # shorter rows keep one register per element
+    small = (factors[:, :8, :8], centred[..., :8], counts[:, :8, :8], offsets[..., :8])
+    small_program = qdiff.trace(_row_contractions, *small)
+    small_compiled = CompiledProgram(small_program)
+    assert_agree(small_compiled(*small), small_program(*small), "rows of 8")
+    assert not ROW.findall(small_compiled.source)
+
+
+def test_small_einsums_with_transposed_operands_run_as_direct_loops():
+    # GMM's Σ_n t̄[n,k,i] c[n,k,j]: BLAS would need both (n, K, d) operands transposed
+    t, c = RNG.normal(size=(300, 5, 6)), RNG.normal(size=(300, 5, 7))
+    counts, square = RNG.integers(-4, 5, size=(300, 5, 6)), RNG.normal(size=(6, 5))
+
+    def products(t, c, counts, square):
+        return (qnp.einsum("nki,nkj->kij", t, c), qnp.einsum("nki,nkj->kij", counts, counts),
+                qnp.einsum("ij,ji->", t[0], square))
+
+    args = (t, c, counts, square)
+    program = qdiff.trace(products, *args)
+    compiled = CompiledProgram(program)
+    for k, (got, want) in enumerate(zip(compiled(*args), program(*args))):
+        assert_agree(got, want, f"output {k}")
+    assert "batched_matmul" not in compiled.source and "transpose" not in compiled.source
+    # a large result per batch member stays a BLAS product
+    big = qdiff.trace(lambda a, b: qnp.einsum("nki,nkj->kij", a, b), t[:, :, :1].repeat(40, 2),
+                      c[:, :, :1].repeat(40, 2))
+    assert "batched_matmul" in CompiledProgram(big).source

@@ -3,9 +3,13 @@
 Forward: the tangent map runs the JVP of the lambda on ``(x_i, ẋ_i)``.
 
 Reverse (tapeless): ``ys = map f xs`` ⇒ ``x̄s = map (λ x_i ȳ_i → ←f(x_i, ȳ_i)) xs ȳs``: the
-adjoint lambda re-executes the primal lambda and reverses it (nothing is saved from the
-forward sweep). A free variable c read inside the lambda gets one contribution per
-iteration; they come back as a stacked array summed by a reduction,
+adjoint lambda re-executes the primal lambda and reverses it. Where that is cheap to avoid,
+the forward sweep keeps values instead (`kept_values`: the results of the lambda's costly
+operations, transcendentals and divisions, when the lambda is scalar straight-line code and
+they take at most `MAX_KEPT_BYTES`): its map also returns them, one per element, and the
+adjoint lambda reads them instead of computing them again. A free variable c read inside
+the lambda gets one contribution per iteration; they come back as a stacked array summed
+by a reduction,
 ``c̄ += Σ_i c̄_i`` (Futhark's "FreeNonAcc" case).
 
 Mixed mode: when the lambda's differentiated inputs are at most `MIXED_MODE_MAX_INPUTS`
@@ -17,6 +21,7 @@ never reverses the lambda's own control flow. The map's ``ad_mode`` param picks:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +29,7 @@ import numpy as np
 from ... import numpy as qnp
 from ...classical.elementwise import select_p
 from ...classical.soacs import map_p
-from ...ir.core import Program
+from ...ir.core import Program, Var
 from ...ir.interpreter import inline
 from ...ir.tracer import bind, trace, value_type
 from ...ir.types import Tensor
@@ -121,17 +126,15 @@ def _complex(value: Any) -> bool:
     return value_type(value).np_dtype.kind == "c"
 
 
-def _map_vjp(cts: list, values: list, outs: list, active: list, *, body: Program,
-             num_consts: int, ad_mode: str = "auto") -> list:
+def _map_adjoint(cts: list, values: list, outs: list, active: list, adjoint: Program,
+                 num_consts: int, body: Program, kept: Sequence[Any] = ()) -> list:
+    """The map of ``adjoint`` over the elements, their ``kept`` values and cotangents;
+    one cotangent per operand (the per-element ones of a constant summed)."""
     diff_outs = [k for k, t in enumerate(body.out_types) if is_differentiable(t)]
     if all(cts[k] is None for k in diff_outs):
         return [None] * len(values)
-    if use_mixed_mode(body, active, ad_mode):
-        adjoint = _mixed_adjoint(body, active)
-    else:
-        adjoint = vjp_program(body, active, with_primal=False)
     out_cts = [instantiate(cts[k], value_type(outs[k])) for k in diff_outs]
-    stacked = bind(map_p, *values[:num_consts], *values[num_consts:], *out_cts,
+    stacked = bind(map_p, *values[:num_consts], *values[num_consts:], *kept, *out_cts,
                    body=adjoint, num_consts=num_consts)
     per_input = iter(stacked)
     result: list[Any] = []
@@ -145,5 +148,63 @@ def _map_vjp(cts: list, values: list, outs: list, active: list, *, body: Program
     return result
 
 
+# Values of these primitives are kept by a map's forward sweep for its adjoint (`_map_keeping`)
+# instead of computed again: each costs tens of cycles, a stored value one load.
+COSTLY = frozenset({"exp", "log", "log1p", "expm1", "sin", "cos", "tan", "asin", "acos",
+                    "atan", "sinh", "cosh", "tanh", "sqrt", "pow", "div", "atan2"})
+# Above this many bytes of kept values a map's adjoint re-executes its lambda instead.
+MAX_KEPT_BYTES = 64 * 2 ** 20
+
+
+def kept_values(body: Program, count: int) -> list[Var]:
+    """The values of ``body`` (a map's lambda over ``count`` elements) that its forward
+    sweep keeps for the adjoint: the results of its `COSTLY` equations that are not
+    outputs, when the lambda is straight-line code on scalars and they take at most
+    `MAX_KEPT_BYTES`; otherwise none (the adjoint re-executes the lambda, tapeless).
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> body = qdiff.trace(lambda x: qnp.tanh(qnp.exp(x) * 2.0), 0.0)
+    >>> [v.type.short() for v in kept_values(body, 10)], kept_values(body, 10 ** 8)
+    (['f64[]'], [])
+    """
+    if any(e.primitive.subprogram_params for e in body.eqns) or any(
+            v.type.shape != () for e in body.eqns for v in e.outputs):
+        return []
+    outputs = {id(a) for a in body.outputs}
+    kept = [v for e in body.eqns if e.primitive.name in COSTLY for v in e.outputs
+            if id(v) not in outputs]
+    size = count * sum(v.type.np_dtype.itemsize for v in kept)
+    return kept if size <= MAX_KEPT_BYTES else []
+
+
+def _map_keeping(values: list, active: list, *, body: Program, num_consts: int,
+                 ad_mode: str = "auto") -> tuple[list, Any] | None:
+    """The forward sweep of a map that also returns the `kept_values` of its lambda, and
+    the reverse sweep that reads them (None: the adjoint re-executes the lambda)."""
+    count = value_type(values[num_consts]).shape[0]
+    kept = kept_values(body, count)
+    if not kept or use_mixed_mode(body, active, ad_mode):
+        return None
+    keeping = Program(body.inputs, body.eqns, [*body.outputs, *kept], name=body.name)
+    outs = bind(map_p, *values, body=keeping, num_consts=num_consts, **_mode(ad_mode))
+    primal, stored = outs[:len(body.outputs)], outs[len(body.outputs):]
+    adjoint = vjp_program(body, active, with_primal=False, known=kept)
+
+    def backward(cts: list) -> list:
+        return _map_adjoint(cts, values, primal, active, adjoint, num_consts, body, stored)
+
+    return primal, backward
+
+
+def _map_vjp(cts: list, values: list, outs: list, active: list, *, body: Program,
+             num_consts: int, ad_mode: str = "auto") -> list:
+    if use_mixed_mode(body, active, ad_mode):
+        adjoint = _mixed_adjoint(body, active)
+    else:
+        adjoint = vjp_program(body, active, with_primal=False)
+    return _map_adjoint(cts, values, outs, active, adjoint, num_consts, body)
+
+
 map_p.jvp = _map_jvp
 map_p.vjp = _map_vjp
+map_p.vjp_keeping = _map_keeping

@@ -28,6 +28,8 @@ from .kernels import KernelSource, blocks_for, has_atomic, threads_for
 class CudaNest(_Nest):
     """The loop nest of ``group`` written as a kernel and its launch."""
 
+    row_contractions = False  # a thread computes its own element: no shared row
+
     def __init__(self, scope: Scope, group: Group):
         super().__init__(scope, group)
         self.thread_levels = len(self.shape)  # levels run as threads; the rest as loops

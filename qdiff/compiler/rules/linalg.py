@@ -9,16 +9,20 @@ contracted (in both, not the output) and free ones (in one operand and the outpu
     B = b transposed to (b, c, f_b), reshaped (P, K, N)
     out = (A[p] @ B[p] for p) reshaped (b, f_a, f_b), transposed to the output's order
 
-Each product goes through BLAS; transposes that are identities are skipped.
+Each product goes through BLAS; transposes that are identities are skipped. Where BLAS would
+need an operand transposed and the result per batch member is small (`direct_loops`), the
+einsum runs as loops over the operands in memory order instead.
 """
 
 from __future__ import annotations
 
 import math
+from contextlib import ExitStack
 
 from ...classical.linalg import einsum_p, parse_spec
 from ...ir.core import Eqn
 from ..lowering import Scope, rule, shape_text
+from ..source import cast, dtype_name
 
 
 def _arranged(scope: Scope, operand: str, term: str, order: str, shape3: tuple) -> str:
@@ -30,6 +34,52 @@ def _arranged(scope: Scope, operand: str, term: str, order: str, shape3: tuple) 
     scope.line(f"{name} = {text}.reshape({shape_text(shape3)})" if term else
                f"{name} = np.full({shape_text(shape3)}, {operand})")
     return name
+
+
+# An einsum whose operands BLAS would need transposed, with at most this many result
+# elements per batch member, runs as direct loops (GMM's Σ_n t̄[n,k,i] c[n,k,j] at d=10: the
+# two transposed copies of (n, K, d) arrays cost several times the products themselves).
+DIRECT_LOOPS_MAX_OUTPUT = 256
+
+
+def direct_loops(a_term: str, b_term: str, a_order: str, b_order: str, outputs: int) -> bool:
+    """Whether an einsum runs as direct loops: both operands are arrays, one of them is
+    not in the order BLAS reads it (``a_order``, ``b_order``), and each batch member has
+    at most `DIRECT_LOOPS_MAX_OUTPUT` result elements (``outputs``).
+
+    >>> direct_loops("nki", "nkj", "kin", "knj", 100), direct_loops("ij", "jk", "ij", "jk", 4)
+    (True, False)
+    """
+    return (bool(a_term) and bool(b_term) and outputs <= DIRECT_LOOPS_MAX_OUTPUT
+            and len(set(a_term)) == len(a_term) and len(set(b_term)) == len(b_term)
+            and (a_term != a_order or b_term != b_order))
+
+
+def _direct(scope: Scope, eqn: Eqn, args: list[str], a_term: str, b_term: str,
+            out_term: str, sizes: dict[str, int]) -> str:
+    """``out[..] += a[..] * b[..]`` over the indices of ``a`` in its order, then those
+    only ``b`` has: both operands and the result are read in memory order where they can
+    be, with nothing copied."""
+    out = eqn.outputs[0].type
+    result = scope.fresh("d")
+    scope.line(f"{result} = np.zeros({shape_text(out.shape)}, {dtype_name(out.np_dtype)})")
+    index = {c: scope.fresh("q") for c in a_term + b_term}
+    order = a_term + "".join(c for c in b_term if c not in a_term)
+    with ExitStack() as loops:
+        for c in order:
+            loops.enter_context(scope.src.block(f"for {index[c]} in range({sizes[c]})"))
+
+        def at(array: str, term: str) -> str:
+            return f"{array}[{', '.join(index[c] for c in term)}]"
+
+        cell = at(result, out_term) if out_term else f"{result}[()]"
+        product = f"{cell} + {at(args[0], a_term)} * {at(args[1], b_term)}"
+        scope.line(f"{cell} = {cast(product, out.dtype)}")
+    if not out_term:
+        scalar = scope.fresh()
+        scope.line(f"{scalar} = {result}[()]")
+        return scalar
+    return result
 
 
 @rule(einsum_p)
@@ -46,6 +96,8 @@ def _einsum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
         return math.prod(sizes[c] for c in indices)
 
     p, m, k, n = size(batch), size(free_a), size(summed), size(free_b)
+    if direct_loops(a_term, b_term, batch + free_a + summed, batch + summed + free_b, m * n):
+        return [_direct(scope, eqn, args, a_term, b_term, out_term, sizes)]
     left = _arranged(scope, args[0], a_term, batch + free_a + summed, (p, m, k))
     right = _arranged(scope, args[1], b_term, batch + summed + free_b, (p, k, n))
     blas = eqn.outputs[0].type.np_dtype.kind in "fc"
