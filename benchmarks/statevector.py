@@ -38,7 +38,8 @@ arithmetic (the gates in their sparse forms, 8 flops per complex multiply-add pe
 amplitude) / the flop rate of one complex128 matrix product; qdiff, aer and lightning in ms
 (lightning: the transpiled circuit gate for gate in a QNode returning the probabilities, a
 gate PennyLane has no name for as its ``QubitUnitary``), qdiff / aer, qdiff / lightning and
-qdiff / max(bw floor, flop floor). Below the table, each ratio against its goal: every
+qdiff / max(bw floor, flop floor), and max|dp|, the largest difference between lightning's
+probabilities and qdiff's. Below the table, each ratio against its goal: every
 circuit <= 0.3x Aer and <= 0.5x lightning, the ansatz within 2x of max(floors) of its own
 plan, the random circuit within 3x.
 
@@ -343,7 +344,7 @@ def library_table(args: argparse.Namespace) -> None:
     """The table of library circuits (see the module docstring)."""
     rate = complex_flop_rate()
     header = ["circuit", "n", "gates", "passes", "cost", "bw floor", "flop floor", "qdiff",
-              "aer", "lightning", "qdiff/aer", "qdiff/lightning", "qdiff/floor"]
+              "aer", "lightning", "qdiff/aer", "qdiff/lightning", "qdiff/floor", "max|dp|"]
     goals: list[str] = []
     rows = []
     aer = None
@@ -367,7 +368,7 @@ def library_table(args: argparse.Namespace) -> None:
                    "passes": str(passes), "cost": f"{cost:.0f}", "bw floor": _ms(bw_floor),
                    "flop floor": _ms(flop_floor), "qdiff": _ms(ours),
                    "aer": "not installed", "lightning": "not installed", "qdiff/aer": "",
-                   "qdiff/lightning": "",
+                   "qdiff/lightning": "", "max|dp|": "",
                    "qdiff/floor": f"{ours / max(bw_floor, flop_floor):.2f}"}
             floor_goal = 2.0 if name == "hea" else 3.0 if name == "random" else None
             if floor_goal is not None:
@@ -386,6 +387,8 @@ def library_table(args: argparse.Namespace) -> None:
                 theirs = best_time(lightning, args.repeats, args.budget)
                 row["lightning"] = _ms(theirs)
                 row["qdiff/lightning"] = f"{ours / theirs:.2f}"
+                probs = np.asarray(qm.run(program, backend="numba").values)
+                row["max|dp|"] = f"{np.max(np.abs(np.asarray(lightning()) - probs)):.1e}"
                 goals.append(_goal(f"{name} n={n}: qdiff / lightning", ours / theirs, 0.5))
             print(f"  {name} n={n}: " + ", ".join(f"{k} {row[k]}" for k in header[2:]),
                   file=sys.stderr, flush=True)
