@@ -36,7 +36,12 @@ Columns: ``passes`` and ``cost`` (passes by the back end's price list) of the fu
 qdiff runs; ``bw floor`` its passes x 32 B x 2^n / copy bandwidth; ``flop floor`` its
 arithmetic (the gates in their sparse forms, 8 flops per complex multiply-add per
 amplitude) / the flop rate of one complex128 matrix product; qdiff, aer and lightning in ms
-(lightning: the ansatz only, other circuits need pennylane-qiskit), and qdiff / aer.
+(lightning: the transpiled circuit gate for gate in a QNode returning the probabilities, a
+gate PennyLane has no name for as its ``QubitUnitary``), qdiff / aer, qdiff / lightning and
+qdiff / max(bw floor, flop floor), and max|dp|, the largest difference between lightning's
+probabilities and qdiff's. Below the table, each ratio against its goal: every
+circuit <= 0.3x Aer and <= 0.5x lightning, the ansatz within 2x of max(floors) of its own
+plan, the random circuit within 3x.
 
 Threads: NUMBA_NUM_THREADS, OMP_NUM_THREADS (lightning, qulacs), MKL/OpenBLAS and Aer's
 max_parallel_threads are all set to --threads (default 1) before anything is imported.
@@ -47,7 +52,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +66,8 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--layers", type=int, default=10)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--clock", choices=["wall", "cpu"], default="wall",
+                    help="wall time, or the process's CPU time (one thread: a shared machine)")
     ap.add_argument("--budget", type=float, default=30.0,
                     help="seconds one measurement may take before it is extrapolated")
     ap.add_argument("--quick", action="store_true", help="n = 12, 16 and 2 repeats")
@@ -86,6 +92,7 @@ LIBRARY = ("hea", "qft", "qaoa", "su2", "qpe", "graph", "random")
 ARGS = _parse() if __name__ == "__main__" else None
 if ARGS is not None:  # thread pools are sized when their libraries load: set them first
     common.pin_threads(ARGS.threads, common.THREAD_VARIABLES + ("QULACS_NUM_THREADS",))
+    common.use_clock(ARGS.clock, ARGS.threads)
 
 import numpy as np  # noqa: E402
 
@@ -102,9 +109,9 @@ def hea_qiskit(angles: np.ndarray) -> Any:
 # ---------------------------------------------------------------------------------- timing
 def best_time(run: Callable[[], Any], repeats: int, budget: float) -> float:
     """Best wall time of ``run()`` in seconds (after one warm-up call)."""
-    t0 = time.perf_counter()
+    t0 = common.CLOCK()
     run()
-    first = time.perf_counter() - t0
+    first = common.CLOCK() - t0
     return common.best_of(run, repeats if first < budget / max(repeats, 1) else 1)[0]
 
 
@@ -112,10 +119,10 @@ def measure(make: Callable[[int], Callable[[], Any]], layers: int, repeats: int,
             budget: float) -> str:
     """Time ``make(layers)()``; extrapolate from ``make(1)`` when that would exceed budget."""
     one = make(1)
-    t0 = time.perf_counter()
+    t0 = common.CLOCK()
     one()
     one()
-    est = (time.perf_counter() - t0) / 2 * layers
+    est = (common.CLOCK() - t0) / 2 * layers
     if est > budget:
         return f"~{best_time(one, 1, budget) * layers * 1e3:.1f}"
     return f"{best_time(make(layers), repeats, budget) * 1e3:.1f}"
@@ -271,6 +278,47 @@ def library_circuit(name: str, n: int, seed: int = 5) -> Any:
     return qiskit.transpile(qc, basis_gates=_BASIS, optimization_level=0)
 
 
+# Qiskit's names of the transpiled basis gates -> PennyLane's operations (parameters in the
+# same order and convention: u = U3, p = PhaseShift, rzz = IsingZZ = exp(-iθ ZZ/2), ...)
+_PENNYLANE_GATES = {
+    "h": "Hadamard", "x": "PauliX", "y": "PauliY", "z": "PauliZ", "s": "S", "t": "T",
+    "sx": "SX", "rx": "RX", "ry": "RY", "rz": "RZ", "p": "PhaseShift", "u": "U3",
+    "cx": "CNOT", "cz": "CZ", "cp": "ControlledPhaseShift", "crz": "CRZ", "swap": "SWAP",
+    "rzz": "IsingZZ", "rxx": "IsingXX", "ryy": "IsingYY", "ccx": "Toffoli", "cswap": "CSWAP"}
+
+
+def lightning_circuit_runner(qc: Any) -> Callable[[], Any] | None:
+    """A lightning.qubit QNode applying the transpiled circuit ``qc`` gate for gate and
+    returning the probabilities in Qiskit's bit order (Qiskit qubit i is PennyLane wire
+    n-1-i, PennyLane's wire 0 being the most significant), or None when not installed."""
+    n = qc.num_qubits
+    setup = common.lightning_device(n)
+    if setup is None:
+        return None
+    qml, dev = setup
+    ops = []
+    for item in qc.data:
+        name = item.operation.name
+        wires = [n - 1 - qc.find_bit(q).index for q in item.qubits]
+        params = [float(p) for p in item.operation.params]
+        if name == "id":
+            continue
+        if name in _PENNYLANE_GATES:
+            op = getattr(qml, _PENNYLANE_GATES[name])
+            ops.append(lambda w=wires, o=op, a=params: o(*a, wires=w))
+        else:  # Qiskit's matrix has its first qubit least significant, PennyLane's most
+            matrix = np.asarray(item.operation.to_matrix())
+            ops.append(lambda w=wires[::-1], m=matrix: qml.QubitUnitary(m, wires=w))
+
+    @qml.qnode(dev)
+    def circuit() -> Any:
+        for apply in ops:
+            apply()
+        return qml.probs(wires=range(n))
+
+    return circuit
+
+
 def plan_floors(program: Any, n: int, bandwidth: float, flop_rate: float
                 ) -> tuple[int, float, float, float]:
     """(passes, cost, bandwidth floor s, compute floor s) of the plan the Numba back end runs."""
@@ -296,7 +344,8 @@ def library_table(args: argparse.Namespace) -> None:
     """The table of library circuits (see the module docstring)."""
     rate = complex_flop_rate()
     header = ["circuit", "n", "gates", "passes", "cost", "bw floor", "flop floor", "qdiff",
-              "aer", "lightning", "qdiff/aer"]
+              "aer", "lightning", "qdiff/aer", "qdiff/lightning", "qdiff/floor", "max|dp|"]
+    goals: list[str] = []
     rows = []
     aer = None
     try:
@@ -318,7 +367,13 @@ def library_table(args: argparse.Namespace) -> None:
             row = {"circuit": name, "n": str(n), "gates": str(len(qc.data)),
                    "passes": str(passes), "cost": f"{cost:.0f}", "bw floor": _ms(bw_floor),
                    "flop floor": _ms(flop_floor), "qdiff": _ms(ours),
-                   "aer": "not installed", "lightning": "n/a", "qdiff/aer": ""}
+                   "aer": "not installed", "lightning": "not installed", "qdiff/aer": "",
+                   "qdiff/lightning": "", "max|dp|": "",
+                   "qdiff/floor": f"{ours / max(bw_floor, flop_floor):.2f}"}
+            floor_goal = 2.0 if name == "hea" else 3.0 if name == "random" else None
+            if floor_goal is not None:
+                goals.append(_goal(f"{name} n={n}: qdiff / max(floors)", ours
+                                   / max(bw_floor, flop_floor), floor_goal))
             if aer is not None:
                 saved = qc.copy()
                 saved.save_statevector()
@@ -326,19 +381,35 @@ def library_table(args: argparse.Namespace) -> None:
                 theirs = best_time(lambda c=compiled: aer.run(c).result().get_statevector(),
                                    args.repeats, args.budget)
                 row["aer"], row["qdiff/aer"] = _ms(theirs), f"{ours / theirs:.2f}"
-            if name == "hea":
-                make = lightning_runner(common.hea_angles(n, 10, 5))
-                if make is not None:
-                    run = make(10)
-                    row["lightning"] = _ms(best_time(run, args.repeats, args.budget))
+                goals.append(_goal(f"{name} n={n}: qdiff / aer", ours / theirs, 0.3))
+            lightning = lightning_circuit_runner(qc)
+            if lightning is not None:
+                theirs = best_time(lightning, args.repeats, args.budget)
+                row["lightning"] = _ms(theirs)
+                row["qdiff/lightning"] = f"{ours / theirs:.2f}"
+                probs = np.asarray(qm.run(program, backend="numba").values)
+                row["max|dp|"] = f"{np.max(np.abs(np.asarray(lightning()) - probs)):.1e}"
+                goals.append(_goal(f"{name} n={n}: qdiff / lightning", ours / theirs, 0.5))
             print(f"  {name} n={n}: " + ", ".join(f"{k} {row[k]}" for k in header[2:]),
                   file=sys.stderr, flush=True)
             rows.append(row)
-    print(f"Library circuits, complex128, one run of the whole circuit, ms; threads: "
+    print(f"Library circuits, complex128, one run of the whole circuit, ms ({args.clock} "
+          f"time); threads: "
           f"{args.threads}; copy bandwidth {bandwidth / 1e9:.1f} GB/s, complex matmul "
           f"{rate / 1e9:.1f} GFLOP/s")
     common.print_table(header, [[r[h] for h in header] for r in rows])
+    try:
+        import qulacs  # noqa: F401
+    except ImportError:
+        print("qulacs: not installed")
+    print("Goals (ratios of this run):")
+    for line in goals:
+        print("  " + line)
     print()
+
+
+def _goal(what: str, ratio: float, limit: float) -> str:
+    return f"{what} = {ratio:.2f} (goal <= {limit}: {'met' if ratio <= limit else 'NOT met'})"
 
 
 # ---------------------------------------------------------------------------------- the table

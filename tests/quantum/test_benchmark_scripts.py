@@ -45,3 +45,21 @@ def test_loops_benchmark_prints_both_runners_within_four_standard_errors():
         estimate, error, exact = (float(row.split()[k]) for k in (-4, -2, -1))
         if "batch" in row:
             assert abs(estimate - exact) <= 4 * error
+
+
+def test_library_table_runs_and_lightning_agrees_with_qdiff():
+    # lightning runs each library circuit gate for gate (converted from the transpiled Qiskit
+    # circuit, wires reversed); its probabilities are qdiff's
+    pytest.importorskip("pennylane")
+    pytest.importorskip("qiskit_aer")
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "statevector.py"),
+                           "--library-only", "--sizes", "5", "--repeats", "1", "--clock", "cpu"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    start = next(k for k, line in enumerate(lines) if line.split()[:2] == ["circuit", "n"])
+    rows = [line.split() for line in lines[start + 1:start + 8]]
+    assert [row[0] for row in rows] == ["hea", "qft", "qaoa", "su2", "qpe", "graph", "random"]
+    for row in rows:
+        assert float(row[-1]) < 1e-12, row
+    assert sum("goal <=" in line for line in lines) == 7 * 2 + 2
