@@ -231,16 +231,24 @@ def _zpauli_body(psi, lo, hi, z, alpha, beta):
 @_jit
 def _sums_body(psi, lo, hi, out, xs, zs):
     # out[k] = sum over [lo, hi) of conj(psi[i^x_k]) (-1)^parity(i & z_k) psi[i]
+    diagonal = np.flatnonzero(xs == 0)
+    if diagonal.size:
+        # the diagonal terms in one pass: each probability is read and squared once, and
+        # each term still sums over i in order (the same rounding as a pass per term)
+        z_of = zs[diagonal]
+        sums = np.zeros(diagonal.size)
+        for i in range(lo, hi):
+            a = psi[i]
+            p = np.float64(a.real) ** 2 + np.float64(a.imag) ** 2
+            for j in range(diagonal.size):
+                sums[j] += -p if _parity(i & z_of[j]) else p
+        for j in range(diagonal.size):
+            out[diagonal[j]] = sums[j]
     for k in range(xs.shape[0]):
         x = xs[k]
         z = zs[k]
         if x == 0:
-            acc_r = 0.0
-            for i in range(lo, hi):
-                a = psi[i]
-                p = np.float64(a.real) ** 2 + np.float64(a.imag) ** 2
-                acc_r += -p if _parity(i & z) else p
-            out[k] = acc_r
+            continue
         else:
             acc = 0j
             for i in range(lo, hi):
