@@ -251,12 +251,13 @@ class AdjointRunner(BranchRunner):
         # the first round's records stay (the tail certificate reads them); segments follow
         if rounds is None:
             return
+        rounds.rounds += 1
         segment = rounds.segment
         if segment is None:
             open_segment(self, rounds, live, finished)
             return
         segment.rounds += 1
-        if segment_full(self, segment):
+        if segment_full(self, rounds, segment):
             close_segment(self, segment, live, finished)
             self.records.append(Record("segment", None, segment.in_nodes, [],
                                        segment.out_nodes, [], 0, 0, 0.0, 0.0,

@@ -31,11 +31,11 @@ from typing import Any
 from ...ir.core import Eqn
 from ..execution.runner import Item, loop_body, loop_test
 
-SEGMENT_RECORDS = 4096
-"""The records one segment holds at most before it is checkpointed (~2 kB each: ~8 MB)."""
-
 SEGMENT_BYTES = 8 << 20
-"""The bytes of states (outputs of measurements, resets, merges) one segment holds at most."""
+"""The most one segment's records may take (states and records, `RECORD_BYTES` each)."""
+
+RECORD_BYTES = 2048
+"""What one record takes besides its states (Python objects; measured on the walk)."""
 
 
 @dataclass
@@ -46,6 +46,7 @@ class LoopRounds:
     cond_consts: list[Any]
     body_consts: list[Any]
     segment: LoopSegment | None = None
+    rounds: int = 0  # rounds run so far
 
 
 @dataclass
@@ -63,6 +64,7 @@ class LoopSegment:
     first_node: int
     first_finished: int
     state_bytes: int
+    checkpoint_bytes: int
     rounds: int = 0
     in_nodes: list[int | None] = field(default_factory=list)
     out_nodes: list[int | None] = field(default_factory=list)
@@ -91,15 +93,22 @@ def open_segment(runner: Any, rounds: LoopRounds, live: list[Item],
     consts = [*rounds.cond_consts, *rounds.body_consts]
     in_nodes = [runner.node(c) for c in consts] + item_nodes(runner, live)
     rng = None if runner._rng is None else copy.deepcopy(runner._rng)
+    size = sum(RECORD_BYTES + sum(getattr(v, "nbytes", 8) for v in values)
+               for _, values in start)
     rounds.segment = LoopSegment(rounds.eqn, rounds.cond_consts, rounds.body_consts, start,
                                  rng, len(runner.records), runner._count, len(finished),
-                                 runner.state_bytes, in_nodes=in_nodes)
+                                 runner.state_bytes, size, in_nodes=in_nodes)
 
 
-def segment_full(runner: Any, segment: LoopSegment) -> bool:
-    """Whether the open segment holds enough records to be checkpointed."""
-    return (len(runner.records) - segment.first_record >= SEGMENT_RECORDS
-            or runner.state_bytes - segment.state_bytes >= SEGMENT_BYTES)
+def segment_full(runner: Any, rounds: LoopRounds, segment: LoopSegment) -> bool:
+    """Whether the open segment is checkpointed now: when its records reach
+    `SEGMENT_BYTES`, or when its length s reaches √(k C / R) for k rounds so far, C bytes
+    a checkpoint and R bytes of records a round (s R ≥ k C / s): the segment and the
+    checkpoints then each take about √(k C R), O(√rounds) memory."""
+    held = (runner.state_bytes - segment.state_bytes
+            + RECORD_BYTES * (len(runner.records) - segment.first_record))
+    return (held >= SEGMENT_BYTES
+            or segment.rounds * held >= rounds.rounds * segment.checkpoint_bytes)
 
 
 def close_segment(runner: Any, segment: LoopSegment, live: list[Item],
