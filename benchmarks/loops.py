@@ -69,9 +69,11 @@ def shots_per_second(sample: Any, program: Any, values: Any, options: Any) -> tu
     return options.shots / (time.perf_counter() - start), result
 
 
-def adjoint_memory(rounds: int, checkpoints: bool) -> tuple[float, float, Any]:
+def adjoint_memory(rounds: int, how: str) -> tuple[float, float, Any]:
     """(peak resident memory growth in MB, seconds, gradient) of the walk's exact adjoint
-    gradient of E[K] over ``rounds`` rounds, in this process (call it in a fresh one)."""
+    gradient of E[K] over ``rounds`` rounds, in this process (call it in a fresh one):
+    ``how`` is "stored" (every round's records), "checkpointed", or "forward" (the exact
+    run alone, no gradient: the gradient is then E[K])."""
     import resource
     import warnings
 
@@ -79,6 +81,7 @@ def adjoint_memory(rounds: int, checkpoints: bool) -> tuple[float, float, Any]:
     import quantum_walk
 
     import qdiff
+    from qdiff import quantum as qm
     from qdiff.quantum.execution.options import RunOptions
     from qdiff.quantum.gradients.adjoint import RecordedRun
 
@@ -88,7 +91,10 @@ def adjoint_memory(rounds: int, checkpoints: bool) -> tuple[float, float, Any]:
 
     def gradient(r: int) -> Any:
         options = RunOptions(max_loop_iterations=r, backend="numpy")
-        return RecordedRun(program, [t], options, checkpoints=checkpoints).vjp([np.ones(())])
+        if how == "forward":
+            return [np.atleast_1d(qm.run(program, t, options=options).values)]
+        run = RecordedRun(program, [t], options, checkpoints=how == "checkpointed")
+        return run.vjp([np.ones(())])
 
     gradient(2)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -106,12 +112,12 @@ def adjoint_memory_table(round_counts: list[int], stored_up_to: int) -> None:
 
     import numpy as np
 
-    def measure(rounds: int, checkpoints: bool) -> tuple[float, float, np.ndarray]:
+    def measure(rounds: int, how: str) -> tuple[float, float, np.ndarray]:
         code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import loops; "
-                "mb, s, g = loops.adjoint_memory(int(sys.argv[2]), sys.argv[3] == '1'); "
+                "mb, s, g = loops.adjoint_memory(int(sys.argv[2]), sys.argv[3]); "
                 "print(json.dumps([mb, s, list(map(float, g))]))")
         done = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__),
-                               str(rounds), "1" if checkpoints else "0"],
+                               str(rounds), how],
                               capture_output=True, text=True, check=True)
         mb, seconds, grad = json.loads(done.stdout.splitlines()[-1])
         return mb, seconds, np.array(grad)
@@ -122,18 +128,21 @@ def adjoint_memory_table(round_counts: list[int], stored_up_to: int) -> None:
     for rounds in round_counts:
         stored = None
         if rounds <= stored_up_to:
-            stored = measure(rounds, False)
+            stored = measure(rounds, "stored")
             per_round = stored[0] / rounds
             print(f"{'every round stored':<34}{rounds:>8}{stored[0]:>10.1f}{stored[1]:>10.1f}"
                   f"{1e3 * stored[1] / rounds:>10.1f}")
         elif per_round is not None:
             print(f"{'every round stored (estimate)':<34}{rounds:>8}{per_round * rounds:>10.0f}"
                   f"{'':>10}{'':>10}")
-        mb, seconds, grad = measure(rounds, True)
+        mb, seconds, grad = measure(rounds, "checkpointed")
         diff = "" if stored is None else (
             f"{float(np.max(np.abs(grad - stored[2]) / np.abs(stored[2]))):>15.1e}")
         print(f"{'checkpointed segments':<34}{rounds:>8}{mb:>10.1f}{seconds:>10.1f}"
               f"{1e3 * seconds / rounds:>10.1f}{diff}")
+        mb, seconds, _ = measure(rounds, "forward")
+        print(f"{'the exact run alone (no gradient)':<34}{rounds:>8}{mb:>10.1f}{seconds:>10.1f}"
+              f"{1e3 * seconds / rounds:>10.1f}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -65,6 +65,7 @@ class LoopSegment:
     first_finished: int
     state_bytes: int
     checkpoint_bytes: int
+    live_ids: list[int]  # ids of the live branches' values at the start (not the consts)
     rounds: int = 0
     in_nodes: list[int | None] = field(default_factory=list)
     out_nodes: list[int | None] = field(default_factory=list)
@@ -97,7 +98,12 @@ def open_segment(runner: Any, rounds: LoopRounds, live: list[Item],
                for _, values in start)
     rounds.segment = LoopSegment(rounds.eqn, rounds.cond_consts, rounds.body_consts, start,
                                  rng, len(runner.records), runner._count, len(finished),
-                                 runner.state_bytes, size, in_nodes=in_nodes)
+                                 runner.state_bytes, size, item_ids(live), in_nodes=in_nodes)
+
+
+def item_ids(items: list[Item]) -> list[int]:
+    """The ids of the branches' weights and values, in `item_nodes`'s order."""
+    return [id(v) for w, values in items for v in (w, *values)]
 
 
 def segment_full(runner: Any, rounds: LoopRounds, segment: LoopSegment) -> bool:
@@ -119,7 +125,8 @@ def close_segment(runner: Any, segment: LoopSegment, live: list[Item],
     segment.out_nodes = item_nodes(runner, outputs)
     dropped = runner.records[segment.first_record:]
     del runner.records[segment.first_record:]
-    keep = {n for n in (*segment.in_nodes, *segment.out_nodes) if n is not None}
+    keep_out = {n for n in segment.out_nodes if n is not None}
+    keep = keep_out | {n for n in segment.in_nodes if n is not None}
     objects = runner._objects
     stale = []
     for key in reversed(objects):  # the newest first: nodes made in the segment are last
@@ -127,6 +134,13 @@ def close_segment(runner: Any, segment: LoopSegment, live: list[Item],
         if node <= segment.first_node:
             break
         if node not in keep:
+            stale.append((key, node))
+    # the live values the segment started from were looked up by its dropped records only
+    consts = len(segment.in_nodes) - len(segment.live_ids)
+    keep_out.update(segment.in_nodes[:consts])
+    for key, node in zip(segment.live_ids, segment.in_nodes[consts:]):
+        entry = objects.get(key)
+        if node not in keep_out and entry is not None and entry[1] == node:
             stale.append((key, node))
     for key, node in stale:
         del objects[key]
