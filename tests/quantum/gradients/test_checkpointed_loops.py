@@ -86,7 +86,8 @@ def test_rus_gradients_with_checkpointed_rounds_equal_stored_and_closed_form(tol
     theta = 1.1
     program = qdiff.trace(rus.rus_rounds_and_z, theta)
     rows = [[np.ones(()), np.zeros(())], [np.zeros(()), np.ones(())]]  # E[rounds], <Z>
-    stored, checkpointed, run = both_ways(program, [theta], RunOptions(tol=tol, backend="numpy"), rows)
+    options = RunOptions(tol=tol, backend="numpy")
+    stored, checkpointed, run = both_ways(program, [theta], options, rows)
     assert segments(run) >= 1
     assert_same(stored, checkpointed)
     _, _, d_z, d_rounds = rus.closed_form(theta)
