@@ -35,7 +35,7 @@ def test_benchmark_script_runs_and_its_methods_agree(script, args):
 def test_loops_benchmark_prints_both_runners_within_four_standard_errors():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "loops.py"), "--shots",
                            "3000", "--python-shots", "20", "--samples", "2000",
-                           "--python-samples", "5"],
+                           "--python-samples", "5", "--rounds", "4", "--stored-up-to", "4"],
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line for line in done.stdout.splitlines()
@@ -45,6 +45,10 @@ def test_loops_benchmark_prints_both_runners_within_four_standard_errors():
         estimate, error, exact = (float(row.split()[k]) for k in (-4, -2, -1))
         if "batch" in row:
             assert abs(estimate - exact) <= 4 * error
+    adjoint = [line.split() for line in done.stdout.splitlines()
+               if line.startswith(("every round stored", "checkpointed segments"))]
+    assert len(adjoint) == 2
+    assert float(adjoint[1][-1]) < 1e-12  # checkpointed against stored: max rel. diff
 
 
 def test_library_table_runs_and_lightning_agrees_with_qdiff():

@@ -243,6 +243,15 @@ class BranchRunner(RunAccounting):
             return [(weight, outs if eqn.primitive.multiple_results else [outs])]
         return handler(self, eqn, weight, inputs)
 
+    def start_rounds(self, eqn: Eqn, cond_consts: list[Any], body_consts: list[Any]) -> Any:
+        """A hook at the start of a while loop's run: what it returns, `end_round` gets
+        after each round (the adjoint recorder's checkpoints); None here."""
+        return None
+
+    def end_round(self, rounds: Any, live: list[Item], finished: list[Item]) -> None:
+        """A hook after each round of a while loop: the live branches, and every branch
+        that exited so far."""
+
     def merge(self, items: list[Item]) -> list[Item]:
         """Merge identical branches (`merge_branches`); the adjoint recorder records it."""
         return merge_branches(items)
@@ -423,27 +432,41 @@ def _while(r: BranchRunner, eqn: Eqn, w: float, inputs: list[Any]) -> list[Item]
     exited_any = False
     dropped_before = r.dropped
     entering_masses, exit_masses, going_masses = r.loop_run(eqn)
+    rounds = r.start_rounds(eqn, cond_consts, body_consts)
     while live:
         entering_masses.append(sum(wi for wi, _ in live))
-        tested = r.run_program(p["cond"], [(wi, [*cond_consts, *c]) for wi, c in live])
-        continuing = []
-        for wi, (pred, *c) in tested:
-            if bool(pred):
-                continuing.append((wi, c))
-            else:
-                finished.append((wi, c))
-                exited_any = True
+        continuing, exits, tested_mass = loop_test(r, p, cond_consts, live)
+        finished.extend(exits)
+        exited_any = exited_any or bool(exits)
         going_on = sum(wi for wi, _ in continuing)
-        exit_masses.append(sum(wi for wi, _ in tested) - going_on)
+        exit_masses.append(tested_mass - going_on)
         going_masses.append(going_on)
         # pruned branches may have been exits: pruning never decides that a loop cannot end
         if not continuing or r.stop_loop(iterations, p["max_iter"], going_on,
                                          exited_any or r.dropped > dropped_before):
             break
-        live = r.merge(
-            r.run_program(p["body"], [(wi, [*body_consts, *c]) for wi, c in continuing]))
+        live = loop_body(r, p, body_consts, continuing)
         iterations += 1
+        r.end_round(rounds, live, finished)
     return r.merge(finished)
+
+
+def loop_test(r: BranchRunner, params: dict, cond_consts: list[Any], live: list[Item]
+              ) -> tuple[list[Item], list[Item], float]:
+    """A while loop's test on the live branches: (those going on, those exiting, the mass
+    the test returned)."""
+    tested = r.run_program(params["cond"], [(wi, [*cond_consts, *c]) for wi, c in live])
+    continuing, exits = [], []
+    for wi, (pred, *c) in tested:
+        (continuing if bool(pred) else exits).append((wi, c))
+    return continuing, exits, sum(wi for wi, _ in tested)
+
+
+def loop_body(r: BranchRunner, params: dict, body_consts: list[Any],
+              continuing: list[Item]) -> list[Item]:
+    """A while loop's body on the branches going on, identical branches merged."""
+    return r.merge(r.run_program(params["body"],
+                                 [(wi, [*body_consts, *c]) for wi, c in continuing]))
 
 
 def merge_branches(items: list[Item]) -> list[Item]:

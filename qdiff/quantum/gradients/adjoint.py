@@ -60,6 +60,14 @@ from ..lang.gate_forms import gate_form
 from ..lang.gates import gate_spec
 from ..lang.primitives import measure_p, pauli_sum_of
 from ..simulator import GateOp, available_memory_bytes
+from .loop_segments import (
+    LoopRounds,
+    close_segment,
+    holds_cotangents,
+    open_segment,
+    replay_segment,
+    segment_full,
+)
 
 # Records whose second output is an expectation value read off the state.
 READOUT_KINDS = ("expval", "probs", "statevector")
@@ -83,6 +91,7 @@ class Record:
     weight_in: float
     weight_out: float
     parents: list[tuple[int, float, list[int | None], list[Any]]] = field(default_factory=list)
+    segment: Any = None  # a ``segment`` record's `loop_segments.LoopSegment`
 
 
 class AdjointRunner(BranchRunner):
@@ -100,6 +109,10 @@ class AdjointRunner(BranchRunner):
         # what the back end prepared for the reverse sweep's blocks, kept when several sweeps
         # will follow (`RecordedRun.vjp_rows`); None: not kept
         self.prepared_blocks: dict | None = None
+        # while loops' rounds go into replayed segments (`loop_segments`): memory bounded in
+        # the rounds; off, every round's records are kept (what parameter shift reads)
+        self.checkpoints = False
+        self.state_bytes = 0  # bytes of the states measurements, resets and merges made
 
     # -- nodes: a value's node is its object's identity (each output is a fresh object) ------
     def node(self, obj: Any) -> int | None:
@@ -171,6 +184,8 @@ class AdjointRunner(BranchRunner):
                 out_nodes.append(n)
                 if k < len(is_state) and is_state[k]:
                     self.states[n] = obj
+                    if kind != "gate":  # a gate's output is a view of its input's buffer
+                        self.state_bytes += obj.nbytes
             w_out = w_in if w is weight else self._new(w)
             self.records.append(Record(kind, eqn, in_nodes, inputs, out_nodes, tracked,
                                        w_in, w_out, weight, w))
@@ -215,6 +230,7 @@ class AdjointRunner(BranchRunner):
                 out_nodes.append(n)
                 if _is_state(value):
                     self.states[n] = obj
+                    self.state_bytes += obj.nbytes
             parents = []
             for i in group:
                 w, vals = items[i]
@@ -225,6 +241,29 @@ class AdjointRunner(BranchRunner):
             merged.append((total, tracked))
         return merged
 
+    # -- while loops: rounds in checkpointed segments (`loop_segments`) ----------------------
+    def start_rounds(self, eqn: Eqn, cond_consts: list[Any], body_consts: list[Any]) -> Any:
+        if not self.checkpoints:
+            return None
+        return LoopRounds(eqn, cond_consts, body_consts)
+
+    def end_round(self, rounds: Any, live: list[Item], finished: list[Item]) -> None:
+        # the first round's records stay (the tail certificate reads them); segments follow
+        if rounds is None:
+            return
+        rounds.rounds += 1
+        segment = rounds.segment
+        if segment is None:
+            open_segment(self, rounds, live, finished)
+            return
+        segment.rounds += 1
+        if segment_full(self, rounds, segment):
+            close_segment(self, segment, live, finished)
+            self.records.append(Record("segment", None, segment.in_nodes, [],
+                                       segment.out_nodes, [], 0, 0, 0.0, 0.0,
+                                       segment=segment))
+            open_segment(self, rounds, live, finished)
+
     # -- the reverse sweep ------------------------------------------------------------------
     def reverse(self, weight_seeds: dict[int, np.ndarray], value_seeds: dict[int, Any],
                 rows: int = 1,
@@ -233,27 +272,9 @@ class AdjointRunner(BranchRunner):
         ``sweep.ct`` holds the cotangent of every node. ``rules=CLASSICAL_RULES`` chain-rules
         the classical records only."""
         self.flush()
-        sweep = Sweep(self, dict(weight_seeds), dict(value_seeds), rows)
-        records = self.records
-        quantum = rules is None
-        if quantum:
-            rules = RULES
-            consumed = {n for r in records for n in r.in_nodes}
-            consumed.update(n for r in records for p in r.parents for n in p[2])
-            for n, obj in self.states.items():
-                if n not in consumed:
-                    sweep.psi[n] = self.backend.copy(obj)
-        assert rules is not None
-        i = len(records) - 1
-        while i >= 0:
-            if quantum and records[i].kind == "gate":  # a run of gates on one state, at once
-                gates, deferred, i = _gate_run(records, i)
-                _gates(sweep, gates)
-                for record in deferred:
-                    _classical(sweep, record)
-                continue
-            rules[records[i].kind](sweep, records[i])
-            i -= 1
+        sweep = Sweep(self, dict(weight_seeds), dict(value_seeds), rows,
+                      RULES if rules is None else rules)
+        sweep.walk(self.records)
         return sweep
 
 
@@ -299,8 +320,9 @@ class Sweep:
     (a leading axis of rows), the stacks of adjoints λ (one row each) and the uncomputed ψ."""
 
     def __init__(self, runner: AdjointRunner, weights: dict[int, np.ndarray], values: dict,
-                 rows: int = 1):
+                 rows: int = 1, rules: dict[str, Callable[[Sweep, Record], None]] | None = None):
         self.runner = runner
+        self.rules = RULES if rules is None else rules
         self.be = runner.backend
         self.rows = rows
         self.ct: dict[int, Any] = {**values}
@@ -310,6 +332,27 @@ class Sweep:
         self.psi: dict[int, Any] = {}
         self.readouts: dict[int, Any] = {}  # id(record) -> its value's cotangent (classical)
         self._owned: dict[int, np.ndarray] = {}  # float64 sums this sweep made: updated in place
+
+    def walk(self, records: list[Record]) -> None:
+        """Walk ``records`` (a run's, or a replayed segment's) backwards by the sweep's rules;
+        the states that no record consumes start as copies of the forward ones."""
+        quantum = self.rules is RULES
+        if quantum:
+            consumed = {n for r in records for n in r.in_nodes}
+            consumed.update(n for r in records for p in r.parents for n in p[2])
+            for n, obj in self.runner.states.items():
+                if n not in consumed and n not in self.psi:
+                    self.psi[n] = self.be.copy(obj)
+        i = len(records) - 1
+        while i >= 0:
+            if quantum and records[i].kind == "gate":  # a run of gates on one state, at once
+                gates, deferred, i = _gate_run(records, i)
+                _gates(self, gates)
+                for record in deferred:
+                    _classical(self, record)
+                continue
+            self.rules[records[i].kind](self, records[i])
+            i -= 1
 
     def _own(self, array: np.ndarray) -> np.ndarray:
         self._owned[id(array)] = array  # keeps it alive: ids stay unique
@@ -720,11 +763,21 @@ def _skip(sweep: Sweep, record: Record) -> None:
     pass
 
 
+def _segment(sweep: Sweep, record: Record) -> None:
+    # rounds of a while loop checkpointed by `loop_segments`: replayed, then swept back
+    replay_segment(sweep, record.segment, Sweep.walk)
+
+
+def _segment_classical(sweep: Sweep, record: Record) -> None:
+    if holds_cotangents(sweep, record.segment):
+        _segment(sweep, record)
+
+
 RULES: dict[str, Callable[[Sweep, Record], None]] = {
     "classical": _classical, "measure": _projective, "reset": _projective,
     "postselect": _projective, "expval": _readout, "probs": _readout,
     "statevector": _readout, "qalloc": _qalloc, "qextend": _qextend, "merge": _merge,
-    "sample": _sample,
+    "sample": _sample, "segment": _segment,
 }
 
 _RECORD_KINDS = frozenset((*RULES, "gate"))
@@ -733,6 +786,7 @@ _RECORD_KINDS = frozenset((*RULES, "gate"))
 CLASSICAL_RULES: dict[str, Callable[[Sweep, Record], None]] = {
     **{kind: _skip for kind in RULES}, "classical": _classical, "merge": _merge_classical,
     "gate": _skip, **{kind: _readout_cotangent for kind in READOUT_KINDS},
+    "segment": _segment_classical,
 }
 
 
@@ -758,9 +812,12 @@ class RecordedRun:
     """
 
     def __init__(self, program: Program, args: Sequence[Any], options: RunOptions = DEFAULTS,
-                 readout_shots: int | None = None):
+                 readout_shots: int | None = None, checkpoints: bool = False):
         self.program = program
         self.runner = runner = AdjointRunner(options)
+        # while loops' rounds in replayed segments (`loop_segments`): memory bounded in the
+        # rounds, the records of later rounds not kept (parameter shift reads them all)
+        runner.checkpoints = checkpoints
         # readouts estimated from this many shots each (`shot_readouts`): the classical
         # sweeps then linearize the post-processing at the estimates, as on a device
         runner.readout_shots = readout_shots

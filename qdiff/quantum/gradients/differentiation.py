@@ -85,7 +85,7 @@ def _vjp(program: Program, primals: tuple, flags: list[bool], method: str,
     flat_primals, in_tree = pytree.flatten(tuple(primals))
     argnums = tuple(range(len(primals)))
     if method in ("auto", "adjoint") and not options:
-        recorded = RecordedRun(program, flat_primals)
+        recorded = RecordedRun(program, flat_primals, checkpoints=True)
         value = unflatten_outputs(program, recorded.values)
 
         def flat_vjp(cotangent: Any) -> list[Any]:

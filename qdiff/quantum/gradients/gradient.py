@@ -269,7 +269,7 @@ def _exact_vjp(program: Program, leaves: list[Any], cts: list[np.ndarray],
         result = parameter_shift(program, leaves, cts, positions, options)
         return result.grads, result.values, result
     if method == "adjoint":
-        run = RecordedRun(program, leaves, options)
+        run = RecordedRun(program, leaves, options, checkpoints=True)
         return run.vjp(cts), run.values, dict(
             runner=run.runner, run=run, num_branches=len(run.items),
             postselection_probability=run.mass if run.postselected else 1.0)
@@ -303,7 +303,8 @@ def _sampled(program: Program, leaves: list[Any], cts: list[np.ndarray], positio
     rows = []  # per shot: F (weighted outputs), P (kept), dF, dP (flattened selected leaves)
     aborted = unterminated = 0.0
     for shot_seed in seeds:
-        run = RecordedRun(program, leaves, options.replace(mode="sample", seed=shot_seed))
+        run = RecordedRun(program, leaves, options.replace(mode="sample", seed=shot_seed),
+                          checkpoints=True)
         value = np.concatenate([np.ravel(v) for v in run.raw_values])
         score = sum(float(np.vdot(c, v)) for c, v in zip(cts, run.raw_values))
         flat = run.vjp(cts, conditioned=False)
@@ -442,7 +443,7 @@ def jacobian_rows(program: Program, leaves: Sequence[Any], positions: Sequence[i
             cts[k][index] = 1.0
             unit_rows.append((k, index, cts))
     if method == "adjoint":
-        run = RecordedRun(program, leaves, options)
+        run = RecordedRun(program, leaves, options, checkpoints=True)
         values = run.values
         flats = run.vjp_rows([cts for _, _, cts in unit_rows])
     else:
