@@ -60,7 +60,7 @@ from .batched import (
 )
 from .options import DEFAULTS
 from .run import call_quantum_program
-from .runner import NonTerminatingLoopError
+from .runner import NonTerminatingLoopError, merge_groups
 
 # the quantum primitives the batched branches run (others: member by member)
 _OPERATIONS = frozenset(("qalloc", "gate", "measure", "reset", "postselect", "expval",
@@ -366,18 +366,8 @@ def _merged(items: list) -> list:
     member merged into one (the weights summed): loops such as the von Neumann extractor
     keep a bounded number of live branches. Branches are compared within buckets of equal
     classical values only."""
-    buckets: dict[tuple, list[list[int]]] = {}
-    groups: list[list[int]] = []
-    for index, (_, values) in enumerate(items):
-        key = tuple(_classical_key(x) for x, _ in values)
-        for group in buckets.setdefault(key, []):
-            if _same_states(items[group[0]][1], values):
-                group.append(index)
-                break
-        else:
-            group = [index]
-            buckets[key].append(group)
-            groups.append(group)
+    groups = merge_groups(items, key=lambda values: tuple(_classical_key(x) for x, _ in values),
+                          same=_same_states)
     return [(sum(items[i][0] for i in group), items[group[0]][1]) for group in groups]
 
 

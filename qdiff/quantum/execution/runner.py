@@ -480,23 +480,28 @@ def merge_branches(items: list[Item]) -> list[Item]:
             for group in merge_groups(items)]
 
 
-def merge_groups(items: list[Item]) -> list[list[int]]:
-    """Indices of the branches that merge, one group per merged branch, in first-seen order.
+def merge_groups(items: list[Item], key: Callable[[Any], tuple] | None = None,
+                 same: Callable[[Any, Any], bool] | None = None) -> list[list[int]]:
+    """Indices of the branches that merge, one group per merged branch, in first-seen order:
+    branches with equal ``key(values)`` (default: their classical values) whose values are
+    ``same`` (default: their states agree up to phase) merge.
 
     >>> merge_groups([(0.5, [np.array(1)]), (0.25, [np.array(2)]), (0.25, [np.array(1)])])
     [[0, 2], [1]]
     """
+    key = key or (lambda values: tuple(_classical_key(v) for v in values))
+    same = same or (lambda a, b: all(_same_state(x, y) for x, y in zip(a, b)))
     buckets: dict[tuple, list[list[int]]] = {}
     groups: list[list[int]] = []
     for index, (_, values) in enumerate(items):
-        key = tuple(_classical_key(v) for v in values)
-        for group in buckets.setdefault(key, []):
-            if all(_same_state(a, b) for a, b in zip(items[group[0]][1], values)):
+        bucket = buckets.setdefault(key(values), [])
+        for group in bucket:
+            if same(items[group[0]][1], values):
                 group.append(index)
                 break
         else:
             group = [index]
-            buckets[key].append(group)
+            bucket.append(group)
             groups.append(group)
     return groups
 
