@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 
-from ...gpu.numba_cuda import prepare_numba_cuda
 from ...ir.core import Program
 from ...ir.errors import QdiffError
 from ..codegen import Generated, function_body
@@ -67,7 +66,6 @@ def generate_cuda(program: Program, options: Options) -> Generated:
 def require_cuda() -> None:
     """Refuse the CUDA target, with what to do, where ``numba.cuda`` has no device (the
     CUDA simulator, ``NUMBA_ENABLE_CUDASIM=1``, counts as one)."""
-    prepare_numba_cuda()
     try:
         from numba import cuda  # noqa: PLC0415  (optional: CUDA is used only here)
         usable = cuda.is_available()

@@ -213,14 +213,22 @@ def _hist(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     cells, rows = _rows(scope, target, dest.type.shape), _rows(scope, args[-1], values.type.shape)
 
     def add(j: str) -> None:
-        t, r = scope.fresh("t"), scope.fresh("r")
-        scope.line(f"{t} = {args[-2]}[{j}]")
-        with scope.src.block(f"if 0 <= {t} < {size}"):
-            with scope.src.block(f"for {r} in range({width})"):
-                scope.line(f"cuda.atomic.{monoid}({cells}, ({t}, {r}), {rows}[{j}, {r}])")
+        _row_cells(scope, args[-2], j, size, width, "",
+                   lambda t, r: f"cuda.atomic.{monoid}({cells}, ({t}, {r}), {rows}[{j}, {r}])")
 
     _per_thread(scope, "hist", indices.type.shape[0], add, [cells])
     return [target]
+
+
+def _row_cells(scope: Scope, indices: str, j: str, size: int, width: int, also: str,
+               statement: Callable[[str, str], str]) -> None:
+    """Kernel lines applying ``statement(t, r)`` to each cell r of destination row
+    t = ``indices[j]``, where t is in range (and ``also``, formatted with t, holds)."""
+    t, r = scope.fresh("t"), scope.fresh("r")
+    scope.line(f"{t} = {indices}[{j}]")
+    with scope.src.block(f"if 0 <= {t} < {size}{also.format(t=t)}"):
+        with scope.src.block(f"for {r} in range({width})"):
+            scope.line(statement(t, r))
 
 
 def _in_one_thread(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
@@ -262,11 +270,8 @@ def _scatter(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     cells, rows = _rows(scope, target, dest.type.shape), _rows(scope, args[2], values.type.shape)
 
     def write(j: str) -> None:
-        t, r = scope.fresh("t"), scope.fresh("r")
-        scope.line(f"{t} = {args[1]}[{j}]")
-        with scope.src.block(f"if 0 <= {t} < {size} and {winner}[{t}] == {j}"):
-            with scope.src.block(f"for {r} in range({width})"):
-                scope.line(f"{cells}[{t}, {r}] = {rows}[{j}, {r}]")
+        _row_cells(scope, args[1], j, size, width, f" and {winner}[{{t}}] == {j}",
+                   lambda t, r: f"{cells}[{t}, {r}] = {rows}[{j}, {r}]")
 
     _per_thread(scope, "scatter", m, write, [cells])
     return [target]

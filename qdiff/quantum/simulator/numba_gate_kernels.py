@@ -248,13 +248,12 @@ def _sums_body(psi, lo, hi, out, xs, zs):
         x = xs[k]
         z = zs[k]
         if x == 0:
-            continue
-        else:
-            acc = 0j
-            for i in range(lo, hi):
-                v = np.complex128(np.conj(psi[i ^ x]) * psi[i])
-                acc += -v if _parity(i & z) else v
-            out[k] = acc
+            continue  # summed above
+        acc = 0j
+        for i in range(lo, hi):
+            v = np.complex128(np.conj(psi[i ^ x]) * psi[i])
+            acc += -v if _parity(i & z) else v
+        out[k] = acc
 
 
 PAIR = range_kernel(_pair_body)
