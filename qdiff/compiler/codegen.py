@@ -98,6 +98,6 @@ def function_body(program: Program, options: Options, source: Source,
     outputs = [f"{text}.copy()" if _shares_a_constant(atom, live, program) else text
                for atom, text in zip(program.outputs, outputs)]
     params = ", ".join([*inputs, *(f"const{k}" for k in range(len(source.constants)))])
+    source.line(f"return ({''.join(f'{o}, ' for o in outputs).rstrip()})")
     body = "\n".join(source.lines) + "\n"
-    body += f"    return ({''.join(f'{o}, ' for o in outputs).rstrip()})\n"
     return params, body

@@ -21,6 +21,7 @@ from numba import cuda, prange
 
 from qdiff.compiler import runtime as rt
 from qdiff.compiler.cuda import device as rtc
+from qdiff.compiler.cuda import transfers
 from qdiff.compiler.cuda.device import libdevice, math
 from qdiff.compiler.errors import CompiledCodeError
 
@@ -30,8 +31,11 @@ from qdiff.compiler.errors import CompiledCodeError
 FOOTER = """
 
 def kernel(*args):
+    transfers.begin_call()
     with np.errstate(all="ignore"):
-        return host(*args)
+        results = host(*args)
+    transfers.end_call({name!r})
+    return results
 """
 
 
@@ -59,7 +63,7 @@ def generate_cuda(program: Program, options: Options) -> Generated:
     source = KernelSource()
     params, body = function_body(program, options, source, CudaScope)
     text = HEADER.format(name=program.name) + "\n\n".join(source.kernels)
-    text += f"\n\n\ndef host({params}):\n{body}{FOOTER}"
+    text += f"\n\n\ndef host({params}):\n{body}{FOOTER.format(name=program.name)}"
     return Generated(text, source.constants, source.messages)
 
 

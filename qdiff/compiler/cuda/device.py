@@ -1,5 +1,5 @@
-"""What generated CUDA modules call: launches with their transfers, the final pass of
-reductions, and what kernels call (`math`, `libdevice`, NumPy's float ``divmod``). Only
+"""What generated CUDA modules call: launches, the counted transfers between host and
+device arrays, device allocations, the final pass of reductions, and what kernels call (`math`, `libdevice`, NumPy's float ``divmod``). Only
 generated modules import this module (it imports ``numba.cuda``, an optional dependency;
 ``NUMBA_ENABLE_CUDASIM=1`` simulates it on the CPU).
 """
@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...gpu.numba_cuda import prepare_numba_cuda
+from .transfers import TRANSFERS
 
 prepare_numba_cuda()  # before numba.cuda's registries load
 from numba import config, cuda  # noqa: E402
@@ -93,29 +94,68 @@ def complex_sign(z: Any) -> Any:  # pragma: no cover - compiled
     return z / size
 
 
-def launch(kernel: Any, blocks: int, threads: int, args: Sequence[Any],
-           written: Sequence[int]) -> None:
-    """Run ``kernel`` on ``blocks`` × ``threads`` threads over ``args``: host arrays go to
-    device arrays allocated here, and those at positions ``written`` come back into their
-    host arrays (device arrays and scalars pass as they are)."""
-    device = [cuda.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
+def launch(kernel: Any, blocks: int, threads: int, args: Sequence[Any]) -> None:
+    """Run ``kernel`` on ``blocks`` × ``threads`` threads over ``args`` (device arrays and
+    scalars)."""
     with warnings.catch_warnings():
         # the simulator's threads compute with NumPy scalars outside the host's errstate:
         # floating-point exceptions are values there too, as on a GPU
         warnings.simplefilter("ignore", RuntimeWarning)
-        kernel[blocks, threads](*device)
-    for k in written:
-        device[k].copy_to_host(args[k])
+        kernel[blocks, threads](*args)
 
 
-def empty(count: int, dtype: str) -> Any:
-    """A device array of ``count`` elements that stays on the device (per-block partials)."""
-    return cuda.device_array(count, dtype)
+def upload(value: Any) -> Any:
+    """``value`` on the device: a host array is copied over (and counted); a scalar passes
+    as it is."""
+    if not isinstance(value, np.ndarray):
+        return value
+    TRANSFERS.uploaded(value.nbytes)
+    return cuda.to_device(value)
+
+
+def download(array: Any) -> np.ndarray:
+    """A device array's values in a new host array (counted)."""
+    TRANSFERS.downloaded(array.nbytes)
+    return array.copy_to_host()
+
+
+def empty(shape: int | tuple[int, ...], dtype: Any) -> Any:
+    """A new device array, uninitialised (kernels fill it)."""
+    return cuda.device_array(shape, dtype)
+
+
+@cuda.jit
+def _fill(flat: Any, value: Any) -> None:  # pragma: no cover - compiled
+    t = cuda.grid(1)
+    if t < flat.shape[0]:
+        flat[t] = value
+
+
+def _fill_launch(flat: Any, value: Any) -> None:
+    count = flat.shape[0]
+    if count:
+        threads = min(128, count)
+        launch(_fill, (count + threads - 1) // threads, threads, (flat, value))
+
+
+def full(shape: int | tuple[int, ...], value: Any, dtype: Any) -> Any:
+    """A new device array holding ``value`` everywhere, filled on the device."""
+    array = cuda.device_array(shape, dtype)
+    _fill_launch(array.reshape(array.size), array.dtype.type(value))
+    return array
+
+
+def copy(array: Any) -> Any:
+    """A new device array with ``array``'s values, copied on the device."""
+    out = cuda.device_array(array.shape, array.dtype)
+    out.copy_to_device(array)
+    return out
 
 
 def fold(kernel: Any, threads: int, partials: Any) -> Any:
     """The second level of a reduction: ``kernel`` (one block) folds the per-block
-    ``partials`` (a device array) on the device; the result comes back as a host scalar."""
+    ``partials`` (a device array) on the device; the result comes back as a host scalar
+    (counted as a download)."""
     out = cuda.device_array(1, partials.dtype)
-    kernel[1, threads](partials, out)
-    return out.copy_to_host()[0]
+    launch(kernel, 1, threads, (partials, out))
+    return download(out)[0]

@@ -2,9 +2,10 @@
 
 A kernel body is written with the host's tools (``scope.line``, ``scope.inline``, the loop
 nest's levels) while `KernelSource.capture` diverts the lines; its parameters are then the
-names it reads but never assigns, which are host values (arrays are copied to the device at
-launch). Sizes are static, so thread counts, block counts and the steps of block-level tree
-reductions are fixed in the text.
+names it reads but never assigns. Every other line is a host statement, and goes through
+the host function's `Residency`, which adds the transfers it needs: kernels are launched on
+device arrays, host statements read host arrays. Sizes are static, so thread counts, block
+counts and the steps of block-level tree reductions are fixed in the text.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 
 from ..groups import fold, neutral
 from ..source import Source, cast, scalar_literal
+from .residency import Residency, device_name, parse_statement
 
 # threads per block (a power of two: block reductions halve it)
 BLOCK = 128
@@ -90,6 +92,8 @@ class KernelSource(Source):
         self.kernels: list[str] = []
         self._folds: dict[tuple[str, str, int], str] = {}
         self.kernel_depth = 0  # > 0 while kernel code is written (bodies, nests; they nest)
+        self.residency = Residency()
+        self._captured = 0     # > 0 while lines go to a kernel body
 
     @contextmanager
     def capture(self) -> Iterator[list[str]]:
@@ -97,11 +101,58 @@ class KernelSource(Source):
         saved, depth = self.lines, self.depth
         self.lines, self.depth = [], 1
         self.kernel_depth += 1
+        self._captured += 1
         try:
             yield self.lines
         finally:
             self.lines, self.depth = saved, depth
             self.kernel_depth -= 1
+            self._captured -= 1
+
+    def line(self, text: str) -> None:
+        """A kernel line as it is; a host statement with the transfers it needs first."""
+        if self._captured:
+            super().line(text)
+            return
+        for line in self.residency.statement(text):
+            super().line(line)
+
+    @contextmanager
+    def block(self, header: str) -> Iterator[None]:
+        """A block; on the host, it ends in the residency state it began with."""
+        if self._captured:
+            with super().block(header):
+                yield
+            return
+        self.line(header + ":")
+        self.depth += 1
+        start = len(self.lines)
+        self.residency.enter(header, parse_statement(header + ":").assigns)
+        try:
+            yield
+        finally:
+            for line in self.residency.leave():
+                super().line(line)
+            if len(self.lines) == start:
+                super().line("pass")
+            self.depth -= 1
+
+    def allocate(self, name: str, call: str) -> None:
+        """Host statement making ``name`` a new device array, ``call`` (``rtc.empty(...)``
+        or ``rtc.full(...)``): it starts on the device and stays there."""
+        super().line(f"{device_name(name)} = {call}")
+        self.residency.allocated(name)
+
+    def device_view(self, base: str, shape: str) -> str:
+        """A device view of ``base`` (put on the device first), reshaped to ``shape``:
+        kernels writing it write ``base``."""
+        moves, (device,) = self.residency.on_device([base])
+        for move in moves:
+            super().line(move)
+        view = self.fresh("m")
+        super().line(f"{device_name(view)} = {device}.reshape({shape})")
+        self.residency.view(view, base)
+        return view
 
     def kernel(self, prefix: str, body: list[str]) -> tuple[str, list[str]]:
         """Add a kernel with ``body``; return its name and its parameters (host names)."""
@@ -114,10 +165,15 @@ class KernelSource(Source):
 
     def launch(self, name: str, blocks: int, threads: int, params: list[str],
                written: Sequence[str]) -> None:
-        """The host statement launching kernel ``name``; ``written`` arrays come back."""
-        copied = tuple(params.index(w) for w in written)
-        self.line(f"rtc.launch({name}, {blocks}, {threads}, ({''.join(p + ', ' for p in params)}), "
-                  f"{copied!r})")
+        """The host statement launching kernel ``name`` on the device arrays of ``params``
+        (uploading those only on the host); it writes the arrays ``written``."""
+        moves, device = self.residency.on_device(params)
+        for move in moves:
+            super().line(move)
+        super().line(f"rtc.launch({name}, {blocks}, {threads}, "
+                     f"({''.join(d + ', ' for d in device)}))")
+        for array in written:
+            self.residency.written(array)
 
     def block_fold(self, register: str, monoid: str, dtype: np.dtype, threads: int
                    ) -> tuple[str, str]:
@@ -158,5 +214,6 @@ class KernelSource(Source):
             name, _ = self.kernel("fold", body)
             self._folds[key] = name
         out = self.fresh("acc")
-        self.line(f"{out} = rtc.fold({name}, {threads}, {partials})")
+        super().line(f"{out} = rtc.fold({name}, {threads}, {device_name(partials)})")
+        self.residency.assigned([out])
         return out

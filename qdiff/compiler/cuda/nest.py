@@ -35,7 +35,8 @@ class CudaNest(_Nest):
         self.thread_levels = len(self.shape)  # levels run as threads; the rest as loops
         self.thread_start: list[str] = []       # registers every thread opens
         self.full: list[tuple[str, str, object, Var]] = []  # (register, monoid, dtype, out)
-        self.written: list[str] = []             # host arrays the kernel writes
+        self.written: list[str] = []             # arrays the kernel writes
+        self.allocations: dict[str, str] = {}     # result arrays made on the device
 
     def reduction(self, eqn: Eqn) -> None:
         operand, out = eqn.inputs[0], eqn.outputs[0]
@@ -54,8 +55,8 @@ class CudaNest(_Nest):
         if not in_register and has_atomic(monoid, dtype):
             target = self.scope.fresh("r")
             start = scalar_literal(neutral(monoid, dtype), dtype)
-            self.before.append(
-                f"{target} = np.full({shape_text(out.type.shape)}, {start}, {dtype_name(dtype)})")
+            self.allocations[target] = (f"rtc.full({shape_text(out.type.shape)}, {start}, "
+                                        f"{dtype_name(dtype)})")
             # one axis takes a plain index: the CUDA compiler does not cast a 1-tuple to it
             index = kept[0] if len(kept) == 1 else f"({''.join(k + ', ' for k in kept)})"
             self.body.append(f"cuda.atomic.{monoid}({target}, {index}, {self.element(operand)})")
@@ -63,6 +64,11 @@ class CudaNest(_Nest):
         else:
             super().reduction(eqn)
             self.thread_levels = min(self.thread_levels, first if in_register else 0)
+            # the result array the CPU nest allocates on the host is made on the device
+            target = self.scope.read(out)
+            allocation = self.before.pop()
+            assert allocation.startswith(f"{target} = "), allocation
+            self.allocations[target] = "rtc." + allocation.split(" = np.", 1)[1]
         self.written.append(self.scope.read(out))
 
     def write(self, stores: list[tuple[Var, str]]) -> None:
@@ -70,8 +76,11 @@ class CudaNest(_Nest):
         assert isinstance(src, KernelSource)
         for line in self.before:
             scope.line(line)
+        for target, call in self.allocations.items():
+            src.allocate(target, call)
         for var, array in stores:
-            scope.line(f"{array} = {empty((self.group.size,), var.type.np_dtype)}")
+            src.allocate(array, f"rtc.empty({shape_text((self.group.size,))}, "
+                                f"{dtype_name(var.type.np_dtype)})")
             self.body.append(f"{array}[{self.flat}] = {self.elements[var]}")
             self.written.append(array)
         count = math.prod(self.shape[:self.thread_levels])
@@ -97,7 +106,7 @@ class CudaNest(_Nest):
                     scope.line(f"{partial}[cuda.blockIdx.x] = {result}")
         name, params = src.kernel("nest", body)
         for (_, _, dtype, _), partial in zip(self.full, partials):
-            scope.line(f"{partial} = rtc.empty({blocks}, {dtype_name(dtype)})")
+            src.allocate(partial, f"rtc.empty({blocks}, {dtype_name(dtype)})")
         src.launch(name, blocks, threads, params, [w for w in self.written if w in params])
         for (_, monoid, dtype, out), partial in zip(self.full, partials):
             scope.bind(out, src.final_fold(partial, blocks, monoid, dtype))

@@ -59,9 +59,8 @@ def _map(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     if not runs_in_kernel(body):
         return RULES[map_p](scope, eqn, args)
     n = eqn.inputs[num_consts].type.shape[0]
-    outs = [scope.fresh("y") for _ in eqn.outputs]
-    for out, var in zip(outs, eqn.outputs):
-        scope.line(f"{out} = {empty(var.type.shape, var.type.np_dtype)}")
+    outs = [_device_array(scope, var.type.shape or (1,), var.type.np_dtype)
+            for var in eqn.outputs]
 
     def row(i: str) -> None:
         rows = [f"{x}[{i}]" for x in args[num_consts:]]
@@ -71,6 +70,14 @@ def _map(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
 
     _per_thread(scope, "map", n, row, outs)
     return outs
+
+
+def _device_array(scope: Scope, shape: tuple, dtype: object, prefix: str = "y") -> str:
+    """A new array made on the device (kernels write it; it comes back where the host
+    reads it)."""
+    name = scope.fresh(prefix)
+    _kernel_source(scope).allocate(name, f"rtc.empty({shape_text(shape)}, {dtype_name(dtype)})")
+    return name
 
 
 def _scalar_rows(atoms: tuple) -> bool:
@@ -99,9 +106,8 @@ def _accumulate(scope: Scope, eqn: Eqn, args: list[str], stacked: bool) -> list[
         return RULES[eqn.primitive](scope, eqn, args)
     # one thread folds in order; results leave through one-element (or stacked) arrays
     n = xs[0].type.shape[0]
-    cells = [scope.fresh("y") for _ in eqn.outputs]
-    for cell, var in zip(cells, eqn.outputs):
-        scope.line(f"{cell} = {empty(var.type.shape or (1,), var.type.np_dtype)}")
+    cells = [_device_array(scope, var.type.shape or (1,), var.type.np_dtype)
+             for var in eqn.outputs]
 
     def sequence(_: str) -> None:
         acc = [scope.fresh("acc") for _ in range(k)]
@@ -137,9 +143,8 @@ def _blocked_scan(scope: Scope, monoid: str, start: str, xs: str, xs_type: Tenso
     n, dtype = xs_type.shape[0], xs_type.np_dtype
     threads = threads_for(n)
     blocks = blocks_for(n, threads)
-    ys, totals, offsets = scope.fresh("y"), scope.fresh("p"), scope.fresh("p")
-    for name, count in ((ys, n), (totals, blocks), (offsets, blocks)):
-        scope.line(f"{name} = rtc.empty({count}, {dtype_name(dtype)})")
+    ys, totals, offsets = (_device_array(scope, (count,), dtype, prefix) for prefix, count in
+                           (("y", n), ("p", blocks), ("p", blocks)))
     identity = scalar_literal(neutral(monoid, dtype), dtype)
     with src.capture() as body:
         t, lane, shared, before = (scope.fresh(p) for p in ("t", "tx", "sh", "w"))
@@ -162,7 +167,7 @@ def _blocked_scan(scope: Scope, monoid: str, start: str, xs: str, xs_type: Tenso
         with src.block(f"if {lane} == {threads - 1}"):
             scope.line(f"{totals}[cuda.blockIdx.x] = {shared}[{lane}]")
     name, params = src.kernel("scan", body)
-    src.launch(name, blocks, threads, params, [])
+    src.launch(name, blocks, threads, params, [ys, totals])
     with src.capture() as body:
         acc, b = scope.fresh("acc"), scope.fresh("b")
         scope.line(f"{acc} = {start}")
@@ -170,16 +175,14 @@ def _blocked_scan(scope: Scope, monoid: str, start: str, xs: str, xs_type: Tenso
             scope.line(f"{offsets}[{b}] = {acc}")
             scope.line(f"{acc} = {cast(fold(monoid, acc, f'{totals}[{b}]'), dtype)}")
     name, params = src.kernel("offsets", body)
-    src.launch(name, 1, 1, params, [])
+    src.launch(name, 1, 1, params, [offsets])
 
     def shift(t: str) -> None:
         scope.line(f"{ys}[{t}] = "
                    f"{cast(fold(monoid, f'{offsets}[cuda.blockIdx.x]', f'{ys}[{t}]'), dtype)}")
 
-    _per_thread(scope, "shift", n, shift, [])
-    out = scope.fresh("y")
-    scope.line(f"{out} = {ys}.copy_to_host()")
-    return out
+    _per_thread(scope, "shift", n, shift, [ys])
+    return ys
 
 
 @cuda_rule(reduce_p)
@@ -193,10 +196,9 @@ def _scan(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
 
 
 def _rows(scope: Scope, name: str, shape: tuple) -> str:
-    """``name`` viewed as (rows, elements per row)."""
-    view = scope.fresh("m")
-    scope.line(f"{view} = {name}.reshape({shape_text((shape[0], math.prod(shape[1:])))})")
-    return view
+    """``name`` viewed on the device as (rows, elements per row)."""
+    return _kernel_source(scope).device_view(
+        name, shape_text((shape[0], math.prod(shape[1:]))))
 
 
 @cuda_rule(hist_p)
@@ -258,7 +260,7 @@ def _scatter(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     size, m = dest.type.shape[0], indices.type.shape[0]
     width = math.prod(dest.type.shape[1:])
     winner = scope.fresh("w")
-    scope.line(f"{winner} = np.full(({size},), -1, np.int64)")
+    _kernel_source(scope).allocate(winner, f"rtc.full(({size},), -1, np.int64)")
 
     def claim(j: str) -> None:
         t = scope.fresh("t")
