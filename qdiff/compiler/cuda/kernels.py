@@ -92,7 +92,7 @@ class KernelSource(Source):
         self.kernels: list[str] = []
         self._folds: dict[tuple[str, str, int], str] = {}
         self.kernel_depth = 0  # > 0 while kernel code is written (bodies, nests; they nest)
-        self.residency = Residency()
+        self.residency = Residency(self.lines)
         self._captured = 0     # > 0 while lines go to a kernel body
 
     @contextmanager
@@ -125,15 +125,15 @@ class KernelSource(Source):
                 yield
             return
         self.line(header + ":")
+        opened = self.lines[-1]
         self.depth += 1
-        start = len(self.lines)
         self.residency.enter(header, parse_statement(header + ":").assigns)
         try:
             yield
         finally:
             for line in self.residency.leave():
                 super().line(line)
-            if len(self.lines) == start:
+            if self.lines[-1] is opened:  # transfers go before the header, never after
                 super().line("pass")
             self.depth -= 1
 

@@ -38,6 +38,11 @@ class CudaNest(_Nest):
         self.written: list[str] = []             # arrays the kernel writes
         self.allocations: dict[str, str] = {}     # result arrays made on the device
 
+    def elementwise(self, eqn: Eqn) -> None:
+        # a lambda's statements are kernel lines, not host statements (no transfers)
+        with self.scope.src.capture():
+            super().elementwise(eqn)
+
     def reduction(self, eqn: Eqn) -> None:
         operand, out = eqn.inputs[0], eqn.outputs[0]
         monoid = REDUCTIONS[eqn.primitive.name]
