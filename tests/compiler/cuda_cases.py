@@ -17,6 +17,7 @@ import qdiff.numpy as qnp
 from qdiff import quantum as qm
 from qdiff.classical.elementwise import BINARY, PRIMITIVES, UNARY
 from qdiff.compiler import CompiledProgram, NotCompilableError
+from qdiff.compiler.cuda.transfers import last_call
 from qdiff.ir.errors import LoopLimitError, QdiffError
 from qdiff.ir.tracer import bind
 from tests.backends import RTOL, assert_agree
@@ -78,6 +79,31 @@ def _complex_sign(x, z, w):
     return qnp.real(s) * x, qnp.imag(s), qnp.real(t), qnp.imag(t)
 
 
+def _chain(x, y):
+    # an elementwise kernel, a blocked scan (three kernels), another elementwise kernel
+    return qnp.cumsum(qnp.sin(x) * y) * x
+
+
+def _host_gather_between(x, y):
+    # the gather runs on the host, between the kernels
+    return qnp.cumsum((qnp.sin(x) * y)[np.array([3, 0, 1, 5, 2, 4])]) * x
+
+
+def _loop_of_kernels(x, y):
+    return qdiff.fori_loop(0, 3, lambda i, c: qnp.cumsum(qnp.sin(c) * y), x)
+
+
+def _while_of_kernels(x):
+    # the carry is tested on the host (a sum) and updated by kernels, until it is large
+    return qdiff.while_loop(lambda c: qnp.sum(c) < 40.0, lambda c: qnp.cumsum(c * 1.5) + 0.25,
+                            x, max_iter=20)
+
+
+def _branches_of_kernels(x, k):
+    return qdiff.switch(k, [lambda v: qnp.cumsum(qnp.sin(v)), lambda v: qnp.exp(v) * v,
+                            lambda v: v], x) * x
+
+
 EXTRA = {
     "kernel forms at edges": (_kernel_forms, (
         np.concatenate([EDGES, [-3.5, 2.5, 0.5, -0.5, 7.0, -7.0, 1e300, -1e-300]]),
@@ -92,6 +118,17 @@ EXTRA = {
     "scatter rows, last write wins": (_scatter_rows, (RNG.normal(size=(5, 3)),)),
     "partial reductions": (_partial_reductions, (RNG.normal(size=(3, 4, 5)),)),
     "sum of 300, several blocks": (lambda x: qnp.sum(x * x) + qnp.max(x), (RNG.normal(size=300),)),
+    "while loop of kernels": (_while_of_kernels, (RNG.uniform(0.1, 0.5, 6),)),
+    "branches of kernels": (_branches_of_kernels, (RNG.normal(size=6), 1)),
+}
+
+# program, arguments, (uploads, downloads) in one call: arguments go to the device once,
+# outputs come back once, and a value made on the device comes back only for the host
+TRANSFERS = {
+    "kernel -> kernel -> output": (_chain, (RNG.normal(size=6), RNG.normal(size=6)), (2, 1)),
+    "a host gather between kernels": (_host_gather_between,
+                                      (RNG.normal(size=6), RNG.normal(size=6)), (3, 2)),
+    "a loop of kernels": (_loop_of_kernels, (RNG.normal(size=6), RNG.normal(size=6)), (2, 1)),
 }
 
 # what the generated code must hold (default: a kernel); scalar programs have none
@@ -152,6 +189,18 @@ def gradient(name: str) -> None:
     assert_agree_on_gpu(compiled(*args), derivative(*args), name)
 
 
+def transfers(name: str) -> None:
+    f, args, (uploads, downloads) = TRANSFERS[name]
+    program = qdiff.trace(f, *args)
+    compiled = CompiledProgram(program, backend="numba-cuda")
+    assert compiled.source.count("rtc.launch(") >= 3, compiled.source
+    for _ in range(2):  # counted per call
+        assert_agree_on_gpu(compiled(*args), program(*args), name)
+        counted = last_call()
+        assert (counted.uploads, counted.downloads) == (uploads, downloads), counted
+        assert counted.upload_bytes == 8 * 6 * uploads, counted
+
+
 def _hybrid(x):
     q = qm.qubits(1)
     qm.ry(qnp.sum(qnp.sin(x)), q[0])
@@ -191,6 +240,7 @@ def loop_limit(_: str) -> None:
 def cases() -> dict:
     table = {f"primal: {n}": (primal, n) for n in [*PRIMAL, *EXTRA]}
     table.update({f"gradient: {n}": (gradient, n) for n in [*GRADIENT, *EXTRA]})
+    table.update({f"transfers: {n}": (transfers, n) for n in TRANSFERS})
     table["error: a quantum program on the CUDA target"] = (quantum_program_refused, "")
     table["error: a while loop past max_iter"] = (loop_limit, "")
     return table

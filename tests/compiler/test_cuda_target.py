@@ -124,3 +124,44 @@ def test_complex_ufuncs_without_a_cuda_form_are_refused_by_name():
     program = qdiff.trace(lambda z: qnp.exp(z) * 2.0, np.ones(3, complex))
     with pytest.raises(NotCompilableError, match=r"exp of complex128 .*np\.exp.*backend='numba'"):
         generate_cuda(program, Options())
+
+
+def _host_function(f, *args) -> list[str]:
+    """The lines of the generated host function of ``f`` (no GPU or simulator needed)."""
+    from qdiff.compiler.cuda.codegen import generate_cuda  # noqa: PLC0415
+    from qdiff.compiler.lowering import Options  # noqa: PLC0415
+
+    source = generate_cuda(qdiff.trace(f, *args), Options()).source
+    return source[source.index("\ndef host("):source.index("\ndef kernel(")].splitlines()
+
+
+def test_loop_of_kernels_moves_nothing_per_iteration():
+    # operands went to the device at every launch and results came back after it: a loop of
+    # kernels copied its carry and its constant operand both ways at every iteration
+    from tests.compiler.cuda_cases import _loop_of_kernels  # noqa: PLC0415
+
+    lines = _host_function(_loop_of_kernels, np.ones(6), np.ones(6))
+    loop = next(k for k, line in enumerate(lines) if line.strip().startswith("for "))
+    body = [line for line in lines[loop + 1:] if line.startswith(" " * 8)]
+    assert sum("rtc.launch(" in line for line in body) == 4  # a nest, a blocked scan
+    assert not [line for line in body if "rtc.upload(" in line or "rtc.download(" in line]
+    moves = [line.strip() for line in lines if "rtc.upload(" in line or "rtc.download(" in line]
+    assert moves == ["c1_d = rtc.upload(c1)", "a1_d = rtc.upload(a1)",
+                     "c1 = rtc.download(c1_d)"]
+
+
+def test_host_statement_between_kernels_gets_one_download_and_one_upload():
+    from tests.compiler.cuda_cases import _host_gather_between  # noqa: PLC0415
+
+    lines = [line.strip() for line in _host_function(_host_gather_between, np.ones(6),
+                                                      np.ones(6))]
+    gather = next(k for k, line in enumerate(lines) if "rt.gather(" in line)
+    moves = [(k, line) for k, line in enumerate(lines)
+             if "rtc.upload(" in line or "rtc.download(" in line]
+    downloads = [k for k, line in moves if "download" in line]
+    uploads = [k for k, line in moves if "upload" in line]
+    # the arguments once, the gather's operand back and its result over, the output back
+    assert len(uploads) == 3 and len(downloads) == 2
+    gathered = lines[gather].split(" = ")[0]
+    assert downloads[0] == gather - 1
+    assert lines[uploads[-1]] == f"{gathered}_d = rtc.upload({gathered})"

@@ -62,6 +62,7 @@ def generate_cuda(program: Program, options: Options) -> Generated:
     """
     source = KernelSource()
     params, body = function_body(program, options, source, CudaScope)
+    body = "\n".join(source.residency.prune(body.splitlines())) + "\n"
     text = HEADER.format(name=program.name) + "\n\n".join(source.kernels)
     text += f"\n\n\ndef host({params}):\n{body}{FOOTER.format(name=program.name)}"
     return Generated(text, source.constants, source.messages)

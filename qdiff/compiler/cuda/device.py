@@ -1,7 +1,8 @@
 """What generated CUDA modules call: launches, the counted transfers between host and
-device arrays, device allocations, the final pass of reductions, and what kernels call (`math`, `libdevice`, NumPy's float ``divmod``). Only
-generated modules import this module (it imports ``numba.cuda``, an optional dependency;
-``NUMBA_ENABLE_CUDASIM=1`` simulates it on the CPU).
+device arrays (`transfers`), device allocations, the final pass of reductions, and what
+kernels call (`math`, `libdevice`, NumPy's float ``divmod``). Only generated modules import
+this module (it imports ``numba.cuda``, an optional dependency; ``NUMBA_ENABLE_CUDASIM=1``
+simulates it on the CPU).
 """
 
 from __future__ import annotations

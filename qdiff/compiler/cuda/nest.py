@@ -20,7 +20,7 @@ import math
 from ...ir.core import Eqn, Var
 from ..fusion import REDUCTIONS, Group
 from ..groups import _Nest, fold, neutral
-from ..lowering import Scope, empty, shape_text
+from ..lowering import Scope, shape_text
 from ..source import cast, dtype_name, scalar_literal
 from .kernels import KernelSource, blocks_for, has_atomic, threads_for
 

@@ -165,6 +165,9 @@ class Residency:
         self.defined: set[str] = set()         # names assigned so far
         self.outside: set[str] = set()         # names read, never assigned (the arguments)
         self.frames: list[_Frame] = []
+        # downloads at a block's exit of names first assigned in it: the host may never
+        # read them (temporaries of a branch or loop body); `prune` drops those
+        self.unless_read: set[str] = set()
 
     # ------------------------------------------------------------------ state
     def sides(self, name: str) -> frozenset[str]:
@@ -396,6 +399,18 @@ class Residency:
             self._set(name, sides)
         return lines
 
+    def prune(self, lines: list[str]) -> list[str]:
+        """``lines`` (the whole host function) without the downloads at block exits whose
+        host value no later line reads. Such a name is first assigned in its block, so no
+        read of it can come earlier in the text (not even in a loop's next iteration)."""
+        last_read = {}
+        for k, line in enumerate(lines):
+            for name in parse_statement(line).reads:
+                last_read[name] = k
+        return [line for k, line in enumerate(lines)
+                if line.strip() not in self.unless_read
+                or last_read.get(line.split("=")[0].strip(), -1) > k]
+
     def _new(self, frame: _Frame) -> list[str]:
         """The names first assigned inside ``frame``'s block."""
         return sorted(self.defined - frame.defined - self.outside)
@@ -418,6 +433,7 @@ class Residency:
             for name in self._new(frame):
                 if HOST not in self.sides(name):
                     lines += self._transfer(name, HOST, hoist=False)
+                    self.unless_read.add(lines[-1])
         if exiting:
             frame.breaks.append(dict(self.where))
         return lines

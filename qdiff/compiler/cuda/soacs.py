@@ -24,7 +24,7 @@ from ...ir.core import Eqn, Var
 from ...ir.types import Tensor
 from ..fusion import Group
 from ..groups import fold, neutral
-from ..lowering import RULES, Scope, empty, shape_text
+from ..lowering import RULES, Scope, shape_text
 from ..source import cast, dtype_name, scalar_literal
 from .kernels import KernelSource, blocks_for, has_atomic, numba_type, threads_for
 from .scope import cuda_rule, runs_in_kernel
