@@ -43,10 +43,14 @@ class _Device:
 
 
 class _DeviceArray(np.ndarray):
-    """A host array standing in for `rtc.empty`'s device arrays."""
+    """A host array standing in for the device arrays of `rtc.upload`, `rtc.empty`, ..."""
 
     def copy_to_host(self) -> np.ndarray:
         return np.array(self)
+
+
+def _on_device(array: np.ndarray) -> _DeviceArray:
+    return np.array(array).view(_DeviceArray)
 
 
 class Lowering:
@@ -71,8 +75,7 @@ class Lowering:
             self.failures.append(f"{kernel.py_func.__name__}{signature}: "
                                  f"{type(error).__name__}: {error}")
 
-    def launch(self, kernel: CUDADispatcher, blocks: int, threads: int, args: tuple,
-               written: tuple) -> None:
+    def launch(self, kernel: CUDADispatcher, blocks: int, threads: int, args: tuple) -> None:
         self.check(kernel, tuple(args))
 
     def fold(self, kernel: CUDADispatcher, threads: int, partials: np.ndarray) -> Any:
@@ -93,7 +96,10 @@ def main(selected: list[str]) -> None:
     cuda_dispatcher.get_current_device = lambda: _Device()
     cuda.is_available = lambda: True  # CompiledProgram refuses the target without a device
     rtc.launch, rtc.fold = lowering.launch, lowering.fold
-    rtc.empty = lambda count, dtype: np.zeros(count, dtype).view(_DeviceArray)
+    rtc.upload = lambda value: _on_device(value) if isinstance(value, np.ndarray) else value
+    rtc.download, rtc.copy = np.array, _on_device
+    rtc.empty = lambda shape, dtype: _on_device(np.zeros(shape, dtype))
+    rtc.full = lambda shape, value, dtype: _on_device(np.full(shape, value, dtype))
     results = {}
     for key, (run, name) in cases().items():
         if selected and key not in selected:
