@@ -104,6 +104,16 @@ def _branches_of_kernels(x, k):
                             lambda v: v], x) * x
 
 
+def _map_of_rows_with_arrays(m, q):
+    # each row's lambda holds vectors (a matrix-vector product, a shifted exponential): a
+    # thread per row, its temporaries in local arrays (GMM's shape)
+    def row(x):
+        y = qnp.einsum("ij,j->i", q, x)
+        e = qnp.exp(y - qnp.max(y))
+        return qnp.log(qnp.sum(e)) + qnp.max(y), e * x
+    return qdiff.map(row, m)
+
+
 EXTRA = {
     "kernel forms at edges": (_kernel_forms, (
         np.concatenate([EDGES, [-3.5, 2.5, 0.5, -0.5, 7.0, -7.0, 1e300, -1e-300]]),
@@ -118,6 +128,8 @@ EXTRA = {
     "scatter rows, last write wins": (_scatter_rows, (RNG.normal(size=(5, 3)),)),
     "partial reductions": (_partial_reductions, (RNG.normal(size=(3, 4, 5)),)),
     "sum of 300, several blocks": (lambda x: qnp.sum(x * x) + qnp.max(x), (RNG.normal(size=300),)),
+    "map of rows holding arrays": (_map_of_rows_with_arrays,
+                                   (RNG.normal(size=(7, 3)), RNG.normal(size=(3, 3)))),
     "while loop of kernels": (_while_of_kernels, (RNG.uniform(0.1, 0.5, 6),)),
     "branches of kernels": (_branches_of_kernels, (RNG.normal(size=6), 1)),
 }
@@ -140,6 +152,7 @@ KERNEL_TEXT = {
     "partial reductions": ("cuda.atomic.add",),
     "sum of 300, several blocks": ("rtc.launch(nest", ", 3, 128, "),
     "map of a scalar loop": ("def map",),
+    "map of rows holding arrays": ("def rows", "cuda.local.array("),
     "complex sign": ("rtc.complex_sign(",),
     "named reductions, several blocks": ("def fold", "def scan", "def offsets", ", 3, 128, "),
 }

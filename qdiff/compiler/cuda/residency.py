@@ -25,10 +25,14 @@ end of its body (or, in a loop left by ``break``, come back to the host).
 from __future__ import annotations
 
 import ast
+import builtins
 from dataclasses import dataclass, field
 
 HOST, DEVICE, BOTH = "host", "device", "both"
 
+# names the host function reads from its module, never arrays of its own
+_GLOBALS = frozenset({"np", "numba", "rt", "rtc", "transfers", "CompiledCodeError",
+                      *dir(builtins)})
 # NumPy functions that write into an argument (every other np.<name> only reads)
 _NUMPY_WRITERS = frozenset({"copyto", "put", "place", "putmask", "fill_diagonal"})
 # array methods that only read the array
@@ -82,11 +86,13 @@ def _call_writes(call: ast.Call) -> set[str]:
 
 
 def _names(nodes: list[ast.AST]) -> set[str]:
-    """The array names passed as ``nodes`` (a name, or a name indexed or sliced)."""
+    """The array names passed as ``nodes`` (a name, or a view of one)."""
     found = set()
     for node in nodes:
-        while isinstance(node, (ast.Subscript, ast.Attribute)):
-            node = node.value
+        # x[...], x.T, x.reshape(...): a callee may write through a view of x
+        while isinstance(node, (ast.Subscript, ast.Attribute)) or (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            node = node.func.value if isinstance(node, ast.Call) else node.value
         if isinstance(node, ast.Name):
             found.add(node.id)
     return found
@@ -118,7 +124,8 @@ def parse_statement(text: str) -> Statement:
     tree = ast.parse(text)
     nodes = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Name)),
                    key=lambda n: (n.lineno, n.col_offset))
-    reads = list(dict.fromkeys(n.id for n in nodes if isinstance(n.ctx, ast.Load)))
+    reads = list(dict.fromkeys(n.id for n in nodes if isinstance(n.ctx, ast.Load)
+                               and n.id not in _GLOBALS))
     assigns = list(dict.fromkeys(n.id for n in nodes if isinstance(n.ctx, ast.Store)))
     writes: set[str] = set()
     for node in ast.walk(tree):

@@ -27,6 +27,7 @@ from ..groups import fold, neutral
 from ..lowering import RULES, Scope, shape_text
 from ..source import cast, dtype_name, scalar_literal
 from .kernels import KernelSource, blocks_for, has_atomic, numba_type, threads_for
+from .rows import in_thread, lower_in_thread
 from .scope import cuda_rule, runs_in_kernel
 
 _REDUCTION = {"add": reduce_sum_p, "mul": reduce_prod_p, "max": reduce_max_p,
@@ -57,7 +58,7 @@ def _per_thread(scope: Scope, prefix: str, count: int, write_body: Callable[[str
 def _map(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     body, num_consts = eqn.params["body"], eqn.params["num_consts"]
     if not runs_in_kernel(body):
-        return RULES[map_p](scope, eqn, args)
+        return _map_of_rows(scope, eqn, args) or RULES[map_p](scope, eqn, args)
     n = eqn.inputs[num_consts].type.shape[0]
     outs = [_device_array(scope, var.type.shape or (1,), var.type.np_dtype)
             for var in eqn.outputs]
@@ -69,6 +70,41 @@ def _map(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
             scope.line(f"{out}[{i}] = {result}")
 
     _per_thread(scope, "map", n, row, outs)
+    return outs
+
+
+def _map_of_rows(scope: Scope, eqn: Eqn, args: list[str]) -> list[str] | None:
+    """A ``map`` whose lambda holds arrays, as one kernel with a thread per row (`rows`);
+    None where the lambda cannot run in a thread, or its results are not scalars or
+    vectors."""
+    body, num_consts = eqn.params["body"], eqn.params["num_consts"]
+    if any(var.type.ndim > 2 for var in eqn.outputs):
+        return None
+    src = _kernel_source(scope)
+    n = eqn.inputs[num_consts].type.shape[0]
+    outs = [scope.fresh("y") for _ in eqn.outputs]
+    with src.capture() as lines:
+        t = scope.fresh("t")
+        scope.line(f"{t} = cuda.grid(1)")
+        with src.block(f"if {t} < {n}"):
+            rows = [f"{x}[{t}]" for x in args[num_consts:]]
+            results = lower_in_thread(scope, body, [*args[:num_consts], *rows])
+            for out, result, var in zip(outs, results or [], eqn.outputs):
+                if var.type.ndim == 1:
+                    scope.line(f"{out}[{t}] = {result}")
+                    continue
+                j = scope.fresh("j")
+                with src.block(f"for {j} in range({var.type.shape[1]})"):
+                    scope.line(f"{out}[{t}, {j}] = {result}[{j}]")
+    kernel_lines = in_thread(lines) if results is not None else None
+    if kernel_lines is None:
+        return None
+    for out, var in zip(outs, eqn.outputs):
+        src.allocate(out, f"rtc.empty({shape_text(var.type.shape)}, "
+                          f"{dtype_name(var.type.np_dtype)})")
+    name, params = src.kernel("rows", kernel_lines)
+    threads = threads_for(n)
+    src.launch(name, blocks_for(n, threads), threads, params, outs)
     return outs
 
 
