@@ -40,6 +40,10 @@ _READING_METHODS = frozenset({
     "reshape", "copy", "astype", "ravel", "transpose", "sum", "max", "min", "any", "all",
     "conj", "conjugate", "dot", "item", "tolist", "view", "flatten", "argmax", "argmin",
     "mean", "prod", "cumsum", "nonzero", "copy_to_host"})
+# helpers of the CPU runtime (`compiler.runtime`) that only read their arguments (a helper
+# not listed is taken to write every array it is passed)
+_READING_HELPERS = frozenset({"start_index", "gather", "arg_extremum", "batched_matmul",
+                              "batched_matmul_loops", "factor_or_solve", "slogdet"})
 # Python builtins the host function calls on its values (none writes its arguments)
 _PURE_BUILTINS = frozenset({"min", "max", "int", "float", "bool", "complex", "abs", "range",
                             "len", "divmod", "round", "tuple", "list", "zip", "enumerate"})
@@ -72,6 +76,8 @@ def _call_writes(call: ast.Call) -> set[str]:
         return out
     if isinstance(func, ast.Attribute):
         owner = func.value
+        if isinstance(owner, ast.Name) and owner.id == "rt" and func.attr in _READING_HELPERS:
+            return out
         if isinstance(owner, ast.Name) and owner.id == "np":
             return out | (_names(args[:1]) if func.attr in _NUMPY_WRITERS else set())
         if isinstance(owner, ast.Attribute) and isinstance(owner.value, ast.Name) \
@@ -107,9 +113,9 @@ def _base(target: ast.AST) -> str | None:
 def parse_statement(text: str) -> Statement:
     """The names a host statement (or block header) reads, assigns and may write in place.
 
-    >>> s = parse_statement("y[0] = np.sin(x) + rt.fill(z, w[1:])")
+    >>> s = parse_statement("y[0] = np.sin(x) + rt.fill(z, w[1:]) + rt.gather(v, i, 0)")
     >>> s.reads, s.assigns, sorted(s.writes)
-    (['y', 'x', 'z', 'w'], [], ['w', 'y', 'z'])
+    (['y', 'x', 'z', 'w', 'v', 'i'], [], ['w', 'y', 'z'])
     >>> parse_statement("for i in range(n):").assigns
     ['i']
     """
