@@ -114,6 +114,15 @@ def _map_of_rows_with_arrays(m, q):
     return qdiff.map(row, m)
 
 
+def _loop_of_branches(x, y, k):
+    # the second and third branches read y, which the loop does not change: its upload
+    # cannot go between the branches (it went before an `elif`: a SyntaxError)
+    def step(i, c):
+        return qdiff.switch(k + i % 2, [lambda v: qnp.sin(v), lambda v: v * y,
+                                        lambda v: qnp.cumsum(v + y)], c)
+    return qdiff.fori_loop(0, 3, step, x)
+
+
 EXTRA = {
     "kernel forms at edges": (_kernel_forms, (
         np.concatenate([EDGES, [-3.5, 2.5, 0.5, -0.5, 7.0, -7.0, 1e300, -1e-300]]),
@@ -130,6 +139,8 @@ EXTRA = {
     "sum of 300, several blocks": (lambda x: qnp.sum(x * x) + qnp.max(x), (RNG.normal(size=300),)),
     "map of rows holding arrays": (_map_of_rows_with_arrays,
                                    (RNG.normal(size=(7, 3)), RNG.normal(size=(3, 3)))),
+    "loop of branches of kernels": (_loop_of_branches,
+                                    (RNG.normal(size=5), RNG.normal(size=5), 1)),
     "while loop of kernels": (_while_of_kernels, (RNG.uniform(0.1, 0.5, 6),)),
     "branches of kernels": (_branches_of_kernels, (RNG.normal(size=6), 1)),
 }

@@ -152,6 +152,7 @@ class _Frame:
     statements so far assigned, established and relied on."""
 
     loop: bool
+    opens_a_statement: bool            # not an elif/else (nothing can go before those)
     header: int                        # index of the header line in the host lines
     depth: int                         # the header's indentation
     start: dict[str, frozenset[str]]
@@ -206,11 +207,13 @@ class Residency:
             frame.relied.setdefault(name, set()).add(side)
 
     def _made(self, name: str, sides: frozenset[str], touched: bool) -> None:
-        """``name`` is now valid on ``sides`` (made so here; ``touched``: its value is new)."""
+        """``name`` is now valid on ``sides``: all of them made here where ``touched`` (its
+        value is new), else those it was not valid on."""
+        made = sides if touched else sides - self.sides(name)
         self._set(name, sides)
         if self.frames:
             frame = self.frames[-1]
-            frame.established.setdefault(name, set()).update(sides)
+            frame.established.setdefault(name, set()).update(made)
             if touched:
                 frame.touched.add(name)
 
@@ -224,7 +227,8 @@ class Residency:
         text = (f"{name} = rtc.download({device_name(name)})" if side == HOST else
                 f"{device_name(name)} = rtc.upload({name})")
         level = len(self.frames)
-        while hoist and level and name not in self.frames[level - 1].touched \
+        while hoist and level and self.frames[level - 1].opens_a_statement \
+                and name not in self.frames[level - 1].touched \
                 and self._old(name, self.frames[level - 1]) \
                 and source in self.frames[level - 1].start.get(name, ON_HOST):
             level -= 1
@@ -385,7 +389,8 @@ class Residency:
         header assigns each time the block runs (a loop's index)."""
         loop = header.startswith(("for ", "while "))
         depth = (len(self.lines[-1]) - len(self.lines[-1].lstrip())) // 4
-        self.frames.append(_Frame(loop, len(self.lines) - 1, depth, dict(self.where),
+        self.frames.append(_Frame(loop, not header.startswith(("elif ", "else")),
+                                  len(self.lines) - 1, depth, dict(self.where),
                                   set(self.defined)))
         self.assigned(assigns)
 
