@@ -170,7 +170,15 @@ class Residency:
     """The sides each host name is valid on while the host function is written (``lines``,
     the host function's lines so far), and the transfer statements kernels and host
     statements need. A transfer of a value that a loop does not change goes before the
-    loop (once), not into its body."""
+    loop (once), not into its body.
+
+    >>> r = Residency([])
+    >>> r.allocated("y")  # a kernel's result, made on the device
+    >>> r.statement("z = np.sum(y)")  # a host statement reads it: one download first
+    ['y = rtc.download(y_d)', 'z = np.sum(y)']
+    >>> r.on_device(["y", "z"])  # a launch: y is still on the device, z goes over
+    (['z_d = rtc.upload(z)'], ['y_d', 'z_d'])
+    """
 
     def __init__(self, lines: list[str]) -> None:
         self.lines = lines
