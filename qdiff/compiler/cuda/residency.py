@@ -152,8 +152,7 @@ class _Frame:
     statements so far assigned, established and relied on."""
 
     loop: bool
-    opens_a_statement: bool            # not an elif/else (nothing can go before those)
-    header: int                        # index of the header line in the host lines
+    header: int  # index of the header line in the host lines (of an elif/else: its if's)
     depth: int                         # the header's indentation
     start: dict[str, frozenset[str]]
     defined: set[str]
@@ -187,6 +186,7 @@ class Residency:
         self.defined: set[str] = set()         # names assigned so far
         self.outside: set[str] = set()         # names read, never assigned (the arguments)
         self.frames: list[_Frame] = []
+        self.chain_head = -1  # the header line of the block last left
         # downloads at a block's exit of names first assigned in it: the host may never
         # read them (temporaries of a branch or loop body); `prune` drops those
         self.unless_read: set[str] = set()
@@ -235,8 +235,7 @@ class Residency:
         text = (f"{name} = rtc.download({device_name(name)})" if side == HOST else
                 f"{device_name(name)} = rtc.upload({name})")
         level = len(self.frames)
-        while hoist and level and self.frames[level - 1].opens_a_statement \
-                and name not in self.frames[level - 1].touched \
+        while hoist and level and name not in self.frames[level - 1].touched \
                 and self._old(name, self.frames[level - 1]) \
                 and source in self.frames[level - 1].start.get(name, ON_HOST):
             level -= 1
@@ -245,8 +244,10 @@ class Residency:
         if side == DEVICE:
             self._forget_memory(name)
         self._made(name, self.sides(name) | {side}, touched=False)
-        if inner:  # before the header of the outermost block left
+        if inner:  # before the header of the outermost block left (of its if, in a chain)
             self.lines.insert(inner[0].header, "    " * inner[0].depth + text)
+            if inner[0].header <= self.chain_head:
+                self.chain_head += 1
             for frame in inner:
                 frame.header += 1
                 frame.start[name] = frame.start.get(name, ON_HOST) | {side}
@@ -397,9 +398,9 @@ class Residency:
         header assigns each time the block runs (a loop's index)."""
         loop = header.startswith(("for ", "while "))
         depth = (len(self.lines[-1]) - len(self.lines[-1].lstrip())) // 4
-        self.frames.append(_Frame(loop, not header.startswith(("elif ", "else")),
-                                  len(self.lines) - 1, depth, dict(self.where),
-                                  set(self.defined)))
+        # an elif/else branch starts where its chain's `if` does: nothing goes between
+        opened = self.chain_head if header.startswith(("elif ", "else")) else len(self.lines) - 1
+        self.frames.append(_Frame(loop, opened, depth, dict(self.where), set(self.defined)))
         self.assigned(assigns)
 
     def leave(self) -> list[str]:
@@ -408,6 +409,7 @@ class Residency:
         frame = self.frames[-1]
         lines = self._exit(frame, exiting=False)
         self.frames.pop()
+        self.chain_head = frame.header
         if self.frames:
             self.frames[-1].touched |= frame.touched
         ends = [dict(self.where), *frame.breaks]
