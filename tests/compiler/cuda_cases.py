@@ -94,14 +94,17 @@ def _loop_of_kernels(x, y):
 
 
 def _while_of_kernels(x):
-    # the carry is tested on the host (a sum) and updated by kernels, until it is large
-    return qdiff.while_loop(lambda c: qnp.sum(c) < 40.0, lambda c: qnp.cumsum(c * 1.5) + 0.25,
-                            x, max_iter=20)
+    # the carry is tested on the host (a sum) and updated by kernels; a step count bounds it
+    # too, so that the loop also ends where the kernels only get lowered (cuda_lowering.py)
+    def cond(carry):
+        c, n = carry
+        return qnp.logical_and(qnp.sum(c) < 40.0, n < 4)
 
+    def body(carry):
+        c, n = carry
+        return qnp.cumsum(c * 1.5) + 0.25, n + 1
 
-def _branches_of_kernels(x, k):
-    return qdiff.switch(k, [lambda v: qnp.cumsum(qnp.sin(v)), lambda v: qnp.exp(v) * v,
-                            lambda v: v], x) * x
+    return qdiff.while_loop(cond, body, (x, 0), max_iter=20)[0]
 
 
 def _map_of_rows_with_arrays(m, q):
@@ -115,11 +118,11 @@ def _map_of_rows_with_arrays(m, q):
 
 
 def _loop_of_branches(x, y, k):
-    # the second and third branches read y, which the loop does not change: its upload
-    # cannot go between the branches (it went before an `elif`: a SyntaxError)
+    # each branch in turn; two read y, which the loop does not change: its upload goes
+    # before the loop, never between the branches (before an `elif`: a SyntaxError)
     def step(i, c):
-        return qdiff.switch(k + i % 2, [lambda v: qnp.sin(v), lambda v: v * y,
-                                        lambda v: qnp.cumsum(v + y)], c)
+        return qdiff.switch((k + i) % 3, [lambda v: qnp.sin(v), lambda v: v * y,
+                                          lambda v: qnp.cumsum(v + y)], c)
     return qdiff.fori_loop(0, 3, step, x)
 
 
@@ -142,7 +145,6 @@ EXTRA = {
     "loop of branches of kernels": (_loop_of_branches,
                                     (RNG.normal(size=5), RNG.normal(size=5), 1)),
     "while loop of kernels": (_while_of_kernels, (RNG.uniform(0.1, 0.5, 6),)),
-    "branches of kernels": (_branches_of_kernels, (RNG.normal(size=6), 1)),
 }
 
 # program, arguments, (uploads, downloads) in one call: arguments go to the device once,
