@@ -165,3 +165,26 @@ def test_host_statement_between_kernels_gets_one_download_and_one_upload():
     gathered = lines[gather].split(" = ")[0]
     assert downloads[0] == gather - 1
     assert lines[uploads[-1]] == f"{gathered}_d = rtc.upload({gathered})"
+
+
+def test_host_write_in_place_sends_the_array_again():
+    from qdiff.compiler.cuda.residency import Residency  # noqa: PLC0415
+
+    residency = Residency([])
+    assert residency.on_device(["x"])[0] == ["x_d = rtc.upload(x)"]
+    assert residency.statement("v = rt.gather(x, i, 0)") == ["v = rt.gather(x, i, 0)"]
+    assert residency.on_device(["x"])[0] == []  # a reading helper leaves the copy valid
+    residency.statement("x[0] = 1.0")
+    assert residency.on_device(["x"])[0] == ["x_d = rtc.upload(x)"]
+    residency.statement("rt.fill(x, 2.0)")  # an unknown helper may write what it is given
+    assert residency.on_device(["x"])[0] == ["x_d = rtc.upload(x)"]
+
+
+def test_kernel_writing_a_view_leaves_its_base_on_the_device():
+    from qdiff.compiler.cuda.residency import Residency  # noqa: PLC0415
+
+    residency = Residency([])
+    residency.on_device(["t"])
+    residency.view("m", "t")
+    residency.written("m")
+    assert residency.statement("s = t.sum()") == ["t = rtc.download(t_d)", "s = t.sum()"]
