@@ -199,7 +199,16 @@ def qdiff_engine(jit: bool, backend: str = "numba") -> Callable[[Workload], tupl
         if jit:
             primal = qdiff.jit(primal, backend=backend)
             gradient = qdiff.jit(gradient, backend=backend)
-        return _measure(lambda: primal(*w.args), lambda: gradient(*w.args))
+        measured = _measure(lambda: primal(*w.args), lambda: gradient(*w.args))
+        if backend == "numba-cuda":  # what one gradient call copies between host and GPU
+            from qdiff.compiler.cuda.transfers import last_call
+
+            gradient(*w.args)
+            t = last_call()
+            print(f"  {w.name} {w.size}: one gradient call copies {t.uploads} arrays to the GPU "
+                  f"({t.upload_bytes} bytes) and {t.downloads} back ({t.download_bytes} bytes)",
+                  file=sys.stderr, flush=True)
+        return measured
 
     return run
 
