@@ -20,7 +20,8 @@ import numpy as np
 
 from ..groups import fold, neutral
 from ..source import Source, cast, scalar_literal
-from .residency import Residency, device_name, parse_statement
+from .residency import Residency, device_name
+from .statements import parse_statement
 
 # threads per block (a power of two: block reductions halve it)
 BLOCK = 128
