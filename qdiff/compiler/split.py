@@ -5,7 +5,8 @@ classical program with equations that have no compiled form (``fallback="interpr
 they run in the interpreter between compiled segments), and a quantum program that does
 not compile whole (its classical equations compile in segments around the quantum ones,
 which run on the simulator). Each equation that compiles joins the earliest segment after
-the equations it reads, so segments are few and long: the pre-processing of gate angles
+the equations it reads, and a segment whose values only later segments read then moves
+into the first of them, so segments are few and long: the pre-processing of gate angles
 becomes one segment even when the program interleaves it with gates.
 """
 
@@ -39,7 +40,29 @@ def _pieces(program: Program, compiles: Callable[[Eqn], bool]) -> list[list[Eqn]
             run.append(eqn)
         for v in eqn.outputs:
             made_in[v] = index
-    return pieces
+    return _sink(pieces, set(program.outputs))
+
+
+def _sink(pieces: list[list[Eqn] | Eqn], outputs: set) -> list[list[Eqn] | Eqn]:
+    """Move each run whose values only later runs read into the first of them (a value
+    converted after a measurement joins the segment that uses it), from the last run up."""
+    for k in range(len(pieces) - 1, -1, -1):
+        run = pieces[k]
+        if not isinstance(run, list) or any(e.primitive.effectful for e in run):
+            continue
+        made = {v for e in run for v in e.outputs}
+        if made & outputs:
+            continue
+        readers = [j for j in range(k + 1, len(pieces))
+                   if any(isinstance(a, Var) and a in made
+                          for e in (pieces[j] if isinstance(pieces[j], list) else [pieces[j]])
+                          for a in e.inputs)]
+        if readers and all(isinstance(pieces[j], list) for j in readers):
+            target = pieces[readers[0]]
+            assert isinstance(target, list)
+            target[:0] = run
+            pieces[k] = []
+    return [p for p in pieces if not (isinstance(p, list) and not p)]
 
 
 def split_program(program: Program, compiles: Callable[[Eqn], bool]) -> list[Program | Eqn]:
