@@ -21,7 +21,7 @@ from ..simulator.numba_adjoint import sign_tables
 from .block import quantum_block_p, quantum_block_vjp_p
 from .gate_code import plan_gate
 from .kernels import IMPORT
-from .rules import apply_gate, literal, num_qubits_of, pauli_terms
+from .rules import apply_gate, literal, num_qubits_of, pauli_terms, runtime_int
 
 
 @rule(quantum_block_p)
@@ -61,11 +61,12 @@ def _tables(scope: Scope, n: int, xs: np.ndarray, zs: np.ndarray) -> tuple[np.nd
     of ``starts, signs``."""
     order, low, x, z, starts, signs = sign_tables(n, xs, zs)
     c = scope.src.frozen
-    return order, f"{low}, {c(x)}, {c(z)}", f"{c(starts)}, {c(signs)}"
+    return order, f"{runtime_int(low)}, {c(x)}, {c(z)}", f"{c(starts)}, {c(signs)}"
 
 
-def _chunks(n: int) -> int:
-    return (1 << n) >> min(10, n)  # the kernels' chunks of 2^L amplitudes (`sign_tables`)
+def _chunks(n: int) -> str:
+    # the kernels' chunks of 2^L amplitudes (`sign_tables`)
+    return runtime_int((1 << n) >> min(10, n))
 
 
 def _seed_expval(scope: Scope, eqn: Eqn, psi: str, lam: str, cotangent: str) -> None:
