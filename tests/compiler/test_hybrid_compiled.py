@@ -232,3 +232,20 @@ def test_derivative_settings_of_the_simulator_are_not_compiled_away():
         qdiff.grad(turn, jit=True, method="parameter-shift")(0.3)
     shifted = qdiff.jit(qdiff.grad(turn, method="parameter-shift"), fallback="interpret")
     assert float(shifted(0.3)) == pytest.approx(-np.sin(0.3), abs=1e-12)
+
+
+def test_compiled_gradient_runs_the_circuit_forward_once():
+    """The backward sweep starts from the primal block's last state (no second forward
+    run: half the gate calls to compile and to run); a Jacobian's second row, which has
+    no state left to take, runs its own."""
+    source = qdiff.grad(loss, jit=True).compiled(W).source
+    assert source.count(f"= np.zeros({2 ** N}, np.complex128)") == 1
+    assert float(qdiff.grad(loss, jit=True)(W)[0]) == pytest.approx(
+        float(qm.gradient(loss, W).grad[0]), rel=1e-12, abs=1e-12)
+
+    def two(w):
+        q = _circuit(w)
+        return qnp.stack([qm.expval("ZZI", q), qm.expval("IXY", q)])
+
+    jacobian = qdiff.jacobian(two, jit=True)(W)
+    np.testing.assert_allclose(jacobian, qdiff.jacobian(two)(W), rtol=1e-12, atol=1e-12)
