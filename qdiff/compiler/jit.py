@@ -36,12 +36,14 @@ from ..ir.program_function import ProgramFunction
 from ..ir.tracer import Tracer
 from ..loops.memory import check_buffer_memory
 from . import rules  # noqa: F401  (fills the rule table)
-from .cache import load
 from .claimed import differentiable_form, primal_form, remember_compiled
 from .codegen import Generated, generate
 from .cuda.codegen import generate_cuda, require_cuda
-from .errors import CompiledCodeError, NotCompilableError
+from .errors import NotCompilableError
+from .hybrid import HybridForm
+from .kernel import Kernel
 from .lowering import Options, unsupported
+from .split import split_program
 
 BACKENDS = ("numba", "numba-cuda", "numpy")
 # how each compiling back end writes a program's module
@@ -56,63 +58,42 @@ def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
         raise QdiffError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
 
 
-class _Kernel:
-    """One compiled function over some of a program's values."""
-
-    def __init__(self, program: Program, options: Options,
-                 generator: Callable[[Program, Options], Generated] = generate):
-        generated = generator(program, options)
-        self.program = program
-        self.source = generated.source
-        self.constants = generated.constants
-        self.messages = generated.messages
-        self.function = load(self.source).kernel
-        self.scalar_outputs = [t.shape == () for t in program.out_types]
-        self.out_dtypes = [t.np_dtype for t in program.out_types]
-
-    def __call__(self, values: Sequence[Any]) -> list[Any]:
-        """Run on argument values of the program's types (0-d arrays or scalars)."""
-        arguments = [v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else
-                     np.ascontiguousarray(v) if isinstance(v, np.ndarray) else v
-                     for v in values]
-        try:
-            results = self.function(*arguments, *self.constants)
-        except CompiledCodeError as error:
-            kind, message = self.messages[error.args[0]]
-            raise kind(message) from None
-        # Numba returns Python numbers for scalars: give them the program's dtype
-        return [dtype.type(r) if scalar else r
-                for r, scalar, dtype in zip(results, self.scalar_outputs, self.out_dtypes)]
+def _compiles(eqn: Eqn) -> bool:
+    return not unsupported(Program((), (eqn,), ()))
 
 
-def _segments(program: Program) -> list[Program | Eqn]:
-    """``program``'s top-level equations as compiled segments (sub-Programs over the values
-    they read and the values later equations need) and single equations to interpret."""
-    pieces: list[list[Eqn] | Eqn] = []
-    for eqn in program.eqns:
-        if unsupported(Program((), (eqn,), ())):
-            pieces.append(eqn)
-        elif pieces and isinstance(pieces[-1], list):
-            pieces[-1].append(eqn)
-        else:
-            pieces.append([eqn])
-    result: list[Program | Eqn] = []
-    for k, piece in enumerate(pieces):
-        if isinstance(piece, Eqn):
-            result.append(piece)
-            continue
-        defined = {v for e in piece for v in e.outputs}
-        reads: dict[Var, None] = {}
-        for e in piece:
-            for a in e.inputs:
-                if isinstance(a, Var) and a not in defined:
-                    reads[a] = None
-        later = [e for p in pieces[k + 1:] for e in (p if isinstance(p, list) else [p])]
-        needed = {a for e in later for a in e.inputs} | set(program.outputs)
-        outputs = [v for e in piece for v in e.outputs if v in needed]
-        result.append(Program(tuple(reads), tuple(piece), tuple(outputs),
-                              name=f"{program.name}_part{k}"))
-    return result
+def _log_plan(name: str, reason: str, hybrid: HybridForm) -> None:
+    log.debug("%s: compiled around its quantum part (%s): %s", name, reason,
+              "; ".join(hybrid.plan))
+    if hybrid.interpreted:
+        log.info("%s: primitive(s) %s have no compiled form; they run in the interpreter",
+                 name, ", ".join(hybrid.interpreted))
+
+
+class HybridDerivative:
+    """A derivative of a quantum program that does not compile whole: the simulator's
+    derivative rule (the adjoint method over branches) runs the program's `HybridForm`,
+    whose classical segments and their VJPs are compiled."""
+
+    def __init__(self, transformed: Any, rule: Any, hybrid: HybridForm, arg_tree: Any):
+        self.transformed, self.rule, self.hybrid = transformed, rule, hybrid
+        self.arg_tree = arg_tree
+
+    @property
+    def source(self) -> str:
+        """The plan as comments, then the generated source of the compiled segments."""
+        return self.hybrid.source
+
+    @property
+    def plan(self) -> list[str]:
+        """What runs where (see `CompiledProgram.plan`)."""
+        return [*self.hybrid.plan, f"simulator: the {self.transformed.kind} (its rule, "
+                "chain-ruled through the compiled segments' VJPs)"]
+
+    def call_leaves(self, leaves: Sequence[Any]) -> Any:
+        """The derivative at the arguments whose leaves are ``leaves``."""
+        args = pytree.unflatten(self.arg_tree, list(leaves))
+        return self.transformed.whole(self.rule, self.hybrid.program, args)
 
 
 class CompiledProgram:
@@ -137,7 +118,10 @@ class CompiledProgram:
             require_cuda()
         self._generator = _GENERATORS.get(backend, generate)
         self._whole: Callable[..., Any] | None = None
-        self._steps: list[_Kernel | Eqn] = []
+        self._steps: list[Kernel | Eqn] = []
+        # a claimed program that does not compile whole: its classical code compiled
+        # around the runner's part (`hybrid.py`)
+        self.hybrid: HybridForm | None = None
         self._buffer_checks = [
             (e.params["slots"], e.inputs[0].type.size * e.inputs[0].type.np_dtype.itemsize)
             for e in program.all_eqns() if e.primitive.name == "checkpoint_buffer"]
@@ -152,14 +136,22 @@ class CompiledProgram:
                         f"it compiles for backend='numba' only, not {backend!r}")
             if isinstance(prepared, Program):
                 self._claimed = False
-                self._steps = [_Kernel(prepared, self.options)]
+                self._steps = [Kernel(prepared, self.options)]
                 remember_compiled(program, "primal", self)  # plain calls take it too
+            elif backend == "numba":
+                # the quantum part runs on the simulator, the classical code around it
+                # compiled (not a fallback: the quantum part was never going to compile)
+                self.hybrid = HybridForm(program, self.options, fallback)
+                _log_plan(program.name, prepared, self.hybrid)
+                hybrid = self.hybrid.program
+                self._whole = lambda values: hybrid(*values)
+                remember_compiled(program, "primal", self)
             else:
                 self._plan_fallback(missing, fallback, prepared)
         elif missing:
             self._plan_fallback(missing, fallback)
         else:
-            self._steps = [_Kernel(program, self.options, self._generator)]
+            self._steps = [Kernel(program, self.options, self._generator)]
 
     def _plan_fallback(self, missing: list[str], fallback: str, reason: str = "") -> None:
         program = self.program
@@ -176,13 +168,28 @@ class CompiledProgram:
             self._whole = lambda values: program(*values)
             return
         log.info("program %r: %s; they run in the interpreter", program.name, what)
-        self._steps = [_Kernel(p, self.options, self._generator) if isinstance(p, Program) else p
-                       for p in _segments(program)]
+        self._steps = [Kernel(p, self.options, self._generator) if isinstance(p, Program) else p
+                       for p in split_program(program, _compiles)]
 
     @property
     def source(self) -> str:
-        """The generated Python source (every compiled segment)."""
-        return "\n".join(s.source for s in self._steps if isinstance(s, _Kernel))
+        """The generated Python source (every compiled segment; for a program compiled
+        around its quantum part, its `plan` first, as comments)."""
+        if self.hybrid is not None:
+            return self.hybrid.source
+        return "\n".join(s.source for s in self._steps if isinstance(s, Kernel))
+
+    @property
+    def plan(self) -> list[str]:
+        """What runs where: one line per compiled segment and per equation that runs
+        elsewhere (on the simulator, or in the interpreter)."""
+        if self.hybrid is not None:
+            return list(self.hybrid.plan)
+        if self._whole is not None:
+            return [f"{'simulator' if self._claimed else 'interpreted'}: {self.program.name}"]
+        return [f"compiled: {s.program.name} ({len(s.program.eqns)} equations)"
+                if isinstance(s, Kernel) else f"interpreted: {s.primitive.name}"
+                for s in self._steps]
 
     def __call__(self, *args: Any) -> Any:
         leaves = argument_leaves(self.program, args)
@@ -214,7 +221,7 @@ class CompiledProgram:
             return self._steps[0](values)
         env: dict[Var, Any] = dict(zip(self.program.inputs, values))
         for step in self._steps:
-            if isinstance(step, _Kernel):
+            if isinstance(step, Kernel):
                 outs = step([env[v] for v in step.program.inputs])
                 env.update(zip(step.program.outputs, outs))
             else:
@@ -243,35 +250,38 @@ class JittedFunction:
         self.f = f if isinstance(f, (Program, ProgramFunction)) else ProgramFunction(f)
         self.backend, self.parallel, self.fallback = backend, parallel, fallback
         self._by_signature: dict[Any, CompiledProgram | str] = {}
-        self.last: CompiledProgram | None = None
+        self.last: CompiledProgram | HybridDerivative | None = None
         self.__name__ = getattr(self.f, "name", None) or getattr(self.f, "__name__", "f")
 
-    def compiled(self, *args: Any) -> CompiledProgram:
-        """The `CompiledProgram` for arguments shaped like ``args`` (compiled once)."""
+    def compiled(self, *args: Any) -> CompiledProgram | HybridDerivative:
+        """The `CompiledProgram` for arguments shaped like ``args`` (compiled once; a
+        `HybridDerivative` for a derivative computed on the simulator around compiled
+        classical code)."""
         leaves, tree = pytree.flatten(tuple(args))
         compiled = self._compiled_for(args, leaves, tree)
-        if not isinstance(compiled, CompiledProgram):
+        if isinstance(compiled, str):
             raise self._not_compilable(compiled)
         return compiled
 
-    def _compiled_for(self, args: tuple, leaves: list[Any], tree: Any) -> CompiledProgram | str:
+    def _compiled_for(self, args: tuple, leaves: list[Any], tree: Any
+                      ) -> CompiledProgram | HybridDerivative | str:
         """The compiled program for this argument signature, or why it runs uncompiled
         (decided once per signature: later calls pay one dictionary lookup)."""
         key = (tree, *map(_leaf_signature, leaves))
         compiled = self._by_signature.get(key)
         if compiled is None:
             compiled = self._by_signature[key] = self._compile(args)
-        if isinstance(compiled, CompiledProgram):
+        if not isinstance(compiled, str):
             self.last = compiled
         return compiled
 
-    def _compile(self, args: tuple) -> CompiledProgram | str:
+    def _compile(self, args: tuple) -> CompiledProgram | HybridDerivative | str:
         if self._runs_on_simulator(args):
             return self._compiled_derivative(args)
         program = self.f if isinstance(self.f, Program) else self.f.trace(*args)
         return CompiledProgram(program, self.backend, self.parallel, self.fallback)
 
-    def _compiled_derivative(self, args: tuple) -> CompiledProgram | str:
+    def _compiled_derivative(self, args: tuple) -> CompiledProgram | HybridDerivative | str:
         """The compiled derivative of a quantum program (a program a runner claims) from
         its differentiable form (`claimed.differentiable_form`), or why there is none."""
         program, captured = as_closed_program(self.f.source, args)
@@ -290,6 +300,12 @@ class JittedFunction:
             # the simulator's calls take it from now on
             remember_compiled(program, (self.f.kind, getattr(self.f, "argnums", None)), compiled)
             return compiled
+        if not captured and build is not None and self.backend == "numba":
+            # the derivative on the simulator, the classical code around it compiled
+            hybrid = HybridForm(program, Options(parallel=self.parallel), self.fallback)
+            _log_plan(f"{self.f.kind} of {program.name}", form, hybrid)
+            return HybridDerivative(self.f, rule_for(program), hybrid,
+                                    pytree.flatten(tuple(args))[1])
         return f"it differentiates a quantum program, whose derivative runs on the simulator " \
                f"({form})"
 
@@ -298,12 +314,20 @@ class JittedFunction:
                                   "fallback='interpret' to run it uncompiled")
 
     @property
-    def source(self) -> str:
-        """The generated source of the signature compiled last."""
+    def plan(self) -> list[str]:
+        """What runs where for the signature compiled last (`CompiledProgram.plan`)."""
+        return self._last_compiled().plan
+
+    def _last_compiled(self) -> CompiledProgram | HybridDerivative:
         if self.last is None:
             raise QdiffError(f"{self.__name__} has not been compiled yet: call it (or "
                              ".compiled(*args)) first")
-        return self.last.source
+        return self.last
+
+    @property
+    def source(self) -> str:
+        """The generated source of the signature compiled last."""
+        return self._last_compiled().source
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if isinstance(self.f, ProgramFunction):
@@ -314,7 +338,7 @@ class JittedFunction:
         if any(isinstance(leaf, Tracer) for leaf in leaves):
             return self.f(*args)
         compiled = self._compiled_for(args, leaves, tree)
-        if isinstance(compiled, CompiledProgram):
+        if not isinstance(compiled, str):
             return compiled.call_leaves(leaves)
         # a derivative of a quantum program without a compiled form runs on the simulator
         if self.fallback != "interpret":

@@ -143,7 +143,7 @@ def test_every_gate_of_the_table_applies_as_on_the_simulator():
     assert float(energy) == pytest.approx(float(ref_energy), abs=1e-12)
 
 
-def test_programs_outside_the_compiled_subset_run_on_the_simulator(caplog):
+def test_programs_outside_the_compiled_subset_compile_around_the_simulator(caplog):
     def measured(t):
         q = qm.qubits(2)
         qm.ry(t, q[0]); qm.cx(q[0], q[1])
@@ -157,15 +157,14 @@ def test_programs_outside_the_compiled_subset_run_on_the_simulator(caplog):
         return qm.expval("Z", [q[12]])
 
     for f, why in ((measured, "measure"), (wide, "13 qubits")):
-        with pytest.raises(NotCompilableError, match=why):
-            qdiff.jit(f)(0.4)
-        with pytest.raises(NotCompilableError, match=why):
-            qdiff.grad(f, jit=True)(0.4)
-        with caplog.at_level(logging.INFO, logger="qdiff.compiler"):
-            assert float(qdiff.jit(f, fallback="interpret")(0.4)) == float(qm.run(f, 0.4).values)
-            assert float(qdiff.jit(qdiff.grad(f), fallback="interpret")(0.4)) == float(
-                qm.gradient(f, 0.4).grad)
-        assert why in caplog.text
+        with caplog.at_level(logging.DEBUG, logger="qdiff.compiler"):
+            compiled = qdiff.jit(f)
+            assert float(compiled(0.4)) == pytest.approx(float(qm.run(f, 0.4).values),
+                                                         abs=1e-12)
+            assert float(qdiff.grad(f, jit=True)(0.4)) == pytest.approx(
+                float(qm.gradient(f, 0.4).grad), abs=1e-12)
+        assert why in caplog.text and "compiled around its quantum part" in caplog.text
+        assert any(line.startswith("simulator:") for line in compiled.plan)
 
 
 def test_gates_in_counted_loops_compile_and_differentiate():
@@ -233,3 +232,20 @@ def test_derivative_settings_of_the_simulator_are_not_compiled_away():
         qdiff.grad(turn, jit=True, method="parameter-shift")(0.3)
     shifted = qdiff.jit(qdiff.grad(turn, method="parameter-shift"), fallback="interpret")
     assert float(shifted(0.3)) == pytest.approx(-np.sin(0.3), abs=1e-12)
+
+
+def test_compiled_gradient_runs_the_circuit_forward_once():
+    """The backward sweep starts from the primal block's last state (no second forward
+    run: half the gate calls to compile and to run); a Jacobian's second row, which has
+    no state left to take, runs its own."""
+    source = qdiff.grad(loss, jit=True).compiled(W).source
+    assert source.count(f"= np.zeros({2 ** N}, np.complex128)") == 1
+    assert float(qdiff.grad(loss, jit=True)(W)[0]) == pytest.approx(
+        float(qm.gradient(loss, W).grad[0]), rel=1e-12, abs=1e-12)
+
+    def two(w):
+        q = _circuit(w)
+        return qnp.stack([qm.expval("ZZI", q), qm.expval("IXY", q)])
+
+    jacobian = qdiff.jacobian(two, jit=True)(W)
+    np.testing.assert_allclose(jacobian, qdiff.jacobian(two)(W), rtol=1e-12, atol=1e-12)

@@ -17,7 +17,9 @@ import qdiff.numpy as qnp
 from qdiff import quantum as qm
 from qdiff.cli import main as cli_main
 from qdiff.compiler import CompiledProgram, NotCompilableError
+from qdiff.compiler.lowering import RULES
 from qdiff.ir.errors import LoopLimitError, QdiffError
+from qdiff.ir.primitives import get_primitive
 
 
 def _recurrence(a):
@@ -76,18 +78,30 @@ def _measuring(theta):
     return qm.expval("IZ", q)
 
 
-def test_quantum_program_is_not_compiled_silently():
-    with pytest.raises(NotCompilableError, match="measure .* runs on the simulator"):
-        qdiff.jit(_measuring)(0.3)
-
-
-def test_fallback_interprets_with_a_logged_reason(caplog):
-    with caplog.at_level(logging.INFO, logger="qdiff.compiler"):
-        value = qdiff.jit(_measuring, fallback="interpret")(0.3)
+def test_measured_program_compiles_around_its_quantum_part_and_says_where(caplog):
+    with caplog.at_level(logging.DEBUG, logger="qdiff.compiler"):
+        f = qdiff.jit(_measuring)
+        value = f(0.3)
     assert float(value) == pytest.approx(np.cos(0.6), abs=1e-12)  # 1 - 2 sin²(0.3)
-    assert "runs on its runner" in caplog.text and "measure" in caplog.text
-    gradient = qdiff.jit(qdiff.grad(_measuring), fallback="interpret")(0.3)
+    assert "compiled around its quantum part" in caplog.text and "measure" in caplog.text
+    assert f.plan[1].startswith("compiled:") and "simulator: measure" in f.plan
+    assert "# simulator: measure" in f.source and "def kernel(" in f.source
+    gradient = qdiff.grad(_measuring, jit=True)(0.3)
     assert float(gradient) == pytest.approx(-2 * np.sin(0.6), abs=1e-10)
+
+
+def test_fallback_interprets_with_a_logged_reason(caplog, monkeypatch):
+    monkeypatch.delitem(RULES, get_primitive("tanh"))  # a primitive without a compiled form
+    f = lambda x: qnp.sum(qnp.tanh(qnp.sin(x)) * 2.0)  # noqa: E731
+    x = np.array([0.3, -1.2])
+    with pytest.raises(NotCompilableError, match="tanh"):
+        qdiff.jit(f)(x)
+    with caplog.at_level(logging.INFO, logger="qdiff.compiler"):
+        compiled = qdiff.jit(f, fallback="interpret")
+        value = compiled(x)
+    assert float(value) == pytest.approx(float(np.sum(np.tanh(np.sin(x)) * 2.0)), abs=1e-12)
+    assert "tanh" in caplog.text and "interpreter" in caplog.text
+    assert "interpreted: tanh" in compiled.plan
 
 
 def test_bad_options_are_named():

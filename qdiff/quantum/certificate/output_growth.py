@@ -27,6 +27,7 @@ import numpy as np
 
 from ... import classical  # noqa: F401  (registers the primitives the rules name)
 from ...autodiff import stop_gradient  # noqa: F401  (registers stop_gradient)
+from ...compiler.segment_call import compiled_segment_p
 from ...ir.control_flow import cond_p, loop_p, while_p
 from ...ir.core import Eqn, Literal, Program, Var
 from ...ir.primitives import Primitive, get_primitive
@@ -269,7 +270,13 @@ def _counter_steps(eqn: Eqn) -> dict[int, float]:
     return steps
 
 
+def _segment(interp: _Interpreter, eqn: Eqn, ins: list[Bound]) -> list[Bound]:
+    # a compiled segment of classical equations (`qdiff.jit` compiling around the quantum
+    # part): bounded as its equations are
+    return interp.run(eqn.params["segment"].program, ins)
+
+
 # by primitive: a name that names no primitive fails here, at import, not as a missing rule
 GROWTH_RULES: dict[Primitive, Callable[[Eqn, list[Bound]], Bound | list[Bound]]] = {
     get_primitive(name): rule for name, rule in _RULES_BY_NAME.items()}
-_CONTROL = {cond_p: _cond, loop_p: _loop, while_p: _while}
+_CONTROL = {cond_p: _cond, loop_p: _loop, while_p: _while, compiled_segment_p: _segment}

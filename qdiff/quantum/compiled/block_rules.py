@@ -11,22 +11,46 @@ the circuit forward to the last state ψ, then walks the circuit's equations bac
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from ...compiler.lowering import Scope, rule
-from ...ir.core import Eqn, Var
+from ...ir.core import Eqn, Program, Var
 from ..lang.observables import parity
 from ..lang.primitives import expval_p, gate_p, probs_p
 from ..simulator.numba_adjoint import sign_tables
 from .block import quantum_block_p, quantum_block_vjp_p
 from .gate_code import plan_gate
 from .kernels import IMPORT
-from .rules import apply_gate, literal, num_qubits_of, pauli_terms
+from .rules import apply_gate, literal, num_qubits_of, pauli_terms, runtime_int
+
+# The last state of each `quantum_block` lowered in a scope, by (circuit, angle vars): the
+# block's vjp in the same scope starts its backward sweep from it instead of running the
+# circuit again (half the gate calls of a compiled gradient to compile and to run). Taken
+# once: the sweep undoes the gates on it in place.
+_LAST_STATES: weakref.WeakKeyDictionary[Scope, dict[tuple, str]] = weakref.WeakKeyDictionary()
+
+
+def _state_key(circuit: Any, angles: Sequence[Any]) -> tuple | None:
+    if not all(isinstance(a, Var) for a in angles):
+        return None
+    return (id(circuit), *angles)
 
 
 @rule(quantum_block_p)
 def _block(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
-    return scope.inline(eqn.params["circuit"].program, args)
+    circuit = eqn.params["circuit"]
+    program = circuit.program
+    with_state = Program(program.inputs, program.eqns,
+                         (*program.outputs, *circuit.final.outputs), name=program.name)
+    *readouts, psi = scope.inline(with_state, args)
+    key = _state_key(circuit, eqn.inputs)
+    if key is not None:
+        _LAST_STATES.setdefault(scope, {})[key] = psi
+    return readouts
 
 
 @rule(quantum_block_vjp_p)
@@ -36,7 +60,10 @@ def _block_vjp(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     program = circuit.program
     angles, cotangents = args[:len(program.inputs)], args[len(program.inputs):]
     forward = Scope(scope.src, scope.options, circuit.final, angles)
-    (psi,) = forward.lower()
+    key = _state_key(circuit, eqn.inputs[:len(program.inputs)])
+    psi = _LAST_STATES.get(scope, {}).pop(key, None) if key is not None else None
+    if psi is None:
+        (psi,) = forward.lower()
     lam = scope.fresh("lam")
     scope.line(f"{lam} = np.zeros_like({psi})")
     seed = dict(zip(program.outputs, cotangents))
@@ -61,11 +88,12 @@ def _tables(scope: Scope, n: int, xs: np.ndarray, zs: np.ndarray) -> tuple[np.nd
     of ``starts, signs``."""
     order, low, x, z, starts, signs = sign_tables(n, xs, zs)
     c = scope.src.frozen
-    return order, f"{low}, {c(x)}, {c(z)}", f"{c(starts)}, {c(signs)}"
+    return order, f"{runtime_int(low)}, {c(x)}, {c(z)}", f"{c(starts)}, {c(signs)}"
 
 
-def _chunks(n: int) -> int:
-    return (1 << n) >> min(10, n)  # the kernels' chunks of 2^L amplitudes (`sign_tables`)
+def _chunks(n: int) -> str:
+    # the kernels' chunks of 2^L amplitudes (`sign_tables`)
+    return runtime_int((1 << n) >> min(10, n))
 
 
 def _seed_expval(scope: Scope, eqn: Eqn, psi: str, lam: str, cotangent: str) -> None:

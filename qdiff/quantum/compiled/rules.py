@@ -67,7 +67,8 @@ def apply_gate(scope: Scope, plan: GatePlan, states: Sequence[str], angle: str |
         plan = plan.inverse()
     scope.src.require(IMPORT)
     layout = plan.layout
-    where = f"{layout.num_groups}, {scope.src.frozen(layout.positions)}, {layout.cmask}"
+    where = (f"{runtime_int(layout.num_groups)}, {scope.src.frozen(layout.positions)}, "
+             f"{runtime_int(layout.cmask)}")
     data = plan.fixed
     if data is None:  # one helper call computes a parametric gate's data from its angle
         values = scope.fresh("m")
@@ -86,7 +87,8 @@ def apply_gate(scope: Scope, plan: GatePlan, states: Sequence[str], angle: str |
         else:
             m = [f"{values}[{k}]" for k in range(4)]
         for state in states:
-            scope.line(f"qk.pair({state}, {where}, {bit}, {plan.swap}, {', '.join(m)})")
+            scope.line(f"qk.pair({state}, {where}, {runtime_int(bit)}, "
+                       f"np.bool_({plan.swap}), {', '.join(m)})")
         return
     if plan.kernel == "permutation":
         perm = np.asarray(plan.form.perm, np.int64)
@@ -106,7 +108,8 @@ def apply_gate(scope: Scope, plan: GatePlan, states: Sequence[str], angle: str |
     for state in states:
         if plan.kernel == "dense2":
             b0, b1 = (1 << t for t in layout.targets)
-            scope.line(f"qk.dense2({state}, {where}, {b0}, {b1}, {matrix})")
+            scope.line(f"qk.dense2({state}, {where}, {runtime_int(b0)}, {runtime_int(b1)}, "
+                       f"{matrix})")
         else:
             scope.line(f"qk.densek({state}, {where}, {scope.src.frozen(plan.offsets)}, "
                        f"{matrix})")
@@ -119,6 +122,17 @@ def _snapped(parts: np.ndarray) -> np.ndarray:
     out.real[np.abs(out.real) < 1e-15] = 0.0
     out.imag[np.abs(out.imag) < 1e-15] = 0.0
     return out
+
+
+def runtime_int(value: int) -> str:
+    """An int64 argument of a kernel call in generated code, typed as int64, not as the
+    literal: Numba compiles a callee once per distinct literal argument, so literal wire
+    masks and sizes would compile the simulator's kernels once per gate position.
+
+    >>> runtime_int(8)
+    'np.int64(8)'
+    """
+    return f"np.int64({int(value)})"
 
 
 def literal(value: complex) -> str:
@@ -145,8 +159,9 @@ def _expval(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     xs, zs, fs = pauli_terms(eqn.params["terms"], eqn.params["wires"])
     raw = scope.fresh("r")
     size = 1 << num_qubits_of(eqn)
-    scope.line(f"{raw} = qk.pauli_sums({args[0]}, {size}, np.zeros({len(xs)}, np.complex128), "
-               f"{scope.src.frozen(xs)}, {scope.src.frozen(zs)})")
+    scope.line(f"{raw} = qk.pauli_sums({args[0]}, {runtime_int(size)}, "
+               f"np.zeros({len(xs)}, np.complex128), {scope.src.frozen(xs)}, "
+               f"{scope.src.frozen(zs)})")
     value = scope.fresh("y")
     scope.line(f"{value} = 0.0")
     for k, f in enumerate(fs):
