@@ -175,6 +175,11 @@ class FusionWidth(int):
     ``flops_per_pass`` is the calibration constant: the multiply-adds per amplitude that take
     as long as one pass over memory. A gate left alone costs one pass and its arithmetic.
 
+    ``diagonal_width`` (0: none): the back end applies a block of diagonal gates on up to
+    that many wires as one table in one contiguous sweep (one pass and one multiply per
+    amplitude, whatever its wires), and the planner merges such blocks across blocks they
+    commute with (:func:`plan_blocks`).
+
     >>> w = FusionWidth(8, flops_per_pass=4.0, dense=False, low_pass_cost=4.0, low_bits=3)
     >>> int(w), w.block_cost((3, 4, 5), [2.0, 2.0, 0.0]), w.block_cost((0, 4), [2.0, 2.0])
     (8, 2.0, 5.0)
@@ -184,19 +189,22 @@ class FusionWidth(int):
     dense: bool
     low_pass_cost: float
     low_bits: int
+    diagonal_width: int
 
     def __new__(cls, max_qubits: int, flops_per_pass: float = 8.0, dense: bool = True,
-                low_pass_cost: float = 1.0, low_bits: int = 0) -> FusionWidth:
+                low_pass_cost: float = 1.0, low_bits: int = 0,
+                diagonal_width: int = 0) -> FusionWidth:
         self = super().__new__(cls, max_qubits)
         self.flops_per_pass = float(flops_per_pass)
         self.dense = bool(dense)
         self.low_pass_cost = float(low_pass_cost)
         self.low_bits = int(low_bits)
+        self.diagonal_width = int(diagonal_width)
         return self
 
     def __reduce__(self) -> Any:  # an int subclass with attributes: pickle them too
         return (FusionWidth, (int(self), self.flops_per_pass, self.dense, self.low_pass_cost,
-                              self.low_bits))
+                              self.low_bits, self.diagonal_width))
 
     def gate_cost(self, cost: float) -> float:
         """Passes of one gate applied alone (its own kernel): one pass and its arithmetic.
@@ -206,34 +214,46 @@ class FusionWidth(int):
         """
         return 1.0 + cost / self.flops_per_pass
 
-    def block_cost(self, wires: Sequence[int], costs: Sequence[float]) -> float:
+    def block_cost(self, wires: Sequence[int], costs: Sequence[float],
+                   diagonal: bool = False) -> float:
         """Passes of a block of gates (their sparse costs ``costs``) on ``wires``, in one
-        pass (a single gate: :meth:`gate_cost`).
+        pass (a single gate: :meth:`gate_cost`); ``diagonal``: every gate is diagonal (a
+        table sweep when the back end has one, see ``diagonal_width``).
 
         >>> FusionWidth(4, flops_per_pass=4.0).block_cost((0, 1, 2), [2.0, 2.0])  # 8x8 dense
         3.0
+        >>> FusionWidth(4, flops_per_pass=4.0, diagonal_width=12).block_cost(
+        ...     (0, 1, 2), [0.25, 0.25, 1.0], diagonal=True)
+        1.25
         """
         if len(costs) == 1:
             return self.gate_cost(costs[0])
+        if diagonal and len(wires) <= self.diagonal_width:
+            return self.gate_cost(1.0)  # one multiply per amplitude
         passes = self.low_pass_cost if min(wires) < self.low_bits else 1.0
         work = float(1 << len(wires)) if self.dense else float(sum(costs))
         return passes + work / self.flops_per_pass
 
 
 def plan_cost(plan: Sequence[Sequence[int]], gate_wires: Sequence[Sequence[int]],
-              costs: Sequence[float], width: FusionWidth) -> float:
-    """Passes over the state a plan of blocks costs (:meth:`FusionWidth.block_cost`).
+              costs: Sequence[float], width: FusionWidth,
+              diagonal: Sequence[bool] | None = None) -> float:
+    """Passes over the state a plan of blocks costs (:meth:`FusionWidth.block_cost`);
+    ``diagonal[i]``: gate ``i`` is diagonal.
 
     >>> plan_cost([[0, 1]], [(0,), (0, 1)], [2.0, 0.0], FusionWidth(2, flops_per_pass=4.0))
     2.0
     """
     return sum(width.block_cost(sorted({w for i in block for w in gate_wires[i]}),
-                                [costs[i] for i in block]) for block in plan)
+                                [costs[i] for i in block],
+                                diagonal is not None and all(diagonal[i] for i in block))
+               for block in plan)
 
 
 # --------------------------------------------------------------------------- block planning
 def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int,
-                costs: Sequence[float] | None = None) -> list[list[int]]:
+                costs: Sequence[float] | None = None,
+                diagonal: Sequence[bool] | None = None) -> list[list[int]]:
     """Group a gate sequence into blocks of at most ``max_qubits`` wires; returns the gate
     indices of each block, blocks in execution order, gates in order within a block.
 
@@ -249,6 +269,11 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int,
     merges with its wire's last block, and one-qubit gates before a two-qubit gate merge into
     it. Gates wider than ``max_qubits`` stay alone. Only gates on disjoint wires change order.
 
+    With ``diagonal`` (``diagonal[i]``: gate ``i`` is diagonal) and a width whose
+    ``diagonal_width`` is set, diagonal gates commute with each other too: a block of
+    diagonal gates moves back past diagonal blocks and blocks on other wires into the latest
+    diagonal block it fits (``diagonal_width`` wires), and is priced as one sweep.
+
     >>> plan_blocks([(0,), (1,), (0, 1), (0,), (1, 2), (2,)], 2)
     [[0, 1, 2, 3], [4, 5]]
     >>> gates, costs = [(0,), (1,), (0, 1), (2,)], [2.0, 2.0, 0.0, 2.0]
@@ -256,37 +281,69 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int,
     [[0, 1, 2, 3]]
     >>> plan_blocks(gates, FusionWidth(3, flops_per_pass=1.0), costs)  # an 8x8 costs 9 passes
     [[0, 1, 2], [3]]
+    >>> star = [(0,), (0, 1), (0, 2), (1,), (2, 1), (2, 3)]  # h, cp, cp, h, cp, cp
+    >>> plan_blocks(star, FusionWidth(2, diagonal_width=3), [2, .25, .25, 2, .25, .25],
+    ...             [False, True, True, False, True, True])
+    [[0, 1, 3], [2, 4], [5]]
     """
     # the runners plan the same gate sequences run after run: remember the plans
     priced = isinstance(max_qubits, FusionWidth) and costs is not None
+    diagonals = (tuple(bool(d) for d in diagonal) if priced and diagonal is not None
+                 and max_qubits.diagonal_width else None)
     key = (tuple(tuple(ws) for ws in gate_wires), int(max_qubits),
-           (tuple(costs), max_qubits.__reduce__()[1]) if priced else None)
+           (tuple(costs), max_qubits.__reduce__()[1]) if priced else None, diagonals)
     plan = _BLOCK_PLANS.get(key)
     if plan is None:
         if len(_BLOCK_PLANS) > 1024:
             _BLOCK_PLANS.clear()
         plan = _plan_blocks(key[0], int(max_qubits))
         if priced:
-            plan = _priced(plan, key[0], list(costs or ()), max_qubits)
+            plan = _priced(plan, key[0], list(costs or ()), max_qubits, diagonals)
+        if diagonals is not None:
+            plan = _merge_diagonals(plan, key[0], diagonals, max_qubits.diagonal_width)
         _BLOCK_PLANS[key] = plan
     return [list(block) for block in plan]
+
+
+def _merge_diagonals(plan: list[list[int]], gate_wires: Sequence[Sequence[int]],
+                     diagonal: Sequence[bool], limit: int) -> list[list[int]]:
+    # each all-diagonal block joins the latest all-diagonal block before it that it fits,
+    # when every block in between is diagonal or on other wires (they commute)
+    out: list[tuple[list[int], set[int], bool]] = []
+    for block in plan:
+        wires = {w for i in block for w in gate_wires[i]}
+        is_diagonal = all(diagonal[i] for i in block)
+        if is_diagonal:
+            for gates, ws, diag in reversed(out):
+                if diag and len(ws | wires) <= limit:
+                    gates += block
+                    ws |= wires
+                    break
+                if not diag and ws & wires:
+                    out.append((list(block), wires, True))
+                    break
+            else:
+                out.append((list(block), wires, True))
+            continue
+        out.append((list(block), wires, False))
+    return [gates for gates, _, _ in out]
 
 
 _BLOCK_PLANS: dict[tuple, list[list[int]]] = {}
 
 
 def _priced(plan: list[list[int]], gate_wires: Sequence[Sequence[int]], costs: list[float],
-            width: Any) -> list[list[int]]:
+            width: Any, diagonal: Sequence[bool] | None = None) -> list[list[int]]:
     # each block of the widest plan against its own gates planned narrower: the cheapest
     out: list[list[int]] = []
     for block in plan:
-        best, best_cost = [block], plan_cost([block], gate_wires, costs, width)
+        best, best_cost = [block], plan_cost([block], gate_wires, costs, width, diagonal)
         wires = [gate_wires[i] for i in block]
         for narrower in range(len({w for ws in wires for w in ws}) - 1, -1, -1):
             sub = ([[k] for k in range(len(block))] if narrower == 0
                    else _plan_blocks(wires, narrower))
             candidate = [[block[k] for k in b] for b in sub]
-            cost = plan_cost(candidate, gate_wires, costs, width)
+            cost = plan_cost(candidate, gate_wires, costs, width, diagonal)
             if cost < best_cost - 1e-9:
                 best, best_cost = candidate, cost
         out += best
@@ -448,12 +505,14 @@ def _fuse_run(run: list[Eqn], max_qubits: Width, stats: FusionStats,
     stats.gates += len(run)
     width = _width(max_qubits, state_type.num_qubits)
     gate_wires = [e.params["wires"] for e in run]
-    costs = ([gate_form(gate_parts(e)[0][0]).cost for e in run]
+    forms = ([gate_form(gate_parts(e)[0][0]) for e in run]
              if isinstance(width, FusionWidth) else None)
-    blocks = plan_blocks(gate_wires, width, costs)
+    costs = [f.cost for f in forms] if forms is not None else None
+    diagonal = [f.kind == "diagonal" for f in forms] if forms is not None else None
+    blocks = plan_blocks(gate_wires, width, costs, diagonal)
     stats.passes += len(blocks)
     if costs is not None:
-        stats.cost += plan_cost(blocks, gate_wires, costs, width)
+        stats.cost += plan_cost(blocks, gate_wires, costs, width, diagonal)
     out: list[Eqn] = []
     state = run[0].inputs[0]
     for number, block in enumerate(blocks):

@@ -22,8 +22,8 @@ from .indexing import insert_zero_bits
 from .numba_ranges import jit_range as _jit
 from .numba_ranges import range_kernel, summed_range_kernel
 
-__all__ = ["PAIR", "DENSE2", "DENSEK", "DIAGONAL", "PERMUTATION", "PAULI", "Z_PAULI",
-           "PAULI_SUMS", "GROUPS_PER_ITEM"]
+__all__ = ["PAIR", "DENSE2", "DENSEK", "DIAGONAL", "DIAGONAL_TABLE", "PERMUTATION", "PAULI",
+           "Z_PAULI", "PAULI_SUMS", "GROUPS_PER_ITEM"]
 
 GROUPS_PER_ITEM = 1 << 12
 """Groups per threaded work item: large enough to amortise scheduling."""
@@ -198,6 +198,19 @@ def _diag_body(psi, lo, hi, pos, cmask, offs, d):
 
 
 @_jit
+def _diag_table_body(psi, lo, hi, lowbits, lowpat, highpat, d):
+    # chunks of 2^lowbits contiguous amplitudes: amplitude l of chunk c times
+    # d[highpat[c] | lowpat[l]], one contiguous sweep whatever the diagonal's wires are
+    size = np.int64(1) << lowbits
+    for c in range(lo, hi):
+        base = c << lowbits
+        row = d[highpat[c]:]
+        chunk = psi[base:base + size]
+        for k in range(size):
+            chunk[k] *= row[lowpat[k]]
+
+
+@_jit
 def _permk_body(psi, lo, hi, pos, cmask, offs, perm, phases):
     tmp = np.empty(offs.shape[0], psi.dtype)
     for g in range(lo, hi):
@@ -264,6 +277,9 @@ DENSEK = range_kernel(_densek_body)
 """A dense 2^k x 2^k on k target wires."""
 DIAGONAL = range_kernel(_diag_body)
 """Amplitude ``base | offs[r]`` times ``d[r]``."""
+DIAGONAL_TABLE = range_kernel(_diag_table_body)
+"""Amplitude ``i`` times ``d[highpat[i >> lowbits] + lowpat[i & (2^lowbits - 1)]]``, over
+chunks of ``2^lowbits`` amplitudes (``indexing.diagonal_patterns`` makes the tables)."""
 PERMUTATION = range_kernel(_permk_body)
 """Amplitude ``r`` of every group to ``perm[r]``, times ``phases[r]``."""
 PAULI = range_kernel(_pauli_body)
