@@ -272,7 +272,9 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int,
     With ``diagonal`` (``diagonal[i]``: gate ``i`` is diagonal) and a width whose
     ``diagonal_width`` is set, diagonal gates commute with each other too: a block of
     diagonal gates moves back past diagonal blocks and blocks on other wires into the latest
-    diagonal block it fits (``diagonal_width`` wires), and is priced as one sweep.
+    diagonal block it fits (``diagonal_width`` wires), and is priced as one sweep; and the
+    gates are planned a second time with every diagonal gate moved as late as it commutes
+    (its blocks then gather diagonal gates), the cheaper plan kept.
 
     >>> plan_blocks([(0,), (1,), (0, 1), (0,), (1, 2), (2,)], 2)
     [[0, 1, 2, 3], [4, 5]]
@@ -296,13 +298,51 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int,
     if plan is None:
         if len(_BLOCK_PLANS) > 1024:
             _BLOCK_PLANS.clear()
-        plan = _plan_blocks(key[0], int(max_qubits))
-        if priced:
-            plan = _priced(plan, key[0], list(costs or ()), max_qubits, diagonals)
-        if diagonals is not None:
-            plan = _merge_diagonals(plan, key[0], diagonals, max_qubits.diagonal_width)
+        plan = _plan_in_order(list(range(len(key[0]))), key[0], max_qubits, costs, diagonals)
+        if diagonals is not None:  # diagonal gates moved late too, if that plan is cheaper
+            sunk = _plan_in_order(_sunk_diagonals(key[0], diagonals), key[0], max_qubits,
+                                  costs, diagonals)
+            if (plan_cost(sunk, key[0], list(costs or ()), max_qubits, diagonals)
+                    < plan_cost(plan, key[0], list(costs or ()), max_qubits, diagonals) - 1e-9):
+                plan = sunk
         _BLOCK_PLANS[key] = plan
     return [list(block) for block in plan]
+
+
+def _plan_in_order(order: list[int], gate_wires: Sequence[Sequence[int]], width: Any,
+                   costs: Sequence[float] | None,
+                   diagonal: Sequence[bool] | None) -> list[list[int]]:
+    # the plan of the gates taken in `order` (a reordering that keeps the program's meaning)
+    wires = [gate_wires[i] for i in order]
+    plan = _plan_blocks(wires, int(width))
+    if isinstance(width, FusionWidth) and costs is not None:
+        plan = _priced(plan, wires, [costs[i] for i in order], width,
+                       None if diagonal is None else [diagonal[i] for i in order])
+    plan = [[order[k] for k in block] for block in plan]
+    if diagonal is not None:
+        plan = _merge_diagonals(plan, gate_wires, diagonal, width.diagonal_width)
+    return plan
+
+
+def _sunk_diagonals(gate_wires: Sequence[Sequence[int]],
+                    diagonal: Sequence[bool]) -> list[int]:
+    # the gates in an order where every diagonal gate has moved as late as it can: just
+    # before the first later gate on one of its wires that is not diagonal (the gates it
+    # passes are diagonal or on other wires: they commute), the others in their own order.
+    # Built backwards: a non-diagonal gate takes the next lower key, a diagonal gate the key
+    # just below that of the first non-diagonal gate after it on its wires.
+    first: dict[int, int] = {}  # wire -> key of the first non-diagonal gate on it so far
+    end = len(gate_wires)
+    keys: list[float] = [0.0] * len(gate_wires)
+    for index in range(len(gate_wires) - 1, -1, -1):
+        if diagonal[index]:
+            keys[index] = min((first[w] for w in gate_wires[index] if w in first),
+                              default=end) - 0.5
+        else:
+            keys[index] = float(index - end)  # below every key so far
+            for w in gate_wires[index]:
+                first[w] = index - end
+    return sorted(range(len(gate_wires)), key=lambda i: (keys[i], i))
 
 
 def _merge_diagonals(plan: list[list[int]], gate_wires: Sequence[Sequence[int]],

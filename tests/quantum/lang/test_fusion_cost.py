@@ -153,3 +153,34 @@ def test_the_qft_runs_its_phases_as_few_diagonal_sweeps():
     rev = np.array([int(format(k, f"0{n}b")[::-1], 2) for k in range(size)])
     dft = np.exp(2j * np.pi * np.outer(x, x) / size) / np.sqrt(size)
     assert np.abs(got - (dft @ psi)[rev]).max() < 1e-10
+
+
+def test_a_graph_state_gathers_its_cz_gates_into_diagonal_sweeps():
+    # h on every wire, then cz on a ring and chords, in the order a transpiler interleaves
+    # them: moved late, the cz gates leave the h blocks alone and fill diagonal sweeps
+    n = 12
+    edges = [(k, (k + 1) % n) for k in range(n)] + [(0, 6), (2, 9), (4, 11), (1, 7)]
+
+    def graph():
+        q = qm.qubits(n)
+        done = set()
+        for a, b in edges:
+            for w in (a, b):
+                if w not in done:
+                    qm.h(q[w])
+                    done.add(w)
+            qm.cz(q[a], q[b])
+        return qm.state(q)
+
+    program = qdiff.trace(graph)
+    width = get_backend("numba").fusion_width(n)
+    fused, stats = fuse_gates(program, width, report=True)
+    _, without = fuse_gates(program, FusionWidth(*width.__reduce__()[1][:5]), report=True)
+    assert stats.cost < without.cost
+    blocks = [e for e in fused.eqns if e.primitive.name == "fused_gate"]
+    assert any(all(p[0] == "cz" for p in e.params["parts"]) for e in blocks)
+    x = np.arange(1 << n)
+    phase = sum(((x >> a) & (x >> b) & 1) for a, b in edges)
+    want = (-1.0) ** phase / np.sqrt(1 << n)
+    got = np.asarray(qm.run(program, backend="numba").values)
+    assert np.abs(got - want).max() < 1e-12
