@@ -274,7 +274,8 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int,
     diagonal gates moves back past diagonal blocks and blocks on other wires into the latest
     diagonal block it fits (``diagonal_width`` wires), and is priced as one sweep; and the
     gates are planned a second time with every diagonal gate moved as late as it commutes
-    (its blocks then gather diagonal gates), the cheaper plan kept.
+    (its blocks then gather diagonal gates), the cheaper plan kept; then neighbouring blocks
+    merge where the merged block fits and costs less.
 
     >>> plan_blocks([(0,), (1,), (0, 1), (0,), (1, 2), (2,)], 2)
     [[0, 1, 2, 3], [4, 5]]
@@ -305,6 +306,7 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int,
             if (plan_cost(sunk, key[0], list(costs or ()), max_qubits, diagonals)
                     < plan_cost(plan, key[0], list(costs or ()), max_qubits, diagonals) - 1e-9):
                 plan = sunk
+            plan = _merge_neighbours(plan, key[0], list(costs or ()), max_qubits, diagonals)
         _BLOCK_PLANS[key] = plan
     return [list(block) for block in plan]
 
@@ -322,6 +324,24 @@ def _plan_in_order(order: list[int], gate_wires: Sequence[Sequence[int]], width:
     if diagonal is not None:
         plan = _merge_diagonals(plan, gate_wires, diagonal, width.diagonal_width)
     return plan
+
+
+def _merge_neighbours(plan: list[list[int]], gate_wires: Sequence[Sequence[int]],
+                      costs: list[float], width: FusionWidth,
+                      diagonal: Sequence[bool]) -> list[list[int]]:
+    # consecutive blocks merged when the merged block fits and costs less (a row of swaps on
+    # other wires, say): they run in the same order, so any two neighbours may merge
+    out: list[list[int]] = []
+    for block in plan:
+        if out:
+            merged = out[-1] + block
+            if (len({w for i in merged for w in gate_wires[i]}) <= int(width)
+                    and plan_cost([merged], gate_wires, costs, width, diagonal)
+                    < plan_cost([out[-1], block], gate_wires, costs, width, diagonal) - 1e-9):
+                out[-1] = merged
+                continue
+        out.append(list(block))
+    return out
 
 
 def _sunk_diagonals(gate_wires: Sequence[Sequence[int]],

@@ -184,3 +184,20 @@ def test_a_graph_state_gathers_its_cz_gates_into_diagonal_sweeps():
     want = (-1.0) ** phase / np.sqrt(1 << n)
     got = np.asarray(qm.run(program, backend="numba").values)
     assert np.abs(got - want).max() < 1e-12
+
+
+def test_a_row_of_swaps_merges_into_one_block():
+    # swaps on pairs of wires that the greedy planner leaves one pass each (their wires were
+    # last touched by different blocks) merge as neighbours: one pass for the row
+    n = 16
+    gates = ([(w,) for w in range(16)] + [(w, w + 1) for w in range(7)]
+             + [(w, w + 1) for w in range(8, 15)] + [(4, 11), (5, 10), (6, 9), (7, 8)])
+    forms = [gate_form("h" if len(w) == 1 else "cx" if k < 30 else "swap")
+             for k, w in enumerate(gates)]
+    width = get_backend("numba").fusion_width(n)
+    costs = [f.cost for f in forms]
+    diagonal = [f.kind == "diagonal" for f in forms]
+    plan = plan_blocks(gates, width, costs, diagonal)
+    _check_commuting_plan(gates, diagonal, plan, width)
+    swaps = [k for k in range(len(gates)) if forms[k].spec.name == "swap"]
+    assert sum(any(k in block for k in swaps) for block in plan) == 1
