@@ -171,7 +171,8 @@ class FusionWidth(int):
     (``low_pass_cost`` when its lowest wire is below ``low_bits``: the Numba block kernel
     transposes such a batch instead of copying runs), plus its arithmetic: with ``dense``,
     one ``2^k x 2^k`` matrix (``2^k`` complex multiply-adds per amplitude), otherwise each
-    gate in its sparse form (:attr:`GateForm.cost <qdiff.quantum.lang.gate_forms.GateForm.cost>`).
+    gate in its sparse form (:attr:`GateForm.cost <qdiff.quantum.lang.gate_forms.GateForm.cost>`;
+    :func:`plan_cost` counts a block's diagonal gates, which merge, as one at most).
     ``flops_per_pass`` is the calibration constant: the multiply-adds per amplitude that take
     as long as one pass over memory. A gate left alone costs one pass and its arithmetic.
 
@@ -245,9 +246,20 @@ def plan_cost(plan: Sequence[Sequence[int]], gate_wires: Sequence[Sequence[int]]
     2.0
     """
     return sum(width.block_cost(sorted({w for i in block for w in gate_wires[i]}),
-                                [costs[i] for i in block],
+                                _block_costs(block, costs, diagonal),
                                 diagonal is not None and all(diagonal[i] for i in block))
                for block in plan)
+
+
+def _block_costs(block: Sequence[int], costs: Sequence[float],
+                 diagonal: Sequence[bool] | None) -> list[float]:
+    # the arithmetic of a block's gates; its diagonal gates merge into one diagonal (the
+    # block kernel multiplies each amplitude once for all of them), so together they cost
+    # at most one multiply-add per amplitude
+    if diagonal is None or len(block) == 1:
+        return [costs[i] for i in block]
+    merged = sum(costs[i] for i in block if diagonal[i])
+    return [costs[i] for i in block if not diagonal[i]] + ([min(merged, 1.0)] if merged else [])
 
 
 # --------------------------------------------------------------------------- block planning
