@@ -107,6 +107,21 @@ class NumbaBackend(StatevectorBackend):
         DIAGONAL(self._items(state, ng), state, ng, layout.positions, layout.cmask,
                  np.ascontiguousarray(offsets), diag)
 
+    def _apply_diagonal(self, state: Any, layout: IndexLayout, diag: np.ndarray) -> None:
+        # a diagonal that changes every amplitude (rz, rzz, ...) in one contiguous table sweep
+        # from FUSION_MIN_QUBITS on: on low wires the group loops run scalar (rzz on wires 0
+        # and 7, n = 20: 1.7 ms against 3.4 ms); one that leaves most amplitudes alone (cz,
+        # cphase) touches only the rows that change
+        n = layout.num_qubits
+        if n < FUSION_MIN_QUBITS or layout.cmask or not np.all(diag != 1):
+            super()._apply_diagonal(state, layout, diag)
+            return
+        lowbits, lowpat, highpat = diagonal_patterns(n, tuple(layout.targets))
+        chunks = highpat.shape[0]
+        DIAGONAL_TABLE(spread_items(chunks, self._parallel(state.shape[0]) and chunks > 1),
+                       state, chunks, lowbits, lowpat, highpat,
+                       np.ascontiguousarray(diag, np.complex128))
+
     def _permutation(self, state: Any, layout: IndexLayout, perm: Any, phases: Any) -> None:
         pos, cm, ng = layout.positions, layout.cmask, layout.num_groups
         items = self._items(state, ng)

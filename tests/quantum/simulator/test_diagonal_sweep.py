@@ -53,3 +53,23 @@ def test_diagonal_blocks_match_the_product_of_the_gate_diagonals(name, dtype):
         assert got.dtype == dtype
         np.testing.assert_allclose(got, want, atol=5 * tolerance(dtype), rtol=0,
                                    err_msg=f"{name} on {wires} in block {block}")
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize("name", DIAGONAL)
+def test_single_diagonal_gates_on_a_large_register_match_their_diagonal(name, dtype):
+    # from FUSION_MIN_QUBITS on, a diagonal gate that changes every amplitude runs as a table
+    # sweep; the others through the group kernel: both on the lowest and on high wires
+    spec = GATES[name]
+    n = 10
+    be = get_backend("numba")
+    for wires in ((0, 9, 4, 1)[:spec.num_qubits], (7, 2, 8, 5)[:spec.num_qubits]):
+        if len(wires) < spec.num_qubits:
+            continue
+        op = GateOp(spec, wires, params_of(spec))
+        psi = random_state(n, dtype)
+        want = full_diagonal([op], n) * psi.astype(complex)
+        got = be.apply_gate(psi.copy(), n, spec, wires, op.params)
+        assert got.dtype == dtype
+        np.testing.assert_allclose(got, want, atol=5 * tolerance(dtype), rtol=0,
+                                   err_msg=f"{name} on {wires}")

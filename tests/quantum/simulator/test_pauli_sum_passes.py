@@ -1,8 +1,9 @@
 """Expectation sums with X and Y letters: the terms that flip the same wires (one X mask)
 share one pass over the state, visiting each pair of amplitudes (i, i^x) once. Checked
-against Qiskit's SparsePauliOp expectation on random states, serial and threaded (ranges
-that split pairs), complex64 and complex128, with groups of one, two and three terms and
-terms whose X and Z masks overlap in an odd number of wires (imaginary pair sums)."""
+against the observables' dense matrices and Qiskit's SparsePauliOp expectation on random
+states, against the definition serial and threaded (ranges that split pairs), complex64
+and complex128, with groups of one, two and three terms and terms whose X and Z masks
+overlap in an odd number of wires (imaginary pair sums)."""
 
 import numpy as np
 import pytest
