@@ -171,9 +171,15 @@ class FusionWidth(int):
     (``low_pass_cost`` when its lowest wire is below ``low_bits``: the Numba block kernel
     transposes such a batch instead of copying runs), plus its arithmetic: with ``dense``,
     one ``2^k x 2^k`` matrix (``2^k`` complex multiply-adds per amplitude), otherwise each
-    gate in its sparse form (:attr:`GateForm.cost <qdiff.quantum.lang.gate_forms.GateForm.cost>`).
+    gate in its sparse form (:attr:`GateForm.cost <qdiff.quantum.lang.gate_forms.GateForm.cost>`;
+    :func:`plan_cost` counts a block's diagonal gates, which merge, as one at most).
     ``flops_per_pass`` is the calibration constant: the multiply-adds per amplitude that take
     as long as one pass over memory. A gate left alone costs one pass and its arithmetic.
+
+    ``diagonal_width`` (0: none): the back end applies a block of diagonal gates on up to
+    that many wires as one table in one contiguous sweep (one pass and one multiply per
+    amplitude, whatever its wires), and the planner merges such blocks across blocks they
+    commute with (:func:`plan_blocks`).
 
     >>> w = FusionWidth(8, flops_per_pass=4.0, dense=False, low_pass_cost=4.0, low_bits=3)
     >>> int(w), w.block_cost((3, 4, 5), [2.0, 2.0, 0.0]), w.block_cost((0, 4), [2.0, 2.0])
@@ -184,19 +190,22 @@ class FusionWidth(int):
     dense: bool
     low_pass_cost: float
     low_bits: int
+    diagonal_width: int
 
     def __new__(cls, max_qubits: int, flops_per_pass: float = 8.0, dense: bool = True,
-                low_pass_cost: float = 1.0, low_bits: int = 0) -> FusionWidth:
+                low_pass_cost: float = 1.0, low_bits: int = 0,
+                diagonal_width: int = 0) -> FusionWidth:
         self = super().__new__(cls, max_qubits)
         self.flops_per_pass = float(flops_per_pass)
         self.dense = bool(dense)
         self.low_pass_cost = float(low_pass_cost)
         self.low_bits = int(low_bits)
+        self.diagonal_width = int(diagonal_width)
         return self
 
     def __reduce__(self) -> Any:  # an int subclass with attributes: pickle them too
         return (FusionWidth, (int(self), self.flops_per_pass, self.dense, self.low_pass_cost,
-                              self.low_bits))
+                              self.low_bits, self.diagonal_width))
 
     def gate_cost(self, cost: float) -> float:
         """Passes of one gate applied alone (its own kernel): one pass and its arithmetic.
@@ -206,34 +215,57 @@ class FusionWidth(int):
         """
         return 1.0 + cost / self.flops_per_pass
 
-    def block_cost(self, wires: Sequence[int], costs: Sequence[float]) -> float:
+    def block_cost(self, wires: Sequence[int], costs: Sequence[float],
+                   diagonal: bool = False) -> float:
         """Passes of a block of gates (their sparse costs ``costs``) on ``wires``, in one
-        pass (a single gate: :meth:`gate_cost`).
+        pass (a single gate: :meth:`gate_cost`); ``diagonal``: every gate is diagonal (a
+        table sweep when the back end has one, see ``diagonal_width``).
 
         >>> FusionWidth(4, flops_per_pass=4.0).block_cost((0, 1, 2), [2.0, 2.0])  # 8x8 dense
         3.0
+        >>> FusionWidth(4, flops_per_pass=4.0, diagonal_width=12).block_cost(
+        ...     (0, 1, 2), [0.25, 0.25, 1.0], diagonal=True)
+        1.25
         """
         if len(costs) == 1:
             return self.gate_cost(costs[0])
+        if diagonal and len(wires) <= self.diagonal_width:
+            return self.gate_cost(1.0)  # one multiply per amplitude
         passes = self.low_pass_cost if min(wires) < self.low_bits else 1.0
         work = float(1 << len(wires)) if self.dense else float(sum(costs))
         return passes + work / self.flops_per_pass
 
 
 def plan_cost(plan: Sequence[Sequence[int]], gate_wires: Sequence[Sequence[int]],
-              costs: Sequence[float], width: FusionWidth) -> float:
-    """Passes over the state a plan of blocks costs (:meth:`FusionWidth.block_cost`).
+              costs: Sequence[float], width: FusionWidth,
+              diagonal: Sequence[bool] | None = None) -> float:
+    """Passes over the state a plan of blocks costs (:meth:`FusionWidth.block_cost`);
+    ``diagonal[i]``: gate ``i`` is diagonal.
 
     >>> plan_cost([[0, 1]], [(0,), (0, 1)], [2.0, 0.0], FusionWidth(2, flops_per_pass=4.0))
     2.0
     """
     return sum(width.block_cost(sorted({w for i in block for w in gate_wires[i]}),
-                                [costs[i] for i in block]) for block in plan)
+                                _block_costs(block, costs, diagonal),
+                                diagonal is not None and all(diagonal[i] for i in block))
+               for block in plan)
+
+
+def _block_costs(block: Sequence[int], costs: Sequence[float],
+                 diagonal: Sequence[bool] | None) -> list[float]:
+    # the arithmetic of a block's gates; its diagonal gates merge into one diagonal (the
+    # block kernel multiplies each amplitude once for all of them), so together they cost
+    # at most one multiply-add per amplitude
+    if diagonal is None or len(block) == 1:
+        return [costs[i] for i in block]
+    merged = sum(costs[i] for i in block if diagonal[i])
+    return [costs[i] for i in block if not diagonal[i]] + ([min(merged, 1.0)] if merged else [])
 
 
 # --------------------------------------------------------------------------- block planning
 def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int,
-                costs: Sequence[float] | None = None) -> list[list[int]]:
+                costs: Sequence[float] | None = None,
+                diagonal: Sequence[bool] | None = None) -> list[list[int]]:
     """Group a gate sequence into blocks of at most ``max_qubits`` wires; returns the gate
     indices of each block, blocks in execution order, gates in order within a block.
 
@@ -249,6 +281,14 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int,
     merges with its wire's last block, and one-qubit gates before a two-qubit gate merge into
     it. Gates wider than ``max_qubits`` stay alone. Only gates on disjoint wires change order.
 
+    With ``diagonal`` (``diagonal[i]``: gate ``i`` is diagonal) and a width whose
+    ``diagonal_width`` is set, diagonal gates commute with each other too: a block of
+    diagonal gates moves back past diagonal blocks and blocks on other wires into the latest
+    diagonal block it fits (``diagonal_width`` wires), and is priced as one sweep; and the
+    gates are planned a second time with every diagonal gate moved as late as it commutes
+    (its blocks then gather diagonal gates), the cheaper plan kept; then neighbouring blocks
+    merge where the merged block fits and costs less.
+
     >>> plan_blocks([(0,), (1,), (0, 1), (0,), (1, 2), (2,)], 2)
     [[0, 1, 2, 3], [4, 5]]
     >>> gates, costs = [(0,), (1,), (0, 1), (2,)], [2.0, 2.0, 0.0, 2.0]
@@ -256,37 +296,126 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int,
     [[0, 1, 2, 3]]
     >>> plan_blocks(gates, FusionWidth(3, flops_per_pass=1.0), costs)  # an 8x8 costs 9 passes
     [[0, 1, 2], [3]]
+    >>> star = [(0,), (0, 1), (0, 2), (1,), (2, 1), (2, 3)]  # h, cp, cp, h, cp, cp
+    >>> plan_blocks(star, FusionWidth(2, diagonal_width=3), [2, .25, .25, 2, .25, .25],
+    ...             [False, True, True, False, True, True])
+    [[0, 1, 3], [2, 4], [5]]
     """
     # the runners plan the same gate sequences run after run: remember the plans
     priced = isinstance(max_qubits, FusionWidth) and costs is not None
+    diagonals = (tuple(bool(d) for d in diagonal) if priced and diagonal is not None
+                 and max_qubits.diagonal_width else None)
     key = (tuple(tuple(ws) for ws in gate_wires), int(max_qubits),
-           (tuple(costs), max_qubits.__reduce__()[1]) if priced else None)
+           (tuple(costs), max_qubits.__reduce__()[1]) if priced else None, diagonals)
     plan = _BLOCK_PLANS.get(key)
     if plan is None:
         if len(_BLOCK_PLANS) > 1024:
             _BLOCK_PLANS.clear()
-        plan = _plan_blocks(key[0], int(max_qubits))
-        if priced:
-            plan = _priced(plan, key[0], list(costs or ()), max_qubits)
+        plan = _plan_in_order(list(range(len(key[0]))), key[0], max_qubits, costs, diagonals)
+        if diagonals is not None:  # diagonal gates moved late too, if that plan is cheaper
+            sunk = _plan_in_order(_sunk_diagonals(key[0], diagonals), key[0], max_qubits,
+                                  costs, diagonals)
+            if (plan_cost(sunk, key[0], list(costs or ()), max_qubits, diagonals)
+                    < plan_cost(plan, key[0], list(costs or ()), max_qubits, diagonals) - 1e-9):
+                plan = sunk
+            plan = _merge_neighbours(plan, key[0], list(costs or ()), max_qubits, diagonals)
         _BLOCK_PLANS[key] = plan
     return [list(block) for block in plan]
+
+
+def _plan_in_order(order: list[int], gate_wires: Sequence[Sequence[int]], width: Any,
+                   costs: Sequence[float] | None,
+                   diagonal: Sequence[bool] | None) -> list[list[int]]:
+    # the plan of the gates taken in `order` (a reordering that keeps the program's meaning)
+    wires = [gate_wires[i] for i in order]
+    plan = _plan_blocks(wires, int(width))
+    if isinstance(width, FusionWidth) and costs is not None:
+        plan = _priced(plan, wires, [costs[i] for i in order], width,
+                       None if diagonal is None else [diagonal[i] for i in order])
+    plan = [[order[k] for k in block] for block in plan]
+    if diagonal is not None:
+        plan = _merge_diagonals(plan, gate_wires, diagonal, width.diagonal_width)
+    return plan
+
+
+def _merge_neighbours(plan: list[list[int]], gate_wires: Sequence[Sequence[int]],
+                      costs: list[float], width: FusionWidth,
+                      diagonal: Sequence[bool]) -> list[list[int]]:
+    # consecutive blocks merged when the merged block fits and costs less (a row of swaps on
+    # other wires, say): they run in the same order, so any two neighbours may merge
+    out: list[list[int]] = []
+    for block in plan:
+        if out:
+            merged = out[-1] + block
+            if (len({w for i in merged for w in gate_wires[i]}) <= int(width)
+                    and plan_cost([merged], gate_wires, costs, width, diagonal)
+                    < plan_cost([out[-1], block], gate_wires, costs, width, diagonal) - 1e-9):
+                out[-1] = merged
+                continue
+        out.append(list(block))
+    return out
+
+
+def _sunk_diagonals(gate_wires: Sequence[Sequence[int]],
+                    diagonal: Sequence[bool]) -> list[int]:
+    # the gates in an order where every diagonal gate has moved as late as it can: just
+    # before the first later gate on one of its wires that is not diagonal (the gates it
+    # passes are diagonal or on other wires: they commute), the others in their own order.
+    # Built backwards: a non-diagonal gate takes the next lower key, a diagonal gate the key
+    # just below that of the first non-diagonal gate after it on its wires.
+    first: dict[int, int] = {}  # wire -> key of the first non-diagonal gate on it so far
+    end = len(gate_wires)
+    keys: list[float] = [0.0] * len(gate_wires)
+    for index in range(len(gate_wires) - 1, -1, -1):
+        if diagonal[index]:
+            keys[index] = min((first[w] for w in gate_wires[index] if w in first),
+                              default=end) - 0.5
+        else:
+            keys[index] = float(index - end)  # below every key so far
+            for w in gate_wires[index]:
+                first[w] = index - end
+    return sorted(range(len(gate_wires)), key=lambda i: (keys[i], i))
+
+
+def _merge_diagonals(plan: list[list[int]], gate_wires: Sequence[Sequence[int]],
+                     diagonal: Sequence[bool], limit: int) -> list[list[int]]:
+    # each all-diagonal block joins the latest all-diagonal block before it that it fits,
+    # when every block in between is diagonal or on other wires (they commute)
+    out: list[tuple[list[int], set[int], bool]] = []
+    for block in plan:
+        wires = {w for i in block for w in gate_wires[i]}
+        is_diagonal = all(diagonal[i] for i in block)
+        if is_diagonal:
+            for gates, ws, diag in reversed(out):
+                if diag and len(ws | wires) <= limit:
+                    gates += block
+                    ws |= wires
+                    break
+                if not diag and ws & wires:
+                    out.append((list(block), wires, True))
+                    break
+            else:
+                out.append((list(block), wires, True))
+            continue
+        out.append((list(block), wires, False))
+    return [gates for gates, _, _ in out]
 
 
 _BLOCK_PLANS: dict[tuple, list[list[int]]] = {}
 
 
 def _priced(plan: list[list[int]], gate_wires: Sequence[Sequence[int]], costs: list[float],
-            width: Any) -> list[list[int]]:
+            width: Any, diagonal: Sequence[bool] | None = None) -> list[list[int]]:
     # each block of the widest plan against its own gates planned narrower: the cheapest
     out: list[list[int]] = []
     for block in plan:
-        best, best_cost = [block], plan_cost([block], gate_wires, costs, width)
+        best, best_cost = [block], plan_cost([block], gate_wires, costs, width, diagonal)
         wires = [gate_wires[i] for i in block]
         for narrower in range(len({w for ws in wires for w in ws}) - 1, -1, -1):
             sub = ([[k] for k in range(len(block))] if narrower == 0
                    else _plan_blocks(wires, narrower))
             candidate = [[block[k] for k in b] for b in sub]
-            cost = plan_cost(candidate, gate_wires, costs, width)
+            cost = plan_cost(candidate, gate_wires, costs, width, diagonal)
             if cost < best_cost - 1e-9:
                 best, best_cost = candidate, cost
         out += best
@@ -448,12 +577,14 @@ def _fuse_run(run: list[Eqn], max_qubits: Width, stats: FusionStats,
     stats.gates += len(run)
     width = _width(max_qubits, state_type.num_qubits)
     gate_wires = [e.params["wires"] for e in run]
-    costs = ([gate_form(gate_parts(e)[0][0]).cost for e in run]
+    forms = ([gate_form(gate_parts(e)[0][0]) for e in run]
              if isinstance(width, FusionWidth) else None)
-    blocks = plan_blocks(gate_wires, width, costs)
+    costs = [f.cost for f in forms] if forms is not None else None
+    diagonal = [f.kind == "diagonal" for f in forms] if forms is not None else None
+    blocks = plan_blocks(gate_wires, width, costs, diagonal)
     stats.passes += len(blocks)
     if costs is not None:
-        stats.cost += plan_cost(blocks, gate_wires, costs, width)
+        stats.cost += plan_cost(blocks, gate_wires, costs, width, diagonal)
     out: list[Eqn] = []
     state = run[0].inputs[0]
     for number, block in enumerate(blocks):

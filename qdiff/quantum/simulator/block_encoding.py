@@ -95,8 +95,9 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
             diag_items.clear()
 
     def flush_all() -> None:
-        if pending and diag_items:
-            emit_diagonal()  # diagonals gathered before the pending runs come first
+        if diag_items and any(info[i][0] != "diag" for chain in pending.values()
+                              for i in chain):
+            emit_diagonal()  # diagonals gathered before the pending runs' 2x2s come first
         real_heads: list[tuple[int, list[int]]] = []
         for bit in sorted(pending):
             chain = pending[bit]

@@ -16,17 +16,19 @@ import numba
 import numpy as np
 
 from ..lang.fusion import FusionWidth
+from ..lang.gate_forms import gate_form
 from ..lang.gates import gate_spec
 from . import numba_adjoint
 from .backend import StatevectorBackend
-from .block_encoding import encode_block
+from .block_encoding import OP_DIAG, encode_block
 from .gate_ops import GateOp
-from .indexing import IndexLayout, check_wires, index_layout
+from .indexing import IndexLayout, check_wires, diagonal_patterns, index_layout
 from .numba_block_kernels import BLOCK, BLOCK_AMPS, FUSION_MIN_QUBITS, MAX_BLOCK_WIRES, MIN_BATCH
 from .numba_gate_kernels import (
     DENSE2,
     DENSEK,
     DIAGONAL,
+    DIAGONAL_TABLE,
     GROUPS_PER_ITEM,
     PAIR,
     PAULI,
@@ -37,7 +39,7 @@ from .numba_gate_kernels import (
 from .numba_ranges import spread_items
 from .registry import register_backend
 
-__all__ = ["NumbaBackend", "DEFAULT_PARALLEL_THRESHOLD", "encode_block"]
+__all__ = ["NumbaBackend", "DEFAULT_PARALLEL_THRESHOLD", "encode_block", "all_diagonal"]
 
 DEFAULT_PARALLEL_THRESHOLD = 1 << 15
 """Amplitudes at and above which the threaded drivers are used."""
@@ -49,6 +51,8 @@ DEFAULT_PARALLEL_THRESHOLD = 1 << 15
 BLOCK_FLOPS_PER_PASS = 2.0
 LOW_PASS_COST = 3.5
 LOW_BITS = 3
+# blocks of diagonal gates: one table of 2^12 entries (64 KiB, in L2) swept in one pass
+DIAGONAL_WIDTH = 12
 
 
 def _block_wires(num_qubits: int, wires: tuple[int, ...]) -> tuple[int, ...]:
@@ -102,6 +106,21 @@ class NumbaBackend(StatevectorBackend):
         ng = layout.num_groups
         DIAGONAL(self._items(state, ng), state, ng, layout.positions, layout.cmask,
                  np.ascontiguousarray(offsets), diag)
+
+    def _apply_diagonal(self, state: Any, layout: IndexLayout, diag: np.ndarray) -> None:
+        # a diagonal that changes every amplitude (rz, rzz, ...) in one contiguous table sweep
+        # from FUSION_MIN_QUBITS on: on low wires the group loops run scalar (rzz on wires 0
+        # and 7, n = 20: 1.7 ms against 3.4 ms); one that leaves most amplitudes alone (cz,
+        # cphase) touches only the rows that change
+        n = layout.num_qubits
+        if n < FUSION_MIN_QUBITS or layout.cmask or not np.all(diag != 1):
+            super()._apply_diagonal(state, layout, diag)
+            return
+        lowbits, lowpat, highpat = diagonal_patterns(n, tuple(layout.targets))
+        chunks = highpat.shape[0]
+        DIAGONAL_TABLE(spread_items(chunks, self._parallel(state.shape[0]) and chunks > 1),
+                       state, chunks, lowbits, lowpat, highpat,
+                       np.ascontiguousarray(diag, np.complex128))
 
     def _permutation(self, state: Any, layout: IndexLayout, perm: Any, phases: Any) -> None:
         pos, cm, ng = layout.positions, layout.cmask, layout.num_groups
@@ -199,7 +218,8 @@ class NumbaBackend(StatevectorBackend):
             return num_qubits
         return FusionWidth(max(2, min(MAX_BLOCK_WIRES, num_qubits - MIN_BATCH.bit_length() + 1)),
                            flops_per_pass=BLOCK_FLOPS_PER_PASS, dense=False,
-                           low_pass_cost=LOW_PASS_COST, low_bits=LOW_BITS)
+                           low_pass_cost=LOW_PASS_COST, low_bits=LOW_BITS,
+                           diagonal_width=min(num_qubits, DIAGONAL_WIDTH))
 
     def apply_fused(self, state: Any, num_qubits: int, wires: Sequence[int],
                     ops: Sequence[GateOp]) -> Any:
@@ -213,7 +233,10 @@ class NumbaBackend(StatevectorBackend):
         [0.7071, 0.7071]
         """
         n = self._num_qubits_of(state, num_qubits, "apply_fused")
-        ws = _block_wires(n, tuple(sorted(check_wires(wires, n, "fused gate"))))
+        ws = tuple(sorted(check_wires(wires, n, "fused gate")))
+        if n >= FUSION_MIN_QUBITS and all_diagonal(ops):
+            return self._diagonal_block(state, n, ws, ops)
+        ws = _block_wires(n, ws)
         k = len(ws)
         groups = 1 << (n - k)
         batch = min(groups, max(MIN_BATCH, BLOCK_AMPS >> k))
@@ -225,6 +248,37 @@ class NumbaBackend(StatevectorBackend):
         BLOCK(spread_items(nb, self._parallel(state.shape[0]) and nb > 1), state, nb, batch,
               layout.positions, layout.offsets, *arrays)
         return state
+
+
+    def _diagonal_block(self, state: Any, n: int, ws: tuple[int, ...],
+                        ops: Sequence[GateOp]) -> Any:
+        # diagonal gates only: their product, one table over the wires it depends on (the
+        # block encoding merges them), applied in one contiguous sweep
+        kinds, _, ntg, tgts, moffs, pool, _, _ = encode_block(ws, ops)
+        if kinds.shape[0] == 0:
+            return state
+        assert kinds.shape[0] == 1 and kinds[0] == OP_DIAG
+        m = int(ntg[0])
+        table_wires = tuple(ws[int(mask).bit_length() - 1] for mask in tgts[0, :m])
+        lowbits, lowpat, highpat = diagonal_patterns(n, table_wires)
+        d = pool[moffs[0]:moffs[0] + (1 << m)]
+        chunks = highpat.shape[0]
+        DIAGONAL_TABLE(spread_items(chunks, self._parallel(state.shape[0]) and chunks > 1),
+                       state, chunks, lowbits, lowpat, highpat, d)
+        return state
+
+
+def all_diagonal(ops: Sequence[Any]) -> bool:
+    """Whether every gate of ``ops`` (``GateOp``s or ``(gate, wires, ...)``) is diagonal in its
+    sparse form (``rz``, ``cp``, ``rzz``, ``cz``, diagonal matrices, ...).
+
+    >>> all_diagonal([GateOp("cp", (0, 3), (0.2,)), GateOp("rz", (1,), (0.1,))])
+    True
+    >>> all_diagonal([GateOp("cp", (0, 3), (0.2,)), GateOp("h", (1,))])
+    False
+    """
+    return bool(ops) and all(not isinstance(op[0], np.ndarray)
+                             and gate_form(op[0]).kind == "diagonal" for op in ops)
 
 
 register_backend("numba", NumbaBackend)

@@ -22,8 +22,8 @@ from .indexing import insert_zero_bits
 from .numba_ranges import jit_range as _jit
 from .numba_ranges import range_kernel, summed_range_kernel
 
-__all__ = ["PAIR", "DENSE2", "DENSEK", "DIAGONAL", "PERMUTATION", "PAULI", "Z_PAULI",
-           "PAULI_SUMS", "GROUPS_PER_ITEM"]
+__all__ = ["PAIR", "DENSE2", "DENSEK", "DIAGONAL", "DIAGONAL_TABLE", "PERMUTATION", "PAULI",
+           "Z_PAULI", "PAULI_SUMS", "GROUPS_PER_ITEM"]
 
 GROUPS_PER_ITEM = 1 << 12
 """Groups per threaded work item: large enough to amortise scheduling."""
@@ -198,6 +198,19 @@ def _diag_body(psi, lo, hi, pos, cmask, offs, d):
 
 
 @_jit
+def _diag_table_body(psi, lo, hi, lowbits, lowpat, highpat, d):
+    # chunks of 2^lowbits contiguous amplitudes: amplitude l of chunk c times
+    # d[highpat[c] | lowpat[l]], one contiguous sweep whatever the diagonal's wires are
+    size = np.int64(1) << lowbits
+    for c in range(lo, hi):
+        base = c << lowbits
+        row = d[highpat[c]:]
+        chunk = psi[base:base + size]
+        for k in range(size):
+            chunk[k] *= row[lowpat[k]]
+
+
+@_jit
 def _permk_body(psi, lo, hi, pos, cmask, offs, perm, phases):
     tmp = np.empty(offs.shape[0], psi.dtype)
     for g in range(lo, hi):
@@ -228,9 +241,42 @@ def _zpauli_body(psi, lo, hi, z, alpha, beta):
         psi[i] *= minus if _parity(i & z) else plus
 
 
+@njit(inline="always", cache=True)
+def _clear_below(t, h):
+    # how many indices below t have bit h clear
+    return ((t >> (h + 1)) << h) + min(t & ((np.int64(1) << (h + 1)) - 1), np.int64(1) << h)
+
+
+@_jit
+def _flip_pair_sums(psi, lo, hi, x, za, zb):
+    # the sums over i in [lo, hi) of conj(psi[i^x]) (-1)^parity(i & z) psi[i] for z = za, zb,
+    # visiting each pair (i, i^x) once from its member with the top bit h of x clear: the
+    # partner's term is the conjugate times (-1)^parity(x & z) (i^x has the same parity
+    # as i, flipped by x & z), so the pair adds 2 Re v or 2i Im v (times the sign of i)
+    h = 0
+    while (x >> (h + 1)) != 0:
+        h += 1
+    odd_a = _parity(x & za)
+    odd_b = _parity(x & zb)
+    ra = 0.0
+    rb = 0.0
+    for g in range(_clear_below(lo, h), _clear_below(hi, h)):
+        i = ((g >> h) << (h + 1)) | (g & ((np.int64(1) << h) - 1))
+        v = np.complex128(np.conj(psi[i ^ x]) * psi[i])
+        pa = v.imag if odd_a else v.real
+        pb = v.imag if odd_b else v.real
+        ra += -pa if _parity(i & za) else pa
+        rb += -pb if _parity(i & zb) else pb
+    # the partners i^x of the pairs counted here may lie outside [lo, hi) and the other way
+    # round: every pair is counted by the range that holds its clear member, so the ranges'
+    # sums add up to the whole sum
+    return ((2j * ra) if odd_a else (2.0 * ra + 0j)), ((2j * rb) if odd_b else (2.0 * rb + 0j))
+
+
 @_jit
 def _sums_body(psi, lo, hi, out, xs, zs):
-    # out[k] = sum over [lo, hi) of conj(psi[i^x_k]) (-1)^parity(i & z_k) psi[i]
+    # out[k] = sum over [lo, hi) of conj(psi[i^x_k]) (-1)^parity(i & z_k) psi[i]: one pass
+    # for the diagonal terms (x_k = 0) and one per distinct x_k
     diagonal = np.flatnonzero(xs == 0)
     if diagonal.size:
         # the diagonal terms in one pass: each probability is read and squared once, and
@@ -244,16 +290,18 @@ def _sums_body(psi, lo, hi, out, xs, zs):
                 sums[j] += -p if _parity(i & z_of[j]) else p
         for j in range(diagonal.size):
             out[diagonal[j]] = sums[j]
-    for k in range(xs.shape[0]):
-        x = xs[k]
-        z = zs[k]
-        if x == 0:
-            continue  # summed above
-        acc = 0j
-        for i in range(lo, hi):
-            v = np.complex128(np.conj(psi[i ^ x]) * psi[i])
-            acc += -v if _parity(i & z) else v
-        out[k] = acc
+    # the other terms grouped by their X mask (their flip pattern): one pass per mask over
+    # the pairs (i, i^x) in the range, each product conj(psi[i^x]) psi[i] computed once for
+    # two terms of the group at a time (XX and YY on the same wires share it)
+    flipped = np.flatnonzero(xs != 0)
+    for x in np.unique(xs[flipped]):
+        group = flipped[xs[flipped] == x]
+        for j in range(0, group.size, 2):
+            a = group[j]
+            b = group[min(j + 1, group.size - 1)]
+            sa, sb = _flip_pair_sums(psi, lo, hi, x, zs[a], zs[b])
+            out[a] = sa
+            out[b] = sb
 
 
 PAIR = range_kernel(_pair_body)
@@ -264,6 +312,9 @@ DENSEK = range_kernel(_densek_body)
 """A dense 2^k x 2^k on k target wires."""
 DIAGONAL = range_kernel(_diag_body)
 """Amplitude ``base | offs[r]`` times ``d[r]``."""
+DIAGONAL_TABLE = range_kernel(_diag_table_body)
+"""Amplitude ``i`` times ``d[highpat[i >> lowbits] + lowpat[i & (2^lowbits - 1)]]``, over
+chunks of ``2^lowbits`` amplitudes (``indexing.diagonal_patterns`` makes the tables)."""
 PERMUTATION = range_kernel(_permk_body)
 """Amplitude ``r`` of every group to ``perm[r]``, times ``phases[r]``."""
 PAULI = range_kernel(_pauli_body)
