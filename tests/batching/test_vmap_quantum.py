@@ -11,8 +11,15 @@ import pytest
 import qdiff
 import qdiff.numpy as qnp
 from qdiff import quantum as qm
-from qdiff.quantum.execution.batched import batched_circuit, one_wire_runs
+from qdiff.quantum.execution.batched import (
+    batched_circuit,
+    observable_diagonal,
+    observable_rows,
+    one_wire_runs,
+)
 from qdiff.quantum.lang.examples import layers, repeat_until_one
+from qdiff.quantum.lang.observables import PauliSum
+from qdiff.quantum.simulator import get_backend
 
 rng = np.random.default_rng(3)
 B = 5
@@ -225,4 +232,31 @@ def test_runs_of_permutation_gates_have_the_values_and_gradients_of_a_loop():
                                rtol=1e-12, atol=1e-12)
     got = qdiff.vmap(qdiff.grad(program))(w)
     np.testing.assert_allclose(got, _loop(qdiff.grad(program), w, axes=(0,)), rtol=1e-10,
+                               atol=1e-12)
+
+
+def z_only(w):
+    """A Z-only observable (an identity term, a coefficient, a ZZ term) on permuted wires."""
+    q = qm.qubits(4)
+    for k in range(4):
+        qm.ry(w[k], q[k]); qm.rz(w[k] * w[(k + 1) % 4], q[k])
+    qm.cx(q[0], q[1]); qm.cx(q[2], q[3]); qm.crx(w[1], q[3], q[0])
+    e = qm.expval("0.5*III - 2*ZIZ + 0.7*IZI", [q[3], q[0], q[2]])
+    return e ** 2 + qm.expval("ZZ", [q[1], q[2]])
+
+
+def test_z_only_observables_taken_as_a_diagonal_give_the_rows_values_and_gradients_of_a_loop():
+    obs = PauliSum("0.5*III - 2*ZIZ + 0.7*IZI")
+    psi = rng.normal(size=(3, 16)) + 1j * rng.normal(size=(3, 16))
+    want = np.stack([get_backend("numpy").apply_pauli_sum(row.copy(), 4, obs, [3, 0, 2])
+                     for row in psi])
+    np.testing.assert_allclose(observable_rows(psi, 4, obs, [3, 0, 2]), want, atol=1e-12)
+    assert observable_diagonal(4, PauliSum("XZ"), (0, 1)) is None
+    program = qdiff.program(z_only)
+    w = rng.uniform(-1, 1, (B, 4))
+    assert batched_circuit(program.trace(w[0])) is not None
+    np.testing.assert_allclose(qdiff.vmap(program)(w), _loop(program, w, axes=(0,)),
+                               rtol=1e-12, atol=1e-12)
+    grad = qdiff.grad(program)
+    np.testing.assert_allclose(qdiff.vmap(grad)(w), _loop(grad, w, axes=(0,)), rtol=1e-10,
                                atol=1e-12)

@@ -294,6 +294,44 @@ def _undo_run(row, adj, gates, wire, mats, gens, paulis, totals):  # pragma: no 
                         stride, stride)
 
 
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _pauli_term(pauli, x, y, u, v):  # pragma: no cover - compiled
+    # conj(u, v) . P (x, y) for P = X, Y (without its i), Z
+    if pauli == 1:
+        return np.conj(u) * y + np.conj(v) * x
+    if pauli == 2:
+        return np.conj(v) * x - np.conj(u) * y
+    return np.conj(u) * x - np.conj(v) * y
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _undo_pair_run(row, adj, wire, m_first, m_last, p_first, p_last):  # pragma: no cover
+    """Two Pauli rotations on ``wire`` (``m_last`` applied after ``m_first``) undone in one
+    pass through their product: each rotation commutes with its own generator, so the last
+    one's overlap is taken on the states after the run and the first one's on the states
+    before it, and the state between them is never formed. Returns both sums (without
+    the generators' factors, as in `_undo_span`)."""
+    f, k = m_first, m_last
+    # the entries of (k f)^dagger
+    a00 = np.conj(k[0, 0] * f[0, 0] + k[0, 1] * f[1, 0])
+    a01 = np.conj(k[1, 0] * f[0, 0] + k[1, 1] * f[1, 0])
+    a10 = np.conj(k[0, 0] * f[0, 1] + k[0, 1] * f[1, 1])
+    a11 = np.conj(k[1, 0] * f[0, 1] + k[1, 1] * f[1, 1])
+    stride = 1 << wire
+    first = 0j
+    last = 0j
+    for a in range(0, row.shape[0], 2 * stride):
+        for i in range(a, a + stride):
+            j = i + stride
+            x, y, p, q = row[i], row[j], adj[i], adj[j]
+            last += _pauli_term(p_last, x, y, p, q)
+            x, y = a00 * x + a01 * y, a10 * x + a11 * y
+            p, q = a00 * p + a01 * q, a10 * p + a11 * q
+            first += _pauli_term(p_first, x, y, p, q)
+            row[i], row[j], adj[i], adj[j] = x, y, p, q
+    return first, last
+
+
 @njit(cache=True, fastmath=_FAST)
 def adjoint_sweep(psi, lam, kinds, wire0, wire1, order, runs, permutes, tables, mats, gens,
                   paulis, out):  # pragma: no cover - compiled
@@ -316,6 +354,14 @@ def adjoint_sweep(psi, lam, kinds, wire0, wire1, order, runs, permutes, tables, 
             if permutes[e] >= 0:
                 _scatter(row, tables[permutes[e]], scratch)
                 _scatter(adj, tables[permutes[e]], scratch)
+                continue
+            if stop - first == 2 and 1 <= paulis[order[first]] <= 3 \
+                    and 1 <= paulis[order[first + 1]] <= 3:
+                g0, g1 = order[first], order[first + 1]
+                t0, t1 = _undo_pair_run(row, adj, wire0[g0], mats[b, g0, :2, :2],
+                                        mats[b, g1, :2, :2], paulis[g0], paulis[g1])
+                out[b, g0] = 2.0 * _generator_factor(t0, paulis[g0]).imag
+                out[b, g1] = 2.0 * _generator_factor(t1, paulis[g1]).imag
                 continue
             if stop - first > 1:
                 gates = order[first:stop]
