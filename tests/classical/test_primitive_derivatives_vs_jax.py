@@ -230,6 +230,9 @@ NOT_IN_TABLE = {
                      "argmax", "argmin", "floor_div", "iota"), "integer/boolean valued"),
     # made only by reverse-mode loops (a zero buffer for checkpoints), never by user code
     "checkpoint_buffer": "internal to the derivative of loops; no JAX counterpart",
+    # made only by qdiff.jit around a quantum part: a compiled run of other primitives, whose
+    # values and derivatives tests/compiler/test_compiled_around_quantum.py checks
+    "compiled_segment": "a compiled run of other primitives; no JAX counterpart",
 }
 
 
