@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..ir.core import Eqn, Program
 from ..ir.interpreter import runner_for
 from .errors import NotCompilableError
-from .lowering import Options, unsupported
+from .lowering import Options, compiles, unsupported
 from .segment_call import Segment, compiled_segment_p
 from .split import split_program
 
@@ -45,7 +45,7 @@ class HybridForm:
                 f"cannot compile program {program.name!r}: primitive(s) "
                 f"{', '.join(self.interpreted)} have no compiled form; pass "
                 "fallback='interpret' to run them in the interpreter")
-        parts = split_program(program, lambda e: _is_classical(e) and not unsupported(_single(e)))
+        parts = split_program(program, lambda e: _is_classical(e) and compiles(e))
         self.segments: list[Segment] = []
         eqns: list[Eqn] = []
         self.plan: list[str] = []

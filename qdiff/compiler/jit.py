@@ -42,7 +42,7 @@ from .cuda.codegen import generate_cuda, require_cuda
 from .errors import NotCompilableError
 from .hybrid import HybridForm
 from .kernel import Kernel
-from .lowering import Options, unsupported
+from .lowering import Options, compiles, unsupported
 from .split import split_program
 
 BACKENDS = ("numba", "numba-cuda", "numpy")
@@ -56,10 +56,6 @@ log = logging.getLogger("qdiff.compiler")
 def _check_choice(name: str, value: str, allowed: Sequence[str]) -> None:
     if value not in allowed:
         raise QdiffError(f"{name} must be one of {', '.join(map(repr, allowed))}, got {value!r}")
-
-
-def _compiles(eqn: Eqn) -> bool:
-    return not unsupported(Program((), (eqn,), ()))
 
 
 def _log_plan(name: str, reason: str, hybrid: HybridForm) -> None:
@@ -169,7 +165,7 @@ class CompiledProgram:
             return
         log.info("program %r: %s; they run in the interpreter", program.name, what)
         self._steps = [Kernel(p, self.options, self._generator) if isinstance(p, Program) else p
-                       for p in split_program(program, _compiles)]
+                       for p in split_program(program, compiles)]
 
     @property
     def source(self) -> str:

@@ -58,6 +58,16 @@ def unsupported(program: Program) -> list[str]:
     return sorted({e.primitive.name for e in program.all_eqns() if e.primitive not in RULES})
 
 
+def compiles(eqn: Eqn) -> bool:
+    """Whether ``eqn`` (its sub-programs included) has a rule for every primitive.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> compiles(qdiff.trace(lambda x: qnp.sin(x), 0.5).eqns[0])
+    True
+    """
+    return not unsupported(Program((), (eqn,), ()))
+
+
 class Scope:
     """The lowering of one program into ``source``."""
 

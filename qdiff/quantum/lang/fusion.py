@@ -313,12 +313,13 @@ def plan_blocks(gate_wires: Sequence[Sequence[int]], max_qubits: int,
             _BLOCK_PLANS.clear()
         plan = _plan_in_order(list(range(len(key[0]))), key[0], max_qubits, costs, diagonals)
         if diagonals is not None:  # diagonal gates moved late too, if that plan is cheaper
+            cost_list = list(costs or ())
             sunk = _plan_in_order(_sunk_diagonals(key[0], diagonals), key[0], max_qubits,
                                   costs, diagonals)
-            if (plan_cost(sunk, key[0], list(costs or ()), max_qubits, diagonals)
-                    < plan_cost(plan, key[0], list(costs or ()), max_qubits, diagonals) - 1e-9):
+            if (plan_cost(sunk, key[0], cost_list, max_qubits, diagonals)
+                    < plan_cost(plan, key[0], cost_list, max_qubits, diagonals) - 1e-9):
                 plan = sunk
-            plan = _merge_neighbours(plan, key[0], list(costs or ()), max_qubits, diagonals)
+            plan = _merge_neighbours(plan, key[0], cost_list, max_qubits, diagonals)
         _BLOCK_PLANS[key] = plan
     return [list(block) for block in plan]
 

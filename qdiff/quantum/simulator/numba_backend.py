@@ -116,11 +116,16 @@ class NumbaBackend(StatevectorBackend):
         if n < FUSION_MIN_QUBITS or layout.cmask or not np.all(diag != 1):
             super()._apply_diagonal(state, layout, diag)
             return
-        lowbits, lowpat, highpat = diagonal_patterns(n, tuple(layout.targets))
+        self._sweep_diagonal(state, n, tuple(layout.targets),
+                             np.ascontiguousarray(diag, np.complex128))
+
+    def _sweep_diagonal(self, state: Any, n: int, wires: tuple[int, ...],
+                        table: np.ndarray) -> None:
+        # amplitude i times table[entry of i on `wires`], in one contiguous sweep
+        lowbits, lowpat, highpat = diagonal_patterns(n, wires)
         chunks = highpat.shape[0]
         DIAGONAL_TABLE(spread_items(chunks, self._parallel(state.shape[0]) and chunks > 1),
-                       state, chunks, lowbits, lowpat, highpat,
-                       np.ascontiguousarray(diag, np.complex128))
+                       state, chunks, lowbits, lowpat, highpat, table)
 
     def _permutation(self, state: Any, layout: IndexLayout, perm: Any, phases: Any) -> None:
         pos, cm, ng = layout.positions, layout.cmask, layout.num_groups
@@ -249,7 +254,6 @@ class NumbaBackend(StatevectorBackend):
               layout.positions, layout.offsets, *arrays)
         return state
 
-
     def _diagonal_block(self, state: Any, n: int, ws: tuple[int, ...],
                         ops: Sequence[GateOp]) -> Any:
         # diagonal gates only: their product, one table over the wires it depends on (the
@@ -260,11 +264,7 @@ class NumbaBackend(StatevectorBackend):
         assert kinds.shape[0] == 1 and kinds[0] == OP_DIAG
         m = int(ntg[0])
         table_wires = tuple(ws[int(mask).bit_length() - 1] for mask in tgts[0, :m])
-        lowbits, lowpat, highpat = diagonal_patterns(n, table_wires)
-        d = pool[moffs[0]:moffs[0] + (1 << m)]
-        chunks = highpat.shape[0]
-        DIAGONAL_TABLE(spread_items(chunks, self._parallel(state.shape[0]) and chunks > 1),
-                       state, chunks, lowbits, lowpat, highpat, d)
+        self._sweep_diagonal(state, n, table_wires, pool[moffs[0]:moffs[0] + (1 << m)])
         return state
 
 
