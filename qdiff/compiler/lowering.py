@@ -93,6 +93,9 @@ class Scope:
         self.elements: dict[Var, str] = {}
         # one-row views (of a leading-axis block): the array and the row's index
         self.rows: dict[Var, tuple[str, str]] = {}
+        # names one equation's rule leaves for a later equation's rule in this scope (a
+        # quantum block's last state, which its vjp's backward sweep starts from)
+        self.kept: dict[tuple, str] = {}
 
     # ------------------------------------------------------------------ values
     def read(self, atom: Any) -> str:

@@ -11,7 +11,6 @@ the circuit forward to the last state ψ, then walks the circuit's equations bac
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,17 +26,15 @@ from .gate_code import plan_gate
 from .kernels import IMPORT
 from .rules import apply_gate, literal, num_qubits_of, pauli_terms, runtime_int
 
-# The last state of each `quantum_block` lowered in a scope, by (circuit, angle vars): the
-# block's vjp in the same scope starts its backward sweep from it instead of running the
-# circuit again (half the gate calls of a compiled gradient to compile and to run). Taken
-# once: the sweep undoes the gates on it in place.
-_LAST_STATES: weakref.WeakKeyDictionary[Scope, dict[tuple, str]] = weakref.WeakKeyDictionary()
-
 
 def _state_key(circuit: Any, angles: Sequence[Any]) -> tuple | None:
+    # The last state of a `quantum_block` is kept in its scope (`Scope.kept`) under
+    # (circuit, angle vars): the block's vjp in the same scope starts its backward sweep
+    # from it instead of running the circuit again (half the gate calls of a compiled
+    # gradient to compile and to run). Taken once: the sweep undoes the gates on it in place.
     if not all(isinstance(a, Var) for a in angles):
         return None
-    return (id(circuit), *angles)
+    return ("quantum_block_state", id(circuit), *angles)
 
 
 @rule(quantum_block_p)
@@ -49,7 +46,7 @@ def _block(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     *readouts, psi = scope.inline(with_state, args)
     key = _state_key(circuit, eqn.inputs)
     if key is not None:
-        _LAST_STATES.setdefault(scope, {})[key] = psi
+        scope.kept[key] = psi
     return readouts
 
 
@@ -61,7 +58,7 @@ def _block_vjp(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     angles, cotangents = args[:len(program.inputs)], args[len(program.inputs):]
     forward = Scope(scope.src, scope.options, circuit.final, angles)
     key = _state_key(circuit, eqn.inputs[:len(program.inputs)])
-    psi = _LAST_STATES.get(scope, {}).pop(key, None) if key is not None else None
+    psi = scope.kept.pop(key, None) if key is not None else None
     if psi is None:
         (psi,) = forward.lower()
     lam = scope.fresh("lam")
