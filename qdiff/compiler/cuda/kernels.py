@@ -19,7 +19,8 @@ from contextlib import contextmanager
 import numpy as np
 
 from ..groups import fold, neutral
-from ..source import Source, cast, scalar_literal
+from ..lowering import shape_text
+from ..source import Source, cast, dtype_name, scalar_literal
 from .residency import Residency, device_name
 from .statements import parse_statement
 
@@ -143,6 +144,10 @@ class KernelSource(Source):
         or ``rtc.full(...)``): it starts on the device and stays there."""
         super().line(f"{device_name(name)} = {call}")
         self.residency.allocated(name)
+
+    def allocate_empty(self, name: str, shape: Sequence[int], dtype: object) -> None:
+        """`allocate` ``name`` as a new uninitialized device array of ``shape`` and ``dtype``."""
+        self.allocate(name, f"rtc.empty({shape_text(shape)}, {dtype_name(dtype)})")
 
     def device_view(self, base: str, shape: str) -> str:
         """A device view of ``base`` (put on the device first), reshaped to ``shape``:

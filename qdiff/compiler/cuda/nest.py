@@ -84,8 +84,7 @@ class CudaNest(_Nest):
         for target, call in self.allocations.items():
             src.allocate(target, call)
         for var, array in stores:
-            src.allocate(array, f"rtc.empty({shape_text((self.group.size,))}, "
-                                f"{dtype_name(var.type.np_dtype)})")
+            src.allocate_empty(array, (self.group.size,), var.type.np_dtype)
             self.body.append(f"{array}[{self.flat}] = {self.elements[var]}")
             self.written.append(array)
         count = math.prod(self.shape[:self.thread_levels])
@@ -111,7 +110,7 @@ class CudaNest(_Nest):
                     scope.line(f"{partial}[cuda.blockIdx.x] = {result}")
         name, params = src.kernel("nest", body)
         for (_, _, dtype, _), partial in zip(self.full, partials):
-            src.allocate(partial, f"rtc.empty({blocks}, {dtype_name(dtype)})")
+            src.allocate_empty(partial, (blocks,), dtype)
         src.launch(name, blocks, threads, params, [w for w in self.written if w in params])
         for (_, monoid, dtype, out), partial in zip(self.full, partials):
             scope.bind(out, src.final_fold(partial, blocks, monoid, dtype))

@@ -25,7 +25,7 @@ from ...ir.types import Tensor
 from ..fusion import Group
 from ..groups import fold, neutral
 from ..lowering import RULES, Scope, shape_text
-from ..source import cast, dtype_name, scalar_literal
+from ..source import cast, scalar_literal
 from .kernels import KernelSource, blocks_for, has_atomic, numba_type, threads_for
 from .rows import in_thread, lower_in_thread
 from .scope import cuda_rule, runs_in_kernel
@@ -100,8 +100,7 @@ def _map_of_rows(scope: Scope, eqn: Eqn, args: list[str]) -> list[str] | None:
     if kernel_lines is None:
         return None
     for out, var in zip(outs, eqn.outputs):
-        src.allocate(out, f"rtc.empty({shape_text(var.type.shape)}, "
-                          f"{dtype_name(var.type.np_dtype)})")
+        src.allocate_empty(out, var.type.shape, var.type.np_dtype)
     name, params = src.kernel("rows", kernel_lines)
     threads = threads_for(n)
     src.launch(name, blocks_for(n, threads), threads, params, outs)
@@ -112,7 +111,7 @@ def _device_array(scope: Scope, shape: tuple, dtype: object, prefix: str = "y") 
     """A new array made on the device (kernels write it; it comes back where the host
     reads it)."""
     name = scope.fresh(prefix)
-    _kernel_source(scope).allocate(name, f"rtc.empty({shape_text(shape)}, {dtype_name(dtype)})")
+    _kernel_source(scope).allocate_empty(name, shape, dtype)
     return name
 
 
