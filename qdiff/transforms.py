@@ -187,12 +187,12 @@ class TransformedFunction(ProgramFunction):
             current = current.source
         return layers, current
 
-    def nested_evaluation(self, args: tuple, outer: bool = False
-                          ) -> tuple[JetFunction, tuple, Any] | None:
+    def jet_chain(self, args: tuple, outer: bool = False
+                  ) -> tuple[Program, WholeProgramRule, list[DerivativeLayer]] | None:
         """For a derivative of a derivative of a whole-program-rule program (or its Hessian;
-        with ``outer``, for any derivative of one, under a jvp or vjp): the jet function of
-        the whole chain, the arguments coerced, and the evaluator (whose ``report`` says
-        what its runs left out); None for anything else."""
+        with ``outer``, for any derivative of one, under a jvp or vjp), which that rule
+        evaluates on jets: the program, the rule and the derivative layers from the
+        outermost in; None for anything else."""
         layers, bottom = self.derivative_chain()
         first_order = len(layers) == 1 and layers[0].kind != "hessian" and not outer
         if not layers or first_order or isinstance(bottom, TransformedFunction):
@@ -207,6 +207,16 @@ class TransformedFunction(ProgramFunction):
         if rule is None or rule.taylor is None:
             return None
         _no_captures(captured, rule, self.kind)
+        return program, rule, layers
+
+    def nested_evaluation(self, args: tuple, outer: bool = False
+                          ) -> tuple[JetFunction, tuple, Any] | None:
+        """The jet function of the chain `jet_chain` finds, the arguments coerced, and the
+        evaluator (whose ``report`` says what its runs left out); None for anything else."""
+        chain = self.jet_chain(args, outer)
+        if chain is None:
+            return None
+        program, rule, layers = chain
         f, evaluator = chain_function(program, rule, layers)
         return f, coerced_arguments(program, args), evaluator
 

@@ -272,6 +272,9 @@ class JittedFunction:
         return compiled
 
     def _compile(self, args: tuple) -> CompiledProgram | HybridDerivative | str:
+        on_jets = self._evaluated_on_jets(args)
+        if on_jets is not None:
+            return on_jets
         if self._runs_on_simulator(args):
             return self._compiled_derivative(args)
         program = self.f if isinstance(self.f, Program) else self.f.trace(*args)
@@ -347,6 +350,17 @@ class JittedFunction:
         if source is None or getattr(self.f, "whole", None) is None:
             return False
         return rule_for(as_program(source, args)) is not None
+
+    def _evaluated_on_jets(self, args: tuple) -> str | None:
+        """Why a derivative of a quantum program's derivative (a Hessian, ``grad(grad(f))``)
+        runs uncompiled: the simulator evaluates it by forward mode on jets, which has no
+        compiled form; None for anything else."""
+        jet_chain = getattr(self.f, "jet_chain", None)
+        chain = None if jet_chain is None else jet_chain(args)
+        if chain is None:
+            return None
+        return (f"the {self.f.kind} of a {chain[1].name} program is evaluated on the "
+                "simulator by forward mode on jets (exact), which has no compiled form")
 
     def __repr__(self) -> str:
         return f"<qdiff.jit {self.__name__} backend={self.backend!r}>"

@@ -234,6 +234,28 @@ def test_derivative_settings_of_the_simulator_are_not_compiled_away():
     assert float(shifted(0.3)) == pytest.approx(-np.sin(0.3), abs=1e-12)
 
 
+def test_hessian_with_jit_of_a_quantum_program_names_jets_instead_of_tracing():
+    """A Hessian (or grad of grad) of a quantum program is evaluated on jets by the
+    simulator: with ``jit=True`` the error says so (it used to say the derivative "cannot
+    be traced"), and ``fallback="interpret"`` gives the simulator's exact numbers."""
+    def energy(t):
+        q = qm.qubits(2)
+        qm.ry(t[0], q[0])
+        qm.ry(t[1], q[1])
+        return qm.expval("ZZ", q)
+
+    t = np.array([0.3, 0.7])
+    # <ZZ> = cos(t0) cos(t1)
+    exact = np.array([[-np.cos(0.3) * np.cos(0.7), np.sin(0.3) * np.sin(0.7)],
+                      [np.sin(0.3) * np.sin(0.7), -np.cos(0.3) * np.cos(0.7)]])
+    second = qdiff.grad(qdiff.grad(lambda a: energy(qnp.stack([a, 0.7]))))
+    for nested, argument in ((qdiff.hessian(energy, jit=True), t), (qdiff.jit(second), 0.3)):
+        with pytest.raises(NotCompilableError, match="forward mode on jets"):
+            nested(argument)
+    fallback = qdiff.jit(qdiff.hessian(energy), fallback="interpret")
+    np.testing.assert_allclose(fallback(t), exact, atol=1e-12)
+
+
 def test_compiled_gradient_runs_the_circuit_forward_once():
     """The backward sweep starts from the primal block's last state (no second forward
     run: half the gate calls to compile and to run); a Jacobian's second row, which has
