@@ -6,10 +6,14 @@ reported as the simulator reports them. Its classical equations need not run in 
 interpreter all the same: `hybrid_form` cuts them into segments (`split.py`), compiles
 each (`segment_call.Segment`) and puts one ``compiled_segment`` equation in its place. The
 runner runs that program; the simulator's derivative rules run it too, and chain-rule
-through the segments' compiled VJPs. `HybridForm.plan` says what runs where.
+through the segments' compiled VJPs. The bodies of the loops and branches the simulator
+runs are cut the same way, since it runs them once per round and branch. `HybridForm.plan`
+says what runs where (a body's lines indented under its loop).
 """
 
 from __future__ import annotations
+
+import functools
 
 from ..ir.core import Eqn, Program
 from ..ir.interpreter import runner_for
@@ -58,11 +62,24 @@ class HybridForm:
                 self.plan.append(f"compiled: {part.name} ({len(part.eqns)} classical "
                                  "equations, Numba)")
             else:
-                eqns.append(part)
                 where = ("interpreted" if _is_classical(part) else "simulator")
                 self.plan.append(f"{where}: {part.primitive.name}")
+                if where == "simulator":
+                    part = part.map_subprograms(functools.partial(
+                        self._compiled_around, owner=part.primitive.name, options=options))
+                eqns.append(part)
         self.program = Program(program.inputs, tuple(eqns), program.outputs, name=program.name,
                                in_tree=program.in_tree, out_tree=program.out_tree)
+
+    def _compiled_around(self, body: Program, owner: str, options: Options) -> Program:
+        """A loop body or branch the simulator runs, with its classical equations compiled
+        in segments too (the simulator runs it once per round and branch, so they would
+        otherwise be interpreted each time); those without a compiled form stay as they
+        were, interpreted, as they were before (the error for them is the top level's)."""
+        nested = HybridForm(body, options, fallback="interpret")
+        self.segments.extend(nested.segments)
+        self.plan.extend(f"  {owner} {body.name}: {line}" for line in nested.plan)
+        return nested.program
 
     @property
     def source(self) -> str:
@@ -78,7 +95,9 @@ def hybrid_form(program: Program, options: Options | None = None,
     >>> import qdiff
     >>> from qdiff.quantum.lang.examples import repeat_until_one
     >>> form = hybrid_form(qdiff.trace(lambda t: repeat_until_one(t * 0.5) * 2.0, 0.7))
-    >>> [line.split(":")[0] for line in form.plan]
+    >>> [line.split(":")[0] for line in form.plan if not line.startswith(" ")]
     ['compiled', 'simulator', 'simulator', 'compiled']
+    >>> [line.split(" (")[0] for line in form.plan if line.startswith("  while body")]
+    ['  while body: simulator: gate', '  while body: compiled: body_part1']
     """
     return HybridForm(program, options or Options(), fallback)

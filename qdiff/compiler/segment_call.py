@@ -10,14 +10,14 @@ cotangents), so the simulator's derivative machinery chain-rules through compile
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..autodiff.reverse import vjp_program
 from ..autodiff.tangents import is_differentiable
-from ..ir.core import Program
+from ..ir.core import Eqn, Program
 from ..ir.primitives import register_primitive
 from ..ir.types import Type
 from .kernel import Kernel
@@ -77,3 +77,22 @@ def _segment_vjp(cts_out: Sequence[Any], primals_in: Sequence[Any], primals_out:
 
 
 compiled_segment_p.vjp = _segment_vjp
+
+
+def segments_inlined(eqns: Iterable[Eqn]) -> Iterator[Eqn]:
+    """``eqns`` with each ``compiled_segment`` equation replaced by the equations it
+    compiled: a segment's program reads and defines the enclosing program's own values
+    (`split_program` cuts it out of it), so analyses of the program's structure (a loop's
+    round counter, say) see through it.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> p = qdiff.trace(lambda x: qnp.sin(x) * 2.0, 0.0)
+    >>> call = Eqn(compiled_segment_p, p.inputs, p.outputs, {"segment": Segment(p, Options())})
+    >>> [e.primitive.name for e in segments_inlined([call])]
+    ['sin', 'mul']
+    """
+    for eqn in eqns:
+        if eqn.primitive is compiled_segment_p:
+            yield from segments_inlined(eqn.params["segment"].program.eqns)
+        else:
+            yield eqn

@@ -18,7 +18,9 @@ import qdiff.numpy as qnp
 from qdiff import quantum as qm
 from qdiff.compiler import NotCompilableError
 from qdiff.compiler.lowering import RULES
+from qdiff.ir.control_flow import while_loop
 from qdiff.ir.primitives import get_primitive
+from qdiff.ir.tracer import Cell
 from qdiff.quantum.lang.examples import repeat_until_one
 from tests.oracles import central_difference
 
@@ -51,8 +53,24 @@ def fed_forward(w):
     return qm.expval("ZZ", q) + bit * 0.25
 
 
+@qdiff.program
+def drifting_angle(w):
+    """A loop on a measurement whose body computes its angle classically each round (the
+    simulator runs the body per round and branch: its classical equations compile too)."""
+    q = qm.qubits(1)
+    angle = Cell(w)
+
+    def body():
+        qm.ry(qnp.tanh(angle.value) * 1.3 + qnp.sin(angle.value) * 0.5, q[0])
+        angle.set(angle.value * 0.9 + 0.1)
+
+    while_loop(lambda: qm.measure(q[0]) == 0, body)
+    return angle.value * 2.0
+
+
 PROGRAMS = {"repeat_until_one": repeat_until_one, "processed_rounds": processed_rounds,
-            "postselected": postselected, "fed_forward": fed_forward}
+            "postselected": postselected, "fed_forward": fed_forward,
+            "drifting_angle": drifting_angle}
 
 
 @pytest.mark.parametrize("name", PROGRAMS)
@@ -74,6 +92,10 @@ def test_the_plan_says_what_runs_where(caplog):
     assert compiled.plan == [
         "compiled: processed_rounds_part0 (3 classical equations, Numba)",
         "simulator: qalloc", "simulator: while",
+        "  while cond: simulator: measure", "  while cond: simulator: bit_to_int",
+        "  while cond: compiled: cond_part2 (1 classical equations, Numba)",
+        "  while body: simulator: gate",
+        "  while body: compiled: body_part1 (1 classical equations, Numba)",
         "compiled: processed_rounds_part3 (7 classical equations, Numba)"]
     assert "processed_rounds: compiled around its quantum part (measure" in caplog.text
     assert compiled.source.startswith("# compiled: processed_rounds_part0")

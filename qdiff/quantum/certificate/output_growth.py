@@ -27,7 +27,7 @@ import numpy as np
 
 from ... import classical  # noqa: F401  (registers the primitives the rules name)
 from ...autodiff import stop_gradient  # noqa: F401  (registers stop_gradient)
-from ...compiler.segment_call import compiled_segment_p
+from ...compiler.segment_call import compiled_segment_p, segments_inlined
 from ...ir.control_flow import cond_p, loop_p, while_p
 from ...ir.core import Eqn, Literal, Program, Var
 from ...ir.primitives import Primitive, get_primitive
@@ -253,7 +253,7 @@ def _counter_steps(eqn: Eqn) -> dict[int, float]:
     """Carries the body only increments by a constant: ``c ← c + δ`` (a round counter)."""
     body = eqn.params["body"]
     nb = eqn.params["num_body_consts"]
-    producers = {v: e for e in body.eqns for v in e.outputs}
+    producers = {v: e for e in segments_inlined(body.eqns) for v in e.outputs}
     steps = {}
     for j, out in enumerate(body.outputs):
         carry_in = body.inputs[nb + j]
