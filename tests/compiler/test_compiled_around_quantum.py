@@ -127,13 +127,17 @@ def test_plain_calls_take_the_compiled_around_path_with_the_same_numbers():
     assert float(postselected(0.3)) == pytest.approx(reference, rel=1e-12, abs=1e-12)
 
 
-def test_remainders_are_reported_as_the_simulator_reports_them():
-    program = qdiff.trace(processed_rounds, 0.7)
-    form = qdiff.jit(processed_rounds).compiled(0.7).hybrid.program
+@pytest.mark.parametrize("name", ["processed_rounds", "drifting_angle"])
+def test_remainders_are_reported_as_the_simulator_reports_them(name):
+    """The certificate reads the loop's structure (its round counter, its exit test)
+    through the segments compiled in and around the loop."""
+    program = qdiff.trace(PROGRAMS[name], 0.7)
+    form = qdiff.jit(PROGRAMS[name]).compiled(0.7).hybrid.program
     compiled, reference = qm.run(form, 0.7), qm.run(program, 0.7)
     assert compiled.values == pytest.approx(reference.values, rel=1e-12)
     assert compiled.remainder_bound == pytest.approx(reference.remainder_bound, rel=1e-9)
-    assert compiled.remainder_reason is reference.remainder_reason is None
+    assert compiled.remainder_reason == reference.remainder_reason
+    assert (compiled.remainder_reason is None) == (name == "processed_rounds")
     assert compiled.unterminated_mass == pytest.approx(reference.unterminated_mass, rel=1e-9)
 
 

@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from ...compiler.segment_call import segments_inlined
 from ...ir.control_flow import sub_programs
 from ...ir.core import Eqn, Literal, Program, Var
 from ...ir.types import QState
@@ -209,13 +210,13 @@ def _fixed_wires(test: Program, body: Program, num_consts: int, num_body_consts:
     one-qubit gates every round (angles from the loop's constants) keep it a known state,
     anything else on it after the measurement is refused."""
     fixed = set()
-    producers = {v: e for e in test.eqns for v in e.outputs}
+    producers = {v: e for e in segments_inlined(test.eqns) for v in e.outputs}
     for eqn in test.eqns:
         if eqn.primitive.name == "measure" and _untouched_after(test, eqn):
             if _decides(test, producers, eqn.outputs[1]):
                 fixed.add(eqn.params["wire"])
     carried = {out: test.inputs[num_consts + j] for j, out in enumerate(body.outputs)}
-    body_producers = {v: e for e in body.eqns for v in e.outputs}
+    body_producers = {v: e for e in segments_inlined(body.eqns) for v in e.outputs}
     for out, test_input in carried.items():
         eqn = body_producers.get(out)
         while eqn is not None and eqn.primitive.name in ("bit_to_int", "convert"):
@@ -232,7 +233,7 @@ def _alone_after(body: Program, measure: Eqn, num_consts: int) -> bool:
     """Whether everything after ``measure`` that acts on its wire is a one-qubit gate whose
     angles are the same every round (computed from the loop's constants only)."""
     wire = measure.params["wire"]
-    producers = {v: e for e in body.eqns for v in e.outputs}
+    producers = {v: e for e in segments_inlined(body.eqns) for v in e.outputs}
     constants = set(body.inputs[:num_consts])
 
     def steady(atom: Any) -> bool:
