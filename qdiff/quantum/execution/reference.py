@@ -17,6 +17,7 @@ import numpy as np
 from ...ir.core import Eqn, Program
 from ...ir.errors import QdiffError
 from ..lang.fusion import FusionStats, fuse_gates, fused_gate_p, fused_gate_parts
+from ..lang.relabel import relabel_swaps
 from ..lang.primitives import (
     expval_p,
     gate_p,
@@ -171,7 +172,9 @@ def fused_program(program: Program, backend: Any = "auto",
     hit = _FUSED.get(key)
     if hit is not None and hit[0] is program:
         return hit[1], hit[2]
-    fused, stats = fuse_gates(program, be.fusion_width if max_qubits is None else max_qubits,
+    # swaps first become relabellings of the wires after them: no pass over the state
+    fused, stats = fuse_gates(relabel_swaps(program),
+                              be.fusion_width if max_qubits is None else max_qubits,
                               report=True)
     if len(_FUSED) > 4096:
         _FUSED.clear()
