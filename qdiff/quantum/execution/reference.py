@@ -17,7 +17,6 @@ import numpy as np
 from ...ir.core import Eqn, Program
 from ...ir.errors import QdiffError
 from ..lang.fusion import FusionStats, fuse_gates, fused_gate_p, fused_gate_parts
-from ..lang.relabel import relabel_swaps
 from ..lang.primitives import (
     expval_p,
     gate_p,
@@ -27,6 +26,7 @@ from ..lang.primitives import (
     sample_p,
     statevector_p,
 )
+from ..lang.relabel import relabel_swaps
 from ..simulator import GateOp, get_backend
 
 
