@@ -1,0 +1,277 @@
+"""A batch of statevectors with the members along the SIMD lanes: the kernels of
+``qdiff.vmap`` over a straight circuit (`execution.batched`).
+
+The batch is split into tiles of `LANES` members, each stored as a C-contiguous
+``(tiles, 2, 2**n, LANES)`` float64 array: ``state[t, 0, i, l]`` and ``state[t, 1, i, l]``
+are the real and imaginary parts of amplitude ``i`` of member ``t * LANES + l``. A gate
+applied to an amplitude pair is then, for every pair, one loop over the `LANES` members of
+the tile with contiguous loads and stores and each member's own matrix entries (also
+contiguous: ``mats[t, e, part, row, column, lane]``), which the compiler turns into
+vector instructions whatever wire the gate acts on. A tile's state (512 KiB at n = 12) stays
+in the L2 cache while the whole circuit runs on it.
+
+Each step of the circuit has a kind: ``DENSE1`` (a 2x2 matrix on ``wire0``), ``DENSE2`` (a
+4x4 matrix on ``wire0, wire1``; bit ``j`` of its index is wire ``j``), ``CONTROLLED1`` (a
+2x2 matrix on ``wire1`` where ``wire0`` is 1) or ``PERMUTE`` (amplitudes moved by the table
+``tables[wire0]``: ``state[i] := state[table[i]]``, a product of permutation gates).
+
+>>> psi = np.zeros((2, 2), complex); psi[:, 0] = 1
+>>> mats = np.zeros((2, 1, 4, 4), complex)
+>>> mats[0, 0, :2, :2] = np.eye(2); mats[1, 0, :2, :2] = [[0, 1], [1, 0]]
+>>> state = run_circuit(to_lanes(psi), np.array([DENSE1]), np.array([0]), np.array([0]),
+...                     to_lanes(mats), np.zeros((0, 2), np.int64))
+>>> from_lanes(state, 2).real.tolist()
+[[1.0, 0.0], [0.0, 1.0]]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .batched_kernels import _FAST, CONTROLLED1, DENSE1, DENSE2, PERMUTE, _pair_layout
+
+# the most members in one tile: its states stay in the L2 cache at n = 12 (2 x 4096 x 64
+# doubles: 4 MiB), and the loops over its members are long enough for the compiler to vectorize
+# them (it checks at run time that the state's loads and stores do not overlap, which pays
+# off from about 16 members)
+MAX_LANES = 64
+
+
+def to_lanes(batch: np.ndarray) -> np.ndarray:
+    """A ``(members, ...)`` complex array as tiles of members along the last axis, the real
+    and imaginary parts on a new axis: ``(tiles, 2, 2**n, lanes)`` for ``(members, 2**n)``
+    states, ``(tiles, steps, 2, 4, 4, lanes)`` for ``(members, steps, 4, 4)`` matrices.
+    The tiles are as even as `MAX_LANES` allows; members that pad the last one are zero.
+
+    >>> to_lanes(np.array([[1 + 2j, 3j]])).shape
+    (1, 2, 2, 1)
+    """
+    members = batch.shape[0]
+    tiles = max(1, -(-members // MAX_LANES))
+    lanes = -(-members // tiles)
+    padded = np.zeros((tiles * lanes, *batch.shape[1:]), np.complex128)
+    padded[:members] = batch
+    split = np.stack([padded.real, padded.imag], axis=1).reshape(
+        tiles, lanes, 2, *batch.shape[1:])            # (tiles, lanes, part, *rest)
+    split = np.moveaxis(split, 1, -1)                 # (tiles, part, *rest, lanes)
+    if batch.ndim > 2:                                # matrices: the step axis first
+        split = np.moveaxis(split, 1, 2)
+    return np.ascontiguousarray(split)
+
+
+def from_lanes(state: np.ndarray, members: int) -> np.ndarray:
+    """The ``(members, 2**n)`` complex states of a ``(tiles, 2, 2**n, lanes)`` batch.
+
+    >>> from_lanes(to_lanes(np.array([[1 + 2j, 3j]])), 1).tolist()
+    [[(1+2j), 3j]]
+    """
+    rows = np.moveaxis(state, 3, 1).reshape(-1, 2, state.shape[2])[:members]
+    return rows[:, 0] + 1j * rows[:, 1]
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _pair(s, i, j, m):  # pragma: no cover - compiled
+    # (s_i, s_j) := m (s_i, s_j) for every lane, m the lanes' 2x2 blocks
+    for lane in range(s.shape[2]):
+        xr, xi, yr, yi = s[0, i, lane], s[1, i, lane], s[0, j, lane], s[1, j, lane]
+        ar, ai, br, bi = m[0, 0, 0, lane], m[1, 0, 0, lane], m[0, 0, 1, lane], m[1, 0, 1, lane]
+        cr, ci, dr, di = m[0, 1, 0, lane], m[1, 1, 0, lane], m[0, 1, 1, lane], m[1, 1, 1, lane]
+        s[0, i, lane] = ar * xr - ai * xi + br * yr - bi * yi
+        s[1, i, lane] = ar * xi + ai * xr + br * yi + bi * yr
+        s[0, j, lane] = cr * xr - ci * xi + dr * yr - di * yi
+        s[1, j, lane] = cr * xi + ci * xr + dr * yi + di * yr
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _overlap_im(g, xr, xi, yr, yi, ur, ui, vr, vi):  # pragma: no cover - compiled
+    # Im <(u, v)| G (x, y)>, G's entries as (re00, im00, re01, im01, re10, ...) scalars
+    g00r, g00i, g01r, g01i, g10r, g10i, g11r, g11i = g
+    top_r = g00r * xr - g00i * xi + g01r * yr - g01i * yi
+    top_i = g00r * xi + g00i * xr + g01r * yi + g01i * yr
+    bottom_r = g10r * xr - g10i * xi + g11r * yr - g11i * yi
+    bottom_i = g10r * xi + g10i * xr + g11r * yi + g11i * yr
+    return ur * top_i - ui * top_r + vr * bottom_i - vi * bottom_r
+
+
+@njit(inline="always", cache=True)
+def _entries(g):  # pragma: no cover - compiled
+    # a 2x2 block's entries as real scalars, hoisted out of the loops over the lanes
+    return (g[0, 0].real, g[0, 0].imag, g[0, 1].real, g[0, 1].imag,
+            g[1, 0].real, g[1, 0].imag, g[1, 1].real, g[1, 1].imag)
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _undo_pair(p, a, i, j, m, g_later, g_earlier, acc):  # pragma: no cover - compiled
+    # Im<lam|G psi> of the step's later gate on the incoming states, both states through
+    # m, the same of its earlier gate on the outgoing ones: no branch in the loop over
+    # the lanes (a step without such a gate has G = 0), so it vectorizes
+    for lane in range(p.shape[2]):
+        xr, xi, yr, yi = p[0, i, lane], p[1, i, lane], p[0, j, lane], p[1, j, lane]
+        ur, ui, vr, vi = a[0, i, lane], a[1, i, lane], a[0, j, lane], a[1, j, lane]
+        late = _overlap_im(g_later, xr, xi, yr, yi, ur, ui, vr, vi)
+        ar, ai, br, bi = m[0, 0, 0, lane], m[1, 0, 0, lane], m[0, 0, 1, lane], m[1, 0, 1, lane]
+        cr, ci, dr, di = m[0, 1, 0, lane], m[1, 1, 0, lane], m[0, 1, 1, lane], m[1, 1, 1, lane]
+        xr, xi, yr, yi = (ar * xr - ai * xi + br * yr - bi * yi,
+                          ar * xi + ai * xr + br * yi + bi * yr,
+                          cr * xr - ci * xi + dr * yr - di * yi,
+                          cr * xi + ci * xr + dr * yi + di * yr)
+        ur, ui, vr, vi = (ar * ur - ai * ui + br * vr - bi * vi,
+                          ar * ui + ai * ur + br * vi + bi * vr,
+                          cr * ur - ci * ui + dr * vr - di * vi,
+                          cr * ui + ci * ur + dr * vi + di * vr)
+        acc[0, lane] += late
+        acc[1, lane] += _overlap_im(g_earlier, xr, xi, yr, yi, ur, ui, vr, vi)
+        p[0, i, lane], p[1, i, lane], p[0, j, lane], p[1, j, lane] = xr, xi, yr, yi
+        a[0, i, lane], a[1, i, lane], a[0, j, lane], a[1, j, lane] = ur, ui, vr, vi
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _quad_indices(i, w0, w1):  # pragma: no cover - compiled
+    return i, i + (1 << w0), i + (1 << w1), i + (1 << w0) + (1 << w1)
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _row4(m, r, lane, x0r, x0i, x1r, x1i, x2r, x2i, x3r, x3i):  # pragma: no cover
+    # row r of a lane's 4x4 block times the four amplitudes, as (real, imaginary)
+    ar, ai, br, bi = m[0, r, 0, lane], m[1, r, 0, lane], m[0, r, 1, lane], m[1, r, 1, lane]
+    cr, ci, dr, di = m[0, r, 2, lane], m[1, r, 2, lane], m[0, r, 3, lane], m[1, r, 3, lane]
+    return (ar * x0r - ai * x0i + br * x1r - bi * x1i + cr * x2r - ci * x2i + dr * x3r
+            - di * x3i,
+            ar * x0i + ai * x0r + br * x1i + bi * x1r + cr * x2i + ci * x2r + dr * x3i
+            + di * x3r)
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _quad(s, i, w0, w1, m):  # pragma: no cover - compiled
+    # the four amplitudes of a two-wire gate through the lanes' 4x4 blocks
+    q0, q1, q2, q3 = _quad_indices(i, w0, w1)
+    for lane in range(s.shape[2]):
+        x0r, x0i, x1r, x1i = s[0, q0, lane], s[1, q0, lane], s[0, q1, lane], s[1, q1, lane]
+        x2r, x2i, x3r, x3i = s[0, q2, lane], s[1, q2, lane], s[0, q3, lane], s[1, q3, lane]
+        s[0, q0, lane], s[1, q0, lane] = _row4(m, 0, lane, x0r, x0i, x1r, x1i, x2r, x2i,
+                                               x3r, x3i)
+        s[0, q1, lane], s[1, q1, lane] = _row4(m, 1, lane, x0r, x0i, x1r, x1i, x2r, x2i,
+                                               x3r, x3i)
+        s[0, q2, lane], s[1, q2, lane] = _row4(m, 2, lane, x0r, x0i, x1r, x1i, x2r, x2i,
+                                               x3r, x3i)
+        s[0, q3, lane], s[1, q3, lane] = _row4(m, 3, lane, x0r, x0i, x1r, x1i, x2r, x2i,
+                                               x3r, x3i)
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _overlap_quad(p, a, i, w0, w1, g, acc):  # pragma: no cover - compiled
+    # <lam| G psi> over the four amplitudes of a two-wire gate, G a 4x4 generator
+    q = _quad_indices(i, w0, w1)
+    for lane in range(p.shape[2]):
+        total = 0j
+        for r in range(4):
+            row = 0j
+            for k in range(4):
+                row += g[r, k] * complex(p[0, q[k], lane], p[1, q[k], lane])
+            total += complex(a[0, q[r], lane], -a[1, q[r], lane]) * row
+        acc[0, lane] += total.imag
+
+
+@njit(inline="always", cache=True)
+def _quad_starts(n, w0, w1):  # pragma: no cover - compiled
+    # the lowest amplitude of each group of four a two-wire gate mixes (both bits 0)
+    lo, hi = min(w0, w1), max(w0, w1)
+    starts = np.empty(n >> 2, np.int64)
+    k = 0
+    for a in range(0, n, 2 << hi):
+        for c in range(a, a + (1 << hi), 2 << lo):
+            for i in range(c, c + (1 << lo)):
+                starts[k] = i
+                k += 1
+    return starts
+
+
+@njit(inline="always", cache=True)
+def _move(s, table, scratch, inverse):  # pragma: no cover - compiled
+    # s[i] := s[table[i]] (inverse: s[table[i]] := s[i]) for both parts and every lane
+    for part in range(2):
+        for i in range(s.shape[1]):
+            for lane in range(s.shape[2]):
+                if inverse:
+                    scratch[table[i], lane] = s[part, i, lane]
+                else:
+                    scratch[i, lane] = s[part, table[i], lane]
+        s[part] = scratch
+
+
+@njit(cache=True, fastmath=_FAST)
+def run_circuit(state, kinds, wire0, wire1, mats, tables):  # pragma: no cover - compiled
+    """Apply steps ``e = 0, 1, ...`` (``mats[t, e]`` the lanes' matrices) to every tile of
+    ``state``, in place; returns ``state``."""
+    n = state.shape[2]
+    scratch = np.empty((n, state.shape[3]))
+    for t in range(state.shape[0]):
+        s = state[t]
+        for e in range(kinds.shape[0]):
+            kind, m = kinds[e], mats[t, e]
+            if kind == PERMUTE:
+                _move(s, tables[wire0[e]], scratch, False)
+            elif kind == DENSE2:
+                for i in _quad_starts(n, wire0[e], wire1[e]):
+                    _quad(s, i, wire0[e], wire1[e], m)
+            else:
+                wire, control = (wire1[e], wire0[e]) if kind == CONTROLLED1 else (wire0[e], -1)
+                stride, lo, hi, on, outer, inner = _pair_layout(wire, control)
+                for a in range(0, n, outer):
+                    for c in range(a + on, a + on + (1 << hi), inner):
+                        for i in range(c, c + (1 << lo)):
+                            _pair(s, i, i + stride, m)
+    return state
+
+
+@njit(cache=True, fastmath=_FAST)
+def adjoint_sweep(psi, lam, kinds, wire0, wire1, mats, tables, later, earlier, gens,
+                  out):  # pragma: no cover - compiled
+    """The reverse sweep of a circuit, tile by tile: ``psi`` holds the final states, ``lam``
+    the adjoint vectors of the objectives (``dJ = 2 Re<lam|dpsi>``), both
+    ``(tiles, 2, 2**n, lanes)``. Steps run in the order given, each undoing part of the
+    circuit: ``mats[t, e]`` is the inverse of the gates it undoes (for ``PERMUTE``,
+    ``tables[wire0[e]]`` is the forward table, undone by scattering). For gate
+    ``g = later[e]`` (the step's last gate, -1 for none) ``out[t, g] = 2 Im<lam|G psi>`` on
+    the incoming states, for ``g = earlier[e]`` (its first, when it undoes two one-wire
+    gates) on the outgoing ones: each rotation commutes with its own generator, so the
+    state between the two is never formed. ``gens[g]`` is gate ``g``'s generator
+    (``U = exp(-iθG)``, its 2x2 base block for a controlled gate; zero for a gate without
+    an angle). Both states end at those before the circuit."""
+    n = psi.shape[2]
+    scratch = np.empty((n, psi.shape[3]))
+    acc = np.empty((2, psi.shape[3]))
+    for t in range(psi.shape[0]):
+        p, a = psi[t], lam[t]
+        for e in range(kinds.shape[0]):
+            kind, m, late, early = kinds[e], mats[t, e], later[e], earlier[e]
+            if kind == PERMUTE:
+                _move(p, tables[wire0[e]], scratch, True)
+                _move(a, tables[wire0[e]], scratch, True)
+                continue
+            acc[:] = 0.0
+            if kind == DENSE2:
+                for i in _quad_starts(n, wire0[e], wire1[e]):
+                    if late >= 0:
+                        _overlap_quad(p, a, i, wire0[e], wire1[e], gens[late], acc)
+                    _quad(p, i, wire0[e], wire1[e], m)
+                    _quad(a, i, wire0[e], wire1[e], m)
+            else:
+                wire, control = (wire1[e], wire0[e]) if kind == CONTROLLED1 else (wire0[e], -1)
+                stride, lo, hi, on, outer, inner = _pair_layout(wire, control)
+                g_late = _entries(gens[max(late, 0)] * (late >= 0))
+                g_early = _entries(gens[max(early, 0)] * (early >= 0))
+                for base in range(0, n, outer):
+                    for c in range(base + on, base + on + (1 << hi), inner):
+                        for i in range(c, c + (1 << lo)):
+                            _undo_pair(p, a, i, i + stride, m, g_late, g_early, acc)
+            if late >= 0:
+                out[t, late] = 2.0 * acc[0]
+            if early >= 0:
+                out[t, early] = 2.0 * acc[1]
+    return out
+
+
+__all__ = ["CONTROLLED1", "DENSE1", "DENSE2", "MAX_LANES", "PERMUTE", "adjoint_sweep",
+           "from_lanes", "run_circuit", "to_lanes"]
