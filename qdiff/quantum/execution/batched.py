@@ -409,7 +409,9 @@ def final_lane_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:
     lane_mats = lane_kernels.to_lanes(fused)
     state = np.zeros((lane_mats.shape[0], 2, 1 << circuit.num_qubits, lane_mats.shape[-1]))
     state[:, 0, 0, :] = 1.0   # members that pad the last tile have zero matrices: end at 0
-    return lane_kernels.run_circuit(state, kinds, first, last, lane_mats, tables)
+    bounds = lane_kernels.one_wire_blocks(kinds, first,
+                                          lane_kernels.block_wires(state.shape[-1], 1))
+    return lane_kernels.run_circuit(state, kinds, first, last, lane_mats, tables, bounds)
 
 
 def final_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:

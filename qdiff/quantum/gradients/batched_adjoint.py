@@ -66,7 +66,7 @@ def _generators(circuit: BatchedCircuit) -> np.ndarray:
 def _sweep_plan(circuit: BatchedCircuit) -> tuple[np.ndarray, ...]:
     """The steps of `lane_kernels.adjoint_sweep`, from the circuit's last entry of
     `one_wire_runs` to its first: (kind, first wire, last wire, later gate, earlier gate)
-    per step, and the permutation tables. A run of one-wire gates on a wire is undone two
+    per step, and the permutation tables' inverses. A run of one-wire gates on a wire is undone two
     gates a step, from its end, each step through the product of its two gates."""
     order, runs, permutes, tables = one_wire_runs(circuit)
     kinds, first, last = circuit.arrays()
@@ -81,7 +81,18 @@ def _sweep_plan(circuit: BatchedCircuit) -> tuple[np.ndarray, ...]:
             early = int(gates[stop - 2]) if stop >= 2 else -1
             steps.append((int(kinds[late]), int(first[late]), int(last[late]), late, early))
     columns = np.array(steps, np.int64).reshape(-1, 5).T
-    return (*columns, tables)
+    inverse_tables = np.argsort(tables, axis=1) if len(tables) else tables
+    return (*columns, inverse_tables)
+
+
+@functools.lru_cache(maxsize=64)
+def _step_generators(circuit: BatchedCircuit) -> np.ndarray:
+    """Each sweep step's generators, ``(steps, 2, 4, 4)``: its later gate's and its earlier
+    one's (`_sweep_plan`), zero for none."""
+    _, _, _, later, earlier, _ = _sweep_plan(circuit)
+    gens = _generators(circuit)
+    return np.stack([gens[np.maximum(gates, 0)] * (gates >= 0)[:, None, None]
+                     for gates in (later, earlier)], axis=1)
 
 
 def _step_inverses(later: np.ndarray, earlier: np.ndarray, mats: np.ndarray) -> np.ndarray:
@@ -100,12 +111,19 @@ def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
     """Every gate angle's cotangent for every member, ``(members, gates)``, from the final
     states (members along the lanes) and the adjoint vectors ``lam`` (``(members, 2**n)``)."""
     kinds, first, last, later, earlier, tables = _sweep_plan(circuit)
-    gens = _generators(circuit)
+    step_gens = _step_generators(circuit)
     inverses = lane_kernels.to_lanes(_step_inverses(later, earlier, mats))
-    out = np.zeros((psi.shape[0], len(circuit.gates), psi.shape[-1]))
+    lanes = psi.shape[-1]
+    bounds = lane_kernels.one_wire_blocks(kinds, first, lane_kernels.block_wires(lanes, 2))
+    out = np.empty((psi.shape[0], len(kinds), 2, lanes))
     lane_kernels.adjoint_sweep(psi, lane_kernels.to_lanes(lam), kinds, first, last, inverses,
-                               tables, later, earlier, gens, out)
-    return np.moveaxis(out, 2, 1).reshape(-1, len(circuit.gates))[:mats.shape[0]]
+                               tables, bounds, step_gens, out)
+    per_step = np.moveaxis(out, 3, 1).reshape(-1, len(kinds), 2)[:mats.shape[0]]
+    per_gate = np.zeros((mats.shape[0], len(circuit.gates)))
+    for column, gates in enumerate((later, earlier)):
+        steps = np.flatnonzero(gates >= 0)
+        per_gate[:, gates[steps]] = per_step[:, steps, column]
+    return per_gate
 
 
 def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Sequence[bool],

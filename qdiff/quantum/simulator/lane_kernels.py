@@ -19,7 +19,7 @@ Each step of the circuit has a kind: ``DENSE1`` (a 2x2 matrix on ``wire0``), ``D
 >>> mats = np.zeros((2, 1, 4, 4), complex)
 >>> mats[0, 0, :2, :2] = np.eye(2); mats[1, 0, :2, :2] = [[0, 1], [1, 0]]
 >>> state = run_circuit(to_lanes(psi), np.array([DENSE1]), np.array([0]), np.array([0]),
-...                     to_lanes(mats), np.zeros((0, 2), np.int64))
+...                     to_lanes(mats), np.zeros((0, 2), np.int64), np.array([0, 1]))
 >>> from_lanes(state, 2).real.tolist()
 [[1.0, 0.0], [0.0, 1.0]]
 """
@@ -188,36 +188,118 @@ def _quad_starts(n, w0, w1):  # pragma: no cover - compiled
 
 
 @njit(inline="always", cache=True)
-def _move(s, table, scratch, inverse):  # pragma: no cover - compiled
-    # s[i] := s[table[i]] (inverse: s[table[i]] := s[i]) for both parts and every lane
+def _gather(s, table, scratch):  # pragma: no cover - compiled
+    # s[i] := s[table[i]]: a copy of each amplitude's contiguous lanes, both parts
     for part in range(2):
         for i in range(s.shape[1]):
+            source = table[i]
             for lane in range(s.shape[2]):
-                if inverse:
-                    scratch[table[i], lane] = s[part, i, lane]
-                else:
-                    scratch[i, lane] = s[part, table[i], lane]
+                scratch[i, lane] = s[part, source, lane]
         s[part] = scratch
 
 
+def one_wire_blocks(kinds: np.ndarray, wire0: np.ndarray, max_wires: int) -> np.ndarray:
+    """Step boundaries ``[0, ..., len(kinds)]`` that group each run of consecutive one-wire
+    steps (``DENSE1``) into blocks on at most ``max_wires`` distinct wires; every other step
+    is a block of its own. The kernels apply a block's steps to the ``2**k`` amplitudes that
+    differ only on its ``k`` wires while they are in cache, one pass over the state for
+    the block rather than one per step.
+
+    >>> one_wire_blocks(np.array([DENSE1, DENSE1, DENSE1, PERMUTE, DENSE1]),
+    ...                 np.array([0, 1, 2, 0, 3]), 2).tolist()
+    [0, 2, 3, 4, 5]
+    """
+    bounds = [0]
+    wires: set[int] = set()
+    for e, (kind, wire) in enumerate(zip(kinds.tolist(), wire0.tolist())):
+        if e > 0 and not (kind == DENSE1 and kinds[e - 1] == DENSE1
+                          and len(wires | {wire}) <= max_wires):
+            bounds.append(e)
+            wires = set()
+        wires.add(wire)
+    if len(kinds):
+        bounds.append(len(kinds))
+    return np.array(bounds, np.int64)
+
+
+def block_wires(lanes: int, states: int) -> int:
+    """How many wires a block of one-wire steps spans: its amplitudes of ``states`` states
+    (2 for the adjoint sweep's psi and lam), 16 bytes a lane, fill about `BLOCK_BYTES`.
+
+    >>> block_wires(64, 1)
+    5
+    """
+    return max(1, int(np.log2(BLOCK_BYTES // (16 * lanes * states))))
+
+
+# the bytes a block's amplitudes take: within the L1 data cache (48 KiB), so that every
+# step of the block after the first reads them from there
+BLOCK_BYTES = 32 * 1024
+
+
+@njit(inline="always", cache=True)
+def _block_layout(wire0, e0, e1):  # pragma: no cover - compiled
+    # the distinct wires of steps e0..e1 ascending, each step's bit among them, and each
+    # of the block's 2**k amplitudes' offset from its first
+    wires = np.unique(wire0[e0:e1])
+    bits = np.searchsorted(wires, wire0[e0:e1])
+    offsets = np.zeros(1 << wires.shape[0], np.int64)
+    for r in range(offsets.shape[0]):
+        for b in range(wires.shape[0]):
+            if r >> b & 1:
+                offsets[r] += 1 << wires[b]
+    return wires, bits, offsets
+
+
+@njit(inline="always", cache=True)
+def _insert_zero(value, bit):  # pragma: no cover - compiled
+    # value with a 0 inserted at position `bit` (the higher bits move up one)
+    low = value & ((1 << bit) - 1)
+    return ((value ^ low) << 1) | low
+
+
+@njit(inline="always", cache=True)
+def _block_base(counter, wires):  # pragma: no cover - compiled
+    # the first amplitude of block `counter`: a 0 at each of its wires (ascending)
+    for w in wires:
+        counter = _insert_zero(counter, w)
+    return counter
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _run_block(s, wire0, mats, e0, e1):  # pragma: no cover - compiled
+    # one-wire steps e0..e1 block by block
+    wires, bits, offsets = _block_layout(wire0, e0, e1)
+    k = wires.shape[0]
+    for counter in range(s.shape[1] >> k):
+        base = _block_base(counter, wires)
+        for e in range(e0, e1):
+            b, stride, m = bits[e - e0], 1 << wire0[e], mats[e]
+            for h in range(1 << (k - 1)):
+                i = base + offsets[_insert_zero(h, b)]
+                _pair(s, i, i + stride, m)
+
+
 @njit(cache=True, fastmath=_FAST)
-def run_circuit(state, kinds, wire0, wire1, mats, tables):  # pragma: no cover - compiled
+def run_circuit(state, kinds, wire0, wire1, mats, tables, bounds):  # pragma: no cover
     """Apply steps ``e = 0, 1, ...`` (``mats[t, e]`` the lanes' matrices) to every tile of
-    ``state``, in place; returns ``state``."""
+    ``state``, in place, block by block (``bounds``: `one_wire_blocks`); returns ``state``."""
     n = state.shape[2]
     scratch = np.empty((n, state.shape[3]))
     for t in range(state.shape[0]):
         s = state[t]
-        for e in range(kinds.shape[0]):
+        for q in range(bounds.shape[0] - 1):
+            e = bounds[q]
             kind, m = kinds[e], mats[t, e]
-            if kind == PERMUTE:
-                _move(s, tables[wire0[e]], scratch, False)
+            if kind == DENSE1:
+                _run_block(s, wire0, mats[t], e, bounds[q + 1])
+            elif kind == PERMUTE:
+                _gather(s, tables[wire0[e]], scratch)
             elif kind == DENSE2:
                 for i in _quad_starts(n, wire0[e], wire1[e]):
                     _quad(s, i, wire0[e], wire1[e], m)
             else:
-                wire, control = (wire1[e], wire0[e]) if kind == CONTROLLED1 else (wire0[e], -1)
-                stride, lo, hi, on, outer, inner = _pair_layout(wire, control)
+                stride, lo, hi, on, outer, inner = _pair_layout(wire1[e], wire0[e])
                 for a in range(0, n, outer):
                     for c in range(a + on, a + on + (1 << hi), inner):
                         for i in range(c, c + (1 << lo)):
@@ -225,53 +307,64 @@ def run_circuit(state, kinds, wire0, wire1, mats, tables):  # pragma: no cover -
     return state
 
 
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _undo_block(p, a, wire0, mats, gens, acc, e0, e1):  # pragma: no cover - compiled
+    # the sweep's one-wire steps e0..e1 block by block
+    wires, bits, offsets = _block_layout(wire0, e0, e1)
+    k = wires.shape[0]
+    for counter in range(p.shape[1] >> k):
+        base = _block_base(counter, wires)
+        for e in range(e0, e1):
+            b, stride, m = bits[e - e0], 1 << wire0[e], mats[e]
+            g_later, g_earlier, step_acc = _entries(gens[e, 0]), _entries(gens[e, 1]), acc[e]
+            for h in range(1 << (k - 1)):
+                i = base + offsets[_insert_zero(h, b)]
+                _undo_pair(p, a, i, i + stride, m, g_later, g_earlier, step_acc)
+
+
 @njit(cache=True, fastmath=_FAST)
-def adjoint_sweep(psi, lam, kinds, wire0, wire1, mats, tables, later, earlier, gens,
+def adjoint_sweep(psi, lam, kinds, wire0, wire1, mats, tables, bounds, gens,
                   out):  # pragma: no cover - compiled
     """The reverse sweep of a circuit, tile by tile: ``psi`` holds the final states, ``lam``
     the adjoint vectors of the objectives (``dJ = 2 Re<lam|dpsi>``), both
-    ``(tiles, 2, 2**n, lanes)``. Steps run in the order given, each undoing part of the
-    circuit: ``mats[t, e]`` is the inverse of the gates it undoes (for ``PERMUTE``,
-    ``tables[wire0[e]]`` is the forward table, undone by scattering). For gate
-    ``g = later[e]`` (the step's last gate, -1 for none) ``out[t, g] = 2 Im<lam|G psi>`` on
-    the incoming states, for ``g = earlier[e]`` (its first, when it undoes two one-wire
-    gates) on the outgoing ones: each rotation commutes with its own generator, so the
-    state between the two is never formed. ``gens[g]`` is gate ``g``'s generator
-    (``U = exp(-iθG)``, its 2x2 base block for a controlled gate; zero for a gate without
-    an angle). Both states end at those before the circuit."""
+    ``(tiles, 2, 2**n, lanes)``. Steps run in the order given (blocks as in `run_circuit`),
+    each undoing part of the circuit: ``mats[t, e]`` is the inverse of the gates it undoes
+    (for ``PERMUTE``, ``tables[wire0[e]]`` is the inverse of the forward table).
+    ``out[t, e, 0] = 2 Im<lam|G psi>`` on the incoming states with ``G = gens[e, 0]``, the
+    generator of the step's last gate (``U = exp(-iθG)``, its 2x2 base block for a
+    controlled gate), and ``out[t, e, 1]`` the same on the outgoing states with
+    ``gens[e, 1]``, its first gate's when the step undoes two one-wire gates: each rotation
+    commutes with its own generator, so the state between the two is never formed. A
+    zero generator stands for no gate. Both states end at those before the circuit."""
     n = psi.shape[2]
     scratch = np.empty((n, psi.shape[3]))
-    acc = np.empty((2, psi.shape[3]))
     for t in range(psi.shape[0]):
-        p, a = psi[t], lam[t]
-        for e in range(kinds.shape[0]):
-            kind, m, late, early = kinds[e], mats[t, e], later[e], earlier[e]
-            if kind == PERMUTE:
-                _move(p, tables[wire0[e]], scratch, True)
-                _move(a, tables[wire0[e]], scratch, True)
-                continue
-            acc[:] = 0.0
-            if kind == DENSE2:
+        p, a, acc = psi[t], lam[t], out[t]
+        acc[:] = 0.0
+        for q in range(bounds.shape[0] - 1):
+            e = bounds[q]
+            kind, m = kinds[e], mats[t, e]
+            if kind == DENSE1:
+                _undo_block(p, a, wire0, mats[t], gens, acc, e, bounds[q + 1])
+            elif kind == PERMUTE:
+                _gather(p, tables[wire0[e]], scratch)
+                _gather(a, tables[wire0[e]], scratch)
+            elif kind == DENSE2:
                 for i in _quad_starts(n, wire0[e], wire1[e]):
-                    if late >= 0:
-                        _overlap_quad(p, a, i, wire0[e], wire1[e], gens[late], acc)
+                    _overlap_quad(p, a, i, wire0[e], wire1[e], gens[e, 0], acc[e])
                     _quad(p, i, wire0[e], wire1[e], m)
                     _quad(a, i, wire0[e], wire1[e], m)
             else:
-                wire, control = (wire1[e], wire0[e]) if kind == CONTROLLED1 else (wire0[e], -1)
-                stride, lo, hi, on, outer, inner = _pair_layout(wire, control)
-                g_late = _entries(gens[max(late, 0)] * (late >= 0))
-                g_early = _entries(gens[max(early, 0)] * (early >= 0))
+                stride, lo, hi, on, outer, inner = _pair_layout(wire1[e], wire0[e])
+                g_later, g_earlier = _entries(gens[e, 0]), _entries(gens[e, 1])
                 for base in range(0, n, outer):
                     for c in range(base + on, base + on + (1 << hi), inner):
                         for i in range(c, c + (1 << lo)):
-                            _undo_pair(p, a, i, i + stride, m, g_late, g_early, acc)
-            if late >= 0:
-                out[t, late] = 2.0 * acc[0]
-            if early >= 0:
-                out[t, early] = 2.0 * acc[1]
+                            _undo_pair(p, a, i, i + stride, m, g_later, g_earlier, acc[e])
+    out *= 2.0
     return out
 
 
-__all__ = ["CONTROLLED1", "DENSE1", "DENSE2", "MAX_LANES", "PERMUTE", "adjoint_sweep",
-           "from_lanes", "run_circuit", "to_lanes"]
+__all__ = ["BLOCK_BYTES", "CONTROLLED1", "DENSE1", "DENSE2", "MAX_LANES", "PERMUTE",
+           "adjoint_sweep", "block_wires", "from_lanes", "one_wire_blocks", "run_circuit",
+           "to_lanes"]
