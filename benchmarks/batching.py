@@ -17,10 +17,11 @@ Methods (each through its library's user API; times in seconds for the whole bat
              broadcast angles (batch on the last axis); the gradient is ``qml.grad`` of the
              sum over the batch, which is each member's gradient (members are independent)
 
-Columns: value and value+gradient time, and the ratios vmap / loop and vmap / lightning of
-the value+gradient times (goals: at most 0.2 and 0.5); max|dg| is the largest difference
-between each method's gradients and the loop's. Threads: every pool is pinned to --threads
-(default 1) before anything is imported.
+Each of --repeats rounds times every method once (value, then value and gradient), and
+each time is the best over the rounds. Columns: value and value+gradient time, and the
+ratios vmap / loop and vmap / lightning of the value+gradient times (goals: at most 0.2
+and 0.5); max|dg| is the largest difference between each method's gradients and the
+loop's. Threads: every pool is pinned to --threads (default 1) before anything is imported.
 """
 
 from __future__ import annotations
@@ -112,12 +113,14 @@ def main() -> None:
         methods = {**qdiff_methods(n, args.layers, angles)}
         if not args.no_lightning:
             methods.update(lightning_methods(n, args.layers, angles))
-        times, grads = {}, {}
-        for name, (value, both) in methods.items():
+        for value, both in methods.values():
             value(), both()  # warm up: tracing, compiling
-            t_value, t_both, _, result = common.best_of_pair(value, both, args.repeats)
-            times[name] = (t_value, t_both)
-            grads[name] = _gradients(result, name)
+        # every method's value and value+gradient in each round, so that the ratios are
+        # measured under the same load
+        runs = [run for pair in methods.values() for run in pair]
+        best, results = common.best_of_rounds(runs, args.repeats)
+        times = {name: (best[2 * k], best[2 * k + 1]) for k, name in enumerate(methods)}
+        grads = {name: _gradients(results[2 * k + 1], name) for k, name in enumerate(methods)}
         for name, (t_value, t_both) in times.items():
             dg = float(np.max(np.abs(grads[name] - grads["loop"])))
             ratios = [f"{t_both / times[other][1]:.2f}" if other in times else "-"

@@ -171,19 +171,27 @@ def ansatz_defaults(args: Any) -> Any:
     return args
 
 
-def best_of_pair(first: Callable[[], Any], second: Callable[[], Any], repeats: int
-                 ) -> tuple[float, float, Any, Any]:
-    """(best time of ``first``, best time of ``second``, their last results) over ``repeats``
-    rounds that call one after the other: a ratio of the two is not skewed by the machine
-    being faster while one of them runs."""
-    best = [float("inf"), float("inf")]
-    results: list[Any] = [None, None]
+def best_of_rounds(runs: Sequence[Callable[[], Any]], repeats: int
+                   ) -> tuple[list[float], list[Any]]:
+    """(best time of each of ``runs``, their last results) over ``repeats`` rounds that call
+    each in turn: ratios of their times are not skewed by the machine being faster while
+    one of them runs."""
+    best = [float("inf")] * len(runs)
+    results: list[Any] = [None] * len(runs)
     for _ in range(repeats):
-        for k, run in enumerate((first, second)):
+        for k, run in enumerate(runs):
             t0 = CLOCK()
             results[k] = run()
             best[k] = min(best[k], CLOCK() - t0)
-    return best[0], best[1], results[0], results[1]
+    return best, results
+
+
+def best_of_pair(first: Callable[[], Any], second: Callable[[], Any], repeats: int
+                 ) -> tuple[float, float, Any, Any]:
+    """(best time of ``first``, best time of ``second``, their last results) over ``repeats``
+    rounds that call one after the other (`best_of_rounds`)."""
+    (t_first, t_second), (r_first, r_second) = best_of_rounds([first, second], repeats)
+    return t_first, t_second, r_first, r_second
 
 
 def copy_bandwidth(num_bytes: int, threads: int, total_bytes: float = 4e8) -> float:

@@ -260,3 +260,26 @@ def test_z_only_observables_taken_as_a_diagonal_give_the_rows_values_and_gradien
     grad = qdiff.grad(program)
     np.testing.assert_allclose(qdiff.vmap(grad)(w), _loop(grad, w, axes=(0,)), rtol=1e-10,
                                atol=1e-12)
+
+
+def test_members_in_two_lane_tiles_have_the_values_and_gradients_of_a_loop():
+    # 70 members: two tiles of 35 lanes in the batched kernels; two-wire and controlled
+    # rotations, a run of three rotations on a wire (undone two and one) and a fixed gate
+    # inside a run
+    def circuit(w):
+        q = qm.qubits(5)
+        for k in range(5):
+            qm.ry(w[k], q[k]); qm.h(q[k]); qm.rz(w[k] * w[0], q[k])
+        qm.rx(w[1], q[2]); qm.rzz(w[2], q[0], q[3]); qm.crx(w[3], q[4], q[1])
+        qm.rxx(w[4] - w[0], q[2], q[1]); qm.cx(q[1], q[2]); qm.cry(w[0], q[1], q[4])
+        return qm.expval("ZIIXZ + 0.4*IYIIZ", q)
+
+    program = qdiff.program(circuit)
+    members = 70
+    w = rng.uniform(-2, 2, (members, 5))
+    assert batched_circuit(program.trace(w[0])) is not None
+    both = qdiff.value_and_grad(program)
+    values, grads = qdiff.vmap(both)(w)
+    loop = [both(row) for row in w]
+    np.testing.assert_allclose(values, [v for v, _ in loop], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grads, np.stack([g for _, g in loop]), rtol=1e-12, atol=1e-12)

@@ -7,9 +7,9 @@ and after (a loss on the expectations). It splits into three parts (`BatchedCirc
 
 - ``angles``: a classical program from the inputs to every gate's angle, batched by
   `qdiff.batching` like any classical program (an angle the batch shares stays one number);
-- the circuit: a ``(members, 2**n)`` array of states, run by one compiled loop over the
-  members (`simulator.batched_kernels`), each member's matrices built from its angles
-  (``U(θ) = exp(-iθG)`` from the gate's generator ``G``);
+- the circuit: the members' states with the members along the SIMD lanes, run by one
+  compiled loop over the circuit's steps (`simulator.lane_kernels`), each member's matrices
+  built from its angles (``U(θ) = exp(-iθG)`` from the gate's generator ``G``);
 - ``outputs``: a classical program from the inputs and the expectation values to the
   results, batched likewise.
 
@@ -47,7 +47,7 @@ from ...ir.types import Bit, QState
 from ..lang.gates import GateSpec, gate_spec
 from ..lang.observables import PauliSum, parity
 from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
-from ..simulator import get_backend
+from ..simulator import get_backend, lane_kernels
 from ..simulator.batched_kernels import CONTROLLED1, DENSE1, DENSE2, PERMUTE, run_circuit
 
 
@@ -402,11 +402,21 @@ def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray) -> tuple[np.n
     return (*arrays, fused, tables)
 
 
+def final_lane_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:
+    """The circuit run from |0…0> for every member, the members along the lanes:
+    ``(tiles, 2, 2**n, lanes)`` (`lane_kernels`)."""
+    kinds, first, last, fused, tables = fused_one_wire_runs(circuit, mats)
+    lane_mats = lane_kernels.to_lanes(fused)
+    state = np.zeros((lane_mats.shape[0], 2, 1 << circuit.num_qubits, lane_mats.shape[-1]))
+    state[:, 0, 0, :] = 1.0   # members that pad the last tile have zero matrices: end at 0
+    bounds = lane_kernels.one_wire_blocks(kinds, first,
+                                          lane_kernels.block_wires(state.shape[-1], 1))
+    return lane_kernels.run_circuit(state, kinds, first, last, lane_mats, tables, bounds)
+
+
 def final_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:
     """The circuit run from |0…0> for every member: ``(members, 2**n)``."""
-    psi = np.zeros((mats.shape[0], 1 << circuit.num_qubits), np.complex128)
-    psi[:, 0] = 1.0
-    return run_circuit(psi, *fused_one_wire_runs(circuit, mats))
+    return lane_kernels.from_lanes(final_lane_states(circuit, mats), mats.shape[0])
 
 
 @functools.lru_cache(maxsize=64)
@@ -499,5 +509,5 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 
 register_batched_runner(_claims, run_batched)
 
-__all__ = ["BatchedCircuit", "CircuitGate", "batched_circuit", "one_wire_runs",
-           "run_batched"]
+__all__ = ["BatchedCircuit", "CircuitGate", "batched_circuit", "final_lane_states",
+           "one_wire_runs", "run_batched"]

@@ -34,14 +34,15 @@ from ..execution.batched import (
     BatchedCircuit,
     batched_circuit,
     batched_part,
-    final_states,
+    final_lane_states,
     member_matrices,
     observable_rows,
     one_wire_runs,
     outcome_index,
     readout_values,
 )
-from ..simulator.batched_kernels import adjoint_sweep
+from ..simulator import lane_kernels
+from ..simulator.batched_kernels import PERMUTE
 
 
 @functools.lru_cache(maxsize=128)
@@ -49,21 +50,80 @@ def _vjp(part: Program, active: tuple[bool, ...], with_primal: bool) -> Program:
     return vjp_program(part, list(active), with_primal=with_primal)
 
 
-_PAULI_CODES = {"X": 1, "Y": 2, "Z": 3}
-
-
 @functools.lru_cache(maxsize=64)
-def _generators(circuit: BatchedCircuit) -> tuple[np.ndarray, np.ndarray]:
-    """Each gate's generator (4x4 blocks) and its form for `adjoint_sweep`: 0 no angle,
-    1/2/3 a rotation about X/Y/Z on the wire the kernel acts on, 4 any other."""
+def _generators(circuit: BatchedCircuit) -> np.ndarray:
+    """Each gate's generator as a 4x4 block (the acting gate's: a controlled gate's base),
+    zero for a gate without an angle."""
     gens = np.zeros((len(circuit.gates), 4, 4), np.complex128)
-    forms = np.zeros(len(circuit.gates), np.int64)
     for g, gate in enumerate(circuit.gates):
         if gate.angle is not None:
             generator = gate.generator()
             gens[g, :generator.shape[0], :generator.shape[1]] = generator
-            forms[g] = _PAULI_CODES.get(gate.acting.pauli_word or "", 4)
-    return gens, forms
+    return gens
+
+
+@functools.lru_cache(maxsize=64)
+def _sweep_plan(circuit: BatchedCircuit) -> tuple[np.ndarray, ...]:
+    """The steps of `lane_kernels.adjoint_sweep`, from the circuit's last entry of
+    `one_wire_runs` to its first: (kind, first wire, last wire, later gate, earlier gate)
+    per step, and the permutation tables' inverses. A run of one-wire gates on a wire is undone two
+    gates a step, from its end, each step through the product of its two gates."""
+    order, runs, permutes, tables = one_wire_runs(circuit)
+    kinds, first, last = circuit.arrays()
+    steps: list[tuple[int, int, int, int, int]] = []
+    for e in range(len(runs) - 2, -1, -1):
+        if permutes[e] >= 0:
+            steps.append((PERMUTE, int(permutes[e]), 0, -1, -1))
+            continue
+        gates = order[runs[e]:runs[e + 1]]
+        for stop in range(len(gates), 0, -2):
+            late = int(gates[stop - 1])
+            early = int(gates[stop - 2]) if stop >= 2 else -1
+            steps.append((int(kinds[late]), int(first[late]), int(last[late]), late, early))
+    columns = np.array(steps, np.int64).reshape(-1, 5).T
+    inverse_tables = np.argsort(tables, axis=1) if len(tables) else tables
+    return (*columns, inverse_tables)
+
+
+@functools.lru_cache(maxsize=64)
+def _step_generators(circuit: BatchedCircuit) -> np.ndarray:
+    """Each sweep step's generators, ``(steps, 2, 4, 4)``: its later gate's and its earlier
+    one's (`_sweep_plan`), zero for none."""
+    _, _, _, later, earlier, _ = _sweep_plan(circuit)
+    gens = _generators(circuit)
+    return np.stack([gens[np.maximum(gates, 0)] * (gates >= 0)[:, None, None]
+                     for gates in (later, earlier)], axis=1)
+
+
+def _step_inverses(later: np.ndarray, earlier: np.ndarray, mats: np.ndarray) -> np.ndarray:
+    """Each sweep step's inverse for every member, ``(members, steps, 4, 4)``: the later
+    gate's matrix times the earlier one's (2x2 blocks) where a step has two, conjugated
+    and transposed (a permutation step's is unused)."""
+    product = mats[:, np.maximum(later, 0)]
+    pairs = np.flatnonzero(earlier >= 0)
+    product[:, pairs, :2, :2] = np.matmul(mats[:, later[pairs], :2, :2],
+                                          mats[:, earlier[pairs], :2, :2])
+    return product.conj().swapaxes(-1, -2)
+
+
+def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
+                mats: np.ndarray) -> np.ndarray:
+    """Every gate angle's cotangent for every member, ``(members, gates)``, from the final
+    states (members along the lanes) and the adjoint vectors ``lam`` (``(members, 2**n)``)."""
+    kinds, first, last, later, earlier, tables = _sweep_plan(circuit)
+    step_gens = _step_generators(circuit)
+    inverses = lane_kernels.to_lanes(_step_inverses(later, earlier, mats))
+    lanes = psi.shape[-1]
+    bounds = lane_kernels.one_wire_blocks(kinds, first, lane_kernels.block_wires(lanes, 2))
+    out = np.empty((psi.shape[0], len(kinds), 2, lanes))
+    lane_kernels.adjoint_sweep(psi, lane_kernels.to_lanes(lam), kinds, first, last, inverses,
+                               tables, bounds, step_gens, out)
+    per_step = np.moveaxis(out, 3, 1).reshape(-1, len(kinds), 2)[:mats.shape[0]]
+    per_gate = np.zeros((mats.shape[0], len(circuit.gates)))
+    for column, gates in enumerate((later, earlier)):
+        steps = np.flatnonzero(gates >= 0)
+        per_gate[:, gates[steps]] = per_step[:, steps, column]
+    return per_gate
 
 
 def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Sequence[bool],
@@ -79,7 +139,8 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
     # forward: angles, states, expectations
     angles = evaluate(batched_part(circuit.angles, flags, size, False), *values)
     mats = member_matrices(circuit, angles, size)
-    psi = final_states(circuit, mats)
+    psi_lanes = final_lane_states(circuit, mats)
+    psi = lane_kernels.from_lanes(psi_lanes, size)
     readouts = readout_values(circuit, psi)
     # the outputs' VJP: value, direct input cotangents, expectation cotangents
     backward = _vjp(circuit.outputs, (*active, *[True] * num_readouts), True)
@@ -94,9 +155,7 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
             lam += ct[:, outcome_index(circuit.num_qubits, wires)] * psi
         else:            # expval: λ = ē O ψ
             lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
-    gens, forms = _generators(circuit)
-    per_gate = adjoint_sweep(psi, lam, *circuit.arrays(), *one_wire_runs(circuit), mats, gens,
-                             forms, np.zeros((size, len(circuit.gates))))
+    per_gate = _lane_sweep(circuit, psi_lanes, lam, mats)
     angle_cts = [np.zeros(size) for _ in circuit.angles.outputs]
     for g, gate in enumerate(circuit.gates):
         if gate.angle is not None:

@@ -1,0 +1,368 @@
+"""A batch of statevectors with the members along the SIMD lanes: the kernels of
+``qdiff.vmap`` over a straight circuit (`execution.batched`).
+
+The batch is split into tiles of at most `MAX_LANES` members, each stored with the members
+along the last axis: ``state[t, 0, i, l]`` and ``state[t, 1, i, l]`` (a C-contiguous
+``(tiles, 2, 2**n, lanes)`` float64 array) are the real and imaginary parts of amplitude
+``i`` of member ``t * lanes + l``. A gate applied to an amplitude pair is then one loop over
+the tile's members with contiguous loads and stores and each member's own matrix entries
+(also contiguous: ``mats[t, e, part, row, column, lane]``), which the compiler turns into
+vector instructions whatever wire the gate acts on.
+
+Each step of the circuit has a kind: ``DENSE1`` (a 2x2 matrix on ``wire0``), ``DENSE2`` (a
+4x4 matrix on ``wire0, wire1``; bit ``j`` of its index is wire ``j``), ``CONTROLLED1`` (a
+2x2 matrix on ``wire1`` where ``wire0`` is 1) or ``PERMUTE`` (amplitudes moved by the table
+``tables[wire0]``: ``state[i] := state[table[i]]``, a product of permutation gates).
+
+>>> psi = np.zeros((2, 2), complex); psi[:, 0] = 1
+>>> mats = np.zeros((2, 1, 4, 4), complex)
+>>> mats[0, 0, :2, :2] = np.eye(2); mats[1, 0, :2, :2] = [[0, 1], [1, 0]]
+>>> state = run_circuit(to_lanes(psi), np.array([DENSE1]), np.array([0]), np.array([0]),
+...                     to_lanes(mats), np.zeros((0, 2), np.int64), np.array([0, 1]))
+>>> from_lanes(state, 2).real.tolist()
+[[1.0, 0.0], [0.0, 1.0]]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .batched_kernels import _FAST, CONTROLLED1, DENSE1, DENSE2, PERMUTE, _pair_layout
+
+# the most members in one tile: the loop over a tile's members vectorizes behind a run-time
+# check that its loads and stores do not overlap, paid once per amplitude pair, so wide
+# tiles pay off (at n = 12, tiles of 32 took 1.5x the time of tiles of 64)
+MAX_LANES = 64
+
+
+def to_lanes(batch: np.ndarray) -> np.ndarray:
+    """A ``(members, ...)`` complex array as tiles of members along the last axis, the real
+    and imaginary parts on a new axis: ``(tiles, 2, 2**n, lanes)`` for ``(members, 2**n)``
+    states, ``(tiles, steps, 2, 4, 4, lanes)`` for ``(members, steps, 4, 4)`` matrices.
+    The tiles are as even as `MAX_LANES` allows; members that pad the last one are zero.
+
+    >>> to_lanes(np.array([[1 + 2j, 3j]])).shape
+    (1, 2, 2, 1)
+    """
+    members = batch.shape[0]
+    tiles = max(1, -(-members // MAX_LANES))
+    lanes = -(-members // tiles)
+    padded = np.zeros((tiles * lanes, *batch.shape[1:]), np.complex128)
+    padded[:members] = batch
+    split = np.stack([padded.real, padded.imag], axis=1).reshape(
+        tiles, lanes, 2, *batch.shape[1:])            # (tiles, lanes, part, *rest)
+    split = np.moveaxis(split, 1, -1)                 # (tiles, part, *rest, lanes)
+    if batch.ndim > 2:                                # matrices: the step axis first
+        split = np.moveaxis(split, 1, 2)
+    return np.ascontiguousarray(split)
+
+
+def from_lanes(state: np.ndarray, members: int) -> np.ndarray:
+    """The ``(members, 2**n)`` complex states of a ``(tiles, 2, 2**n, lanes)`` batch.
+
+    >>> from_lanes(to_lanes(np.array([[1 + 2j, 3j]])), 1).tolist()
+    [[(1+2j), 3j]]
+    """
+    rows = np.moveaxis(state, 3, 1).reshape(-1, 2, state.shape[2])[:members]
+    return rows[:, 0] + 1j * rows[:, 1]
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _pair(s, i, j, m):  # pragma: no cover - compiled
+    # (s_i, s_j) := m (s_i, s_j) for every lane, m the lanes' 2x2 blocks
+    for lane in range(s.shape[2]):
+        xr, xi, yr, yi = s[0, i, lane], s[1, i, lane], s[0, j, lane], s[1, j, lane]
+        ar, ai, br, bi = m[0, 0, 0, lane], m[1, 0, 0, lane], m[0, 0, 1, lane], m[1, 0, 1, lane]
+        cr, ci, dr, di = m[0, 1, 0, lane], m[1, 1, 0, lane], m[0, 1, 1, lane], m[1, 1, 1, lane]
+        s[0, i, lane] = ar * xr - ai * xi + br * yr - bi * yi
+        s[1, i, lane] = ar * xi + ai * xr + br * yi + bi * yr
+        s[0, j, lane] = cr * xr - ci * xi + dr * yr - di * yi
+        s[1, j, lane] = cr * xi + ci * xr + dr * yi + di * yr
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _overlap_im(g, xr, xi, yr, yi, ur, ui, vr, vi):  # pragma: no cover - compiled
+    # Im <(u, v)| G (x, y)>, G's entries as (re00, im00, re01, im01, re10, ...) scalars
+    g00r, g00i, g01r, g01i, g10r, g10i, g11r, g11i = g
+    top_r = g00r * xr - g00i * xi + g01r * yr - g01i * yi
+    top_i = g00r * xi + g00i * xr + g01r * yi + g01i * yr
+    bottom_r = g10r * xr - g10i * xi + g11r * yr - g11i * yi
+    bottom_i = g10r * xi + g10i * xr + g11r * yi + g11i * yr
+    return ur * top_i - ui * top_r + vr * bottom_i - vi * bottom_r
+
+
+@njit(inline="always", cache=True)
+def _entries(g):  # pragma: no cover - compiled
+    # a 2x2 block's entries as real scalars, hoisted out of the loops over the lanes
+    return (g[0, 0].real, g[0, 0].imag, g[0, 1].real, g[0, 1].imag,
+            g[1, 0].real, g[1, 0].imag, g[1, 1].real, g[1, 1].imag)
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _undo_pair(p, a, i, j, m, g_later, g_earlier, acc):  # pragma: no cover - compiled
+    # Im<lam|G psi> of the step's later gate on the incoming states, both states through
+    # m, the same of its earlier gate on the outgoing ones: no branch in the loop over
+    # the lanes (a step without such a gate has G = 0), so it vectorizes
+    for lane in range(p.shape[2]):
+        xr, xi, yr, yi = p[0, i, lane], p[1, i, lane], p[0, j, lane], p[1, j, lane]
+        ur, ui, vr, vi = a[0, i, lane], a[1, i, lane], a[0, j, lane], a[1, j, lane]
+        late = _overlap_im(g_later, xr, xi, yr, yi, ur, ui, vr, vi)
+        ar, ai, br, bi = m[0, 0, 0, lane], m[1, 0, 0, lane], m[0, 0, 1, lane], m[1, 0, 1, lane]
+        cr, ci, dr, di = m[0, 1, 0, lane], m[1, 1, 0, lane], m[0, 1, 1, lane], m[1, 1, 1, lane]
+        xr, xi, yr, yi = (ar * xr - ai * xi + br * yr - bi * yi,
+                          ar * xi + ai * xr + br * yi + bi * yr,
+                          cr * xr - ci * xi + dr * yr - di * yi,
+                          cr * xi + ci * xr + dr * yi + di * yr)
+        ur, ui, vr, vi = (ar * ur - ai * ui + br * vr - bi * vi,
+                          ar * ui + ai * ur + br * vi + bi * vr,
+                          cr * ur - ci * ui + dr * vr - di * vi,
+                          cr * ui + ci * ur + dr * vi + di * vr)
+        acc[0, lane] += late
+        acc[1, lane] += _overlap_im(g_earlier, xr, xi, yr, yi, ur, ui, vr, vi)
+        p[0, i, lane], p[1, i, lane], p[0, j, lane], p[1, j, lane] = xr, xi, yr, yi
+        a[0, i, lane], a[1, i, lane], a[0, j, lane], a[1, j, lane] = ur, ui, vr, vi
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _quad_indices(i, w0, w1):  # pragma: no cover - compiled
+    return i, i + (1 << w0), i + (1 << w1), i + (1 << w0) + (1 << w1)
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _row4(m, r, lane, x0r, x0i, x1r, x1i, x2r, x2i, x3r, x3i):  # pragma: no cover
+    # row r of a lane's 4x4 block times the four amplitudes, as (real, imaginary)
+    ar, ai, br, bi = m[0, r, 0, lane], m[1, r, 0, lane], m[0, r, 1, lane], m[1, r, 1, lane]
+    cr, ci, dr, di = m[0, r, 2, lane], m[1, r, 2, lane], m[0, r, 3, lane], m[1, r, 3, lane]
+    return (ar * x0r - ai * x0i + br * x1r - bi * x1i + cr * x2r - ci * x2i + dr * x3r
+            - di * x3i,
+            ar * x0i + ai * x0r + br * x1i + bi * x1r + cr * x2i + ci * x2r + dr * x3i
+            + di * x3r)
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _quad(s, i, w0, w1, m):  # pragma: no cover - compiled
+    # the four amplitudes of a two-wire gate through the lanes' 4x4 blocks
+    q0, q1, q2, q3 = _quad_indices(i, w0, w1)
+    for lane in range(s.shape[2]):
+        x0r, x0i, x1r, x1i = s[0, q0, lane], s[1, q0, lane], s[0, q1, lane], s[1, q1, lane]
+        x2r, x2i, x3r, x3i = s[0, q2, lane], s[1, q2, lane], s[0, q3, lane], s[1, q3, lane]
+        s[0, q0, lane], s[1, q0, lane] = _row4(m, 0, lane, x0r, x0i, x1r, x1i, x2r, x2i,
+                                               x3r, x3i)
+        s[0, q1, lane], s[1, q1, lane] = _row4(m, 1, lane, x0r, x0i, x1r, x1i, x2r, x2i,
+                                               x3r, x3i)
+        s[0, q2, lane], s[1, q2, lane] = _row4(m, 2, lane, x0r, x0i, x1r, x1i, x2r, x2i,
+                                               x3r, x3i)
+        s[0, q3, lane], s[1, q3, lane] = _row4(m, 3, lane, x0r, x0i, x1r, x1i, x2r, x2i,
+                                               x3r, x3i)
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _overlap_quad(p, a, i, w0, w1, g, acc):  # pragma: no cover - compiled
+    # <lam| G psi> over the four amplitudes of a two-wire gate, G a 4x4 generator
+    q = _quad_indices(i, w0, w1)
+    for lane in range(p.shape[2]):
+        total = 0j
+        for r in range(4):
+            row = 0j
+            for k in range(4):
+                row += g[r, k] * complex(p[0, q[k], lane], p[1, q[k], lane])
+            total += complex(a[0, q[r], lane], -a[1, q[r], lane]) * row
+        acc[0, lane] += total.imag
+
+
+@njit(inline="always", cache=True)
+def _quad_starts(n, w0, w1):  # pragma: no cover - compiled
+    # the lowest amplitude of each group of four a two-wire gate mixes (both bits 0)
+    lo, hi = min(w0, w1), max(w0, w1)
+    starts = np.empty(n >> 2, np.int64)
+    k = 0
+    for a in range(0, n, 2 << hi):
+        for c in range(a, a + (1 << hi), 2 << lo):
+            for i in range(c, c + (1 << lo)):
+                starts[k] = i
+                k += 1
+    return starts
+
+
+@njit(inline="always", cache=True)
+def _gather(s, table, scratch):  # pragma: no cover - compiled
+    # s[i] := s[table[i]]: a copy of each amplitude's contiguous lanes, both parts
+    for part in range(2):
+        for i in range(s.shape[1]):
+            source = table[i]
+            for lane in range(s.shape[2]):
+                scratch[i, lane] = s[part, source, lane]
+        s[part] = scratch
+
+
+def one_wire_blocks(kinds: np.ndarray, wire0: np.ndarray, max_wires: int) -> np.ndarray:
+    """Step boundaries ``[0, ..., len(kinds)]`` that group each run of consecutive one-wire
+    steps (``DENSE1``) into blocks on at most ``max_wires`` distinct wires; every other step
+    is a block of its own. The kernels apply a block's steps to the ``2**k`` amplitudes that
+    differ only on its ``k`` wires while they are in cache, one pass over the state for
+    the block rather than one per step.
+
+    >>> one_wire_blocks(np.array([DENSE1, DENSE1, DENSE1, PERMUTE, DENSE1]),
+    ...                 np.array([0, 1, 2, 0, 3]), 2).tolist()
+    [0, 2, 3, 4, 5]
+    """
+    bounds = [0]
+    wires: set[int] = set()
+    for e, (kind, wire) in enumerate(zip(kinds.tolist(), wire0.tolist())):
+        if e > 0 and not (kind == DENSE1 and kinds[e - 1] == DENSE1
+                          and len(wires | {wire}) <= max_wires):
+            bounds.append(e)
+            wires = set()
+        wires.add(wire)
+    if len(kinds):
+        bounds.append(len(kinds))
+    return np.array(bounds, np.int64)
+
+
+def block_wires(lanes: int, states: int) -> int:
+    """How many wires a block of one-wire steps spans: its amplitudes of ``states`` states
+    (2 for the adjoint sweep's psi and lam), 16 bytes a lane, fill about `BLOCK_BYTES`.
+
+    >>> block_wires(64, 1)
+    5
+    """
+    return max(1, int(np.log2(BLOCK_BYTES // (16 * lanes * states))))
+
+
+# the bytes a block's amplitudes take: within the L1 data cache (48 KiB), so that every
+# step of the block after the first reads them from there
+BLOCK_BYTES = 32 * 1024
+
+
+@njit(inline="always", cache=True)
+def _block_layout(wire0, e0, e1):  # pragma: no cover - compiled
+    # the distinct wires of steps e0..e1 ascending, each step's bit among them, and each
+    # of the block's 2**k amplitudes' offset from its first
+    wires = np.unique(wire0[e0:e1])
+    bits = np.searchsorted(wires, wire0[e0:e1])
+    offsets = np.zeros(1 << wires.shape[0], np.int64)
+    for r in range(offsets.shape[0]):
+        for b in range(wires.shape[0]):
+            if r >> b & 1:
+                offsets[r] += 1 << wires[b]
+    return wires, bits, offsets
+
+
+@njit(inline="always", cache=True)
+def _insert_zero(value, bit):  # pragma: no cover - compiled
+    # value with a 0 inserted at position `bit` (the higher bits move up one)
+    low = value & ((1 << bit) - 1)
+    return ((value ^ low) << 1) | low
+
+
+@njit(inline="always", cache=True)
+def _block_base(counter, wires):  # pragma: no cover - compiled
+    # the first amplitude of block `counter`: a 0 at each of its wires (ascending)
+    for w in wires:
+        counter = _insert_zero(counter, w)
+    return counter
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _run_block(s, wire0, mats, e0, e1):  # pragma: no cover - compiled
+    # one-wire steps e0..e1 block by block
+    wires, bits, offsets = _block_layout(wire0, e0, e1)
+    k = wires.shape[0]
+    for counter in range(s.shape[1] >> k):
+        base = _block_base(counter, wires)
+        for e in range(e0, e1):
+            b, stride, m = bits[e - e0], 1 << wire0[e], mats[e]
+            for h in range(1 << (k - 1)):
+                i = base + offsets[_insert_zero(h, b)]
+                _pair(s, i, i + stride, m)
+
+
+@njit(cache=True, fastmath=_FAST)
+def run_circuit(state, kinds, wire0, wire1, mats, tables, bounds):  # pragma: no cover
+    """Apply steps ``e = 0, 1, ...`` (``mats[t, e]`` the lanes' matrices) to every tile of
+    ``state``, in place, block by block (``bounds``: `one_wire_blocks`); returns ``state``."""
+    n = state.shape[2]
+    scratch = np.empty((n, state.shape[3]))
+    for t in range(state.shape[0]):
+        s = state[t]
+        for q in range(bounds.shape[0] - 1):
+            e = bounds[q]
+            kind, m = kinds[e], mats[t, e]
+            if kind == DENSE1:
+                _run_block(s, wire0, mats[t], e, bounds[q + 1])
+            elif kind == PERMUTE:
+                _gather(s, tables[wire0[e]], scratch)
+            elif kind == DENSE2:
+                for i in _quad_starts(n, wire0[e], wire1[e]):
+                    _quad(s, i, wire0[e], wire1[e], m)
+            else:
+                stride, lo, hi, on, outer, inner = _pair_layout(wire1[e], wire0[e])
+                for a in range(0, n, outer):
+                    for c in range(a + on, a + on + (1 << hi), inner):
+                        for i in range(c, c + (1 << lo)):
+                            _pair(s, i, i + stride, m)
+    return state
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _undo_block(p, a, wire0, mats, gens, acc, e0, e1):  # pragma: no cover - compiled
+    # the sweep's one-wire steps e0..e1 block by block
+    wires, bits, offsets = _block_layout(wire0, e0, e1)
+    k = wires.shape[0]
+    for counter in range(p.shape[1] >> k):
+        base = _block_base(counter, wires)
+        for e in range(e0, e1):
+            b, stride, m = bits[e - e0], 1 << wire0[e], mats[e]
+            g_later, g_earlier, step_acc = _entries(gens[e, 0]), _entries(gens[e, 1]), acc[e]
+            for h in range(1 << (k - 1)):
+                i = base + offsets[_insert_zero(h, b)]
+                _undo_pair(p, a, i, i + stride, m, g_later, g_earlier, step_acc)
+
+
+@njit(cache=True, fastmath=_FAST)
+def adjoint_sweep(psi, lam, kinds, wire0, wire1, mats, tables, bounds, gens,
+                  out):  # pragma: no cover - compiled
+    """The reverse sweep of a circuit, tile by tile: ``psi`` holds the final states, ``lam``
+    the adjoint vectors of the objectives (``dJ = 2 Re<lam|dpsi>``), both
+    ``(tiles, 2, 2**n, lanes)``. Steps run in the order given (blocks as in `run_circuit`),
+    each undoing part of the circuit: ``mats[t, e]`` is the inverse of the gates it undoes
+    (for ``PERMUTE``, ``tables[wire0[e]]`` is the inverse of the forward table).
+    ``out[t, e, 0] = 2 Im<lam|G psi>`` on the incoming states with ``G = gens[e, 0]``, the
+    generator of the step's last gate (``U = exp(-iθG)``, its 2x2 base block for a
+    controlled gate), and ``out[t, e, 1]`` the same on the outgoing states with
+    ``gens[e, 1]``, its first gate's when the step undoes two one-wire gates: each rotation
+    commutes with its own generator, so the state between the two is never formed. A
+    zero generator stands for no gate. Both states end at those before the circuit."""
+    n = psi.shape[2]
+    scratch = np.empty((n, psi.shape[3]))
+    for t in range(psi.shape[0]):
+        p, a, acc = psi[t], lam[t], out[t]
+        acc[:] = 0.0
+        for q in range(bounds.shape[0] - 1):
+            e = bounds[q]
+            kind, m = kinds[e], mats[t, e]
+            if kind == DENSE1:
+                _undo_block(p, a, wire0, mats[t], gens, acc, e, bounds[q + 1])
+            elif kind == PERMUTE:
+                _gather(p, tables[wire0[e]], scratch)
+                _gather(a, tables[wire0[e]], scratch)
+            elif kind == DENSE2:
+                for i in _quad_starts(n, wire0[e], wire1[e]):
+                    _overlap_quad(p, a, i, wire0[e], wire1[e], gens[e, 0], acc[e])
+                    _quad(p, i, wire0[e], wire1[e], m)
+                    _quad(a, i, wire0[e], wire1[e], m)
+            else:
+                stride, lo, hi, on, outer, inner = _pair_layout(wire1[e], wire0[e])
+                g_later, g_earlier = _entries(gens[e, 0]), _entries(gens[e, 1])
+                for base in range(0, n, outer):
+                    for c in range(base + on, base + on + (1 << hi), inner):
+                        for i in range(c, c + (1 << lo)):
+                            _undo_pair(p, a, i, i + stride, m, g_later, g_earlier, acc[e])
+    out *= 2.0
+    return out
+
+
+__all__ = ["BLOCK_BYTES", "CONTROLLED1", "DENSE1", "DENSE2", "MAX_LANES", "PERMUTE",
+           "adjoint_sweep", "block_wires", "from_lanes", "one_wire_blocks", "run_circuit",
+           "to_lanes"]
