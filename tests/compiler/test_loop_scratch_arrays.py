@@ -147,3 +147,13 @@ def test_small_checkpoint_buffers_do_not_read_the_memory_available_on_every_call
     assert len(reads) == 1
     with pytest.raises(memory.CheckpointMemoryError):
         memory.check_buffer_memory(1 << 20, 1 << 12)
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 1), (1, 3)])
+def test_forward_derivative_of_a_column_min_does_not_overwrite_its_argument(shape):
+    """The jvp of ``min(x, axis=0)`` transposes ``x``; with only unit axes moved, the
+    compiled transpose is a view of the argument, so a dead transpose's array is not free
+    for another result (it was: the argument, and the min, changed)."""
+    x, t = RNG.normal(size=shape), RNG.normal(size=shape)
+    primal = qdiff.trace(lambda v: qnp.min(v, axis=0), x)
+    _agrees(qdiff.trace(lambda v, w: qdiff.jvp(primal, (v,), (w,)), x, t), x, t)
