@@ -157,3 +157,17 @@ def test_forward_derivative_of_a_column_min_does_not_overwrite_its_argument(shap
     x, t = RNG.normal(size=shape), RNG.normal(size=shape)
     primal = qdiff.trace(lambda v: qnp.min(v, axis=0), x)
     _agrees(qdiff.trace(lambda v, w: qdiff.jvp(primal, (v,), (w,)), x, t), x, t)
+
+
+def test_reduce_returning_its_row_does_not_overwrite_the_argument():
+    """A ``reduce`` whose lambda returns its row made the accumulator a view of the
+    argument's last row; the nest after it, storing into the dead result in place, wrote
+    into the caller's array. The row is now copied, as a loop carry would be."""
+    def f(xs):
+        last = qdiff.reduce(lambda a, x: x, qnp.zeros(3), xs)
+        z = qnp.exp(last) * 2.0
+        return z, qdiff.reduce(lambda a, x: a + x * z, qnp.zeros(3), xs)
+    xs = RNG.normal(size=(5, 3))
+    kept = xs.copy()
+    _agrees(qdiff.trace(f, xs), xs)
+    np.testing.assert_array_equal(xs, kept)

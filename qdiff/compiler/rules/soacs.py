@@ -59,7 +59,10 @@ def _accumulate(scope: Scope, eqn: Eqn, args: list[str], stacked: bool) -> list[
     i = scope.fresh("i")
     with scope.src.loop(f"for {i} in range({n})"):
         results = scope.inline(op, [*consts, *acc, *(_row(x, i) for x in xs)])
-        for name, result in zip(acc, results):
+        # as a loop carry: a row of xs or a const the lambda returns is copied, since the
+        # accumulator (and the reduce's result) is updated in place later
+        owned = op.inputs[num_consts:num_consts + k]
+        for name, result in zip(acc, scope.owned_outputs(op, results, owned)):
             scope.line(f"{name} = {result}")
         for out, name in zip(outs, acc):
             scope.line(f"{out}[{i}] = {name}")
