@@ -10,6 +10,7 @@ suffix of L keeps its accumulator in a register opened at the first reduced leve
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -20,7 +21,7 @@ from ..ir.types import Tensor
 from .fusion import REDUCTIONS, Group, member_kind, merge_runs, zero_padding
 from .lowering import LOOP_NEST, Scope, empty, rule, shape_text
 from .rules.elementwise import scalar_expression
-from .source import cast, dtype_name, scalar_literal
+from .source import cast, scalar_literal
 
 
 def neutral(monoid: str, dtype: np.dtype) -> object:
@@ -76,6 +77,8 @@ class _Nest:
         self.element_reads: set[Var] = set()  # arrays read at the current element only
         self.other_reads: set[Var] = set()    # arrays read at other positions
         self.reused: set[Var] = set()         # operands whose arrays hold a result
+        # arrays of partial reductions: (name, value, shape, dtype, initial value or None)
+        self.results: list[tuple[str, Var, tuple, Any, str | None]] = []
         self.before: list[str] = []      # statements before the nest
         self.after: list[str] = []       # statements after it
         self.body: list[str] = []        # statements at the innermost level
@@ -315,15 +318,14 @@ class _Nest:
         kept, first, in_register = self.partial_layout(shape, axes)
         target = self.scope.fresh("r")
         if in_register:
-            self.before.append(f"{target} = {empty(out.type.shape, dtype)}")
+            self.results.append((target, out, out.type.shape, dtype, None))
             self.level_open.setdefault(first, []).append(f"{register} = {start}")
             self.body.append(f"{register} = {cast(fold(monoid, register, value), dtype)}")
             self.level_close.setdefault(first, []).append(
                 f"{target}[{', '.join(kept)}] = {register}")
         else:
             cell = f"{target}[{', '.join(kept)}]"
-            self.before.append(
-                f"{target} = np.full({shape_text(out.type.shape)}, {start}, {dtype_name(dtype)})")
+            self.results.append((target, out, out.type.shape, dtype, start))
             self.body.append(f"{cell} = {cast(fold(monoid, cell, value), dtype)}")
         self.scope.bind(out, target)
 
@@ -350,6 +352,8 @@ class _Nest:
 
     def write(self, stores: list[tuple[Var, str]]) -> None:
         scope = self.scope
+        for target, var, shape, dtype, fill in self.results:
+            scope.allocate(target, var, shape, dtype, fill)
         for line in self.before:
             scope.line(line)
         reshaped = []
@@ -360,11 +364,13 @@ class _Nest:
                 self.body.append(f"{reused}[{position}] = {self.elements[var]}")
                 scope.bind(var, reused)
             elif position is not None:
-                scope.line(f"{array} = {empty(var.type.shape, var.type.np_dtype)}")
-                self.body.append(f"{array}[{position}] = {self.elements[var]}")
-                scope.bind(var, array)
+                free = scope.free_array(var, self.operands())
+                if free is None:
+                    scope.allocate(array, var, var.type.shape, var.type.np_dtype)
+                self.body.append(f"{free or array}[{position}] = {self.elements[var]}")
+                scope.bind(var, free or array)
             else:
-                scope.line(f"{array} = {empty((self.group.size,), var.type.np_dtype)}")
+                scope.allocate(array, var, (self.group.size,), var.type.np_dtype)
                 self.body.append(f"{array}[{self.flat}] = {self.elements[var]}")
                 reshaped.append((var, array))
         self._level(0)
@@ -382,6 +388,11 @@ class _Nest:
                 name = scope.fresh("a")
                 scope.line(f"{name} = {array}.reshape({shape_text(shape)})")
                 scope.bind(var, name)
+
+    def operands(self) -> set[Var]:
+        """Every value the nest's members read."""
+        return {a for eqn in self.group.members for a in eqn.inputs if isinstance(a, Var)} \
+            | self.element_reads | self.other_reads
 
     def reusable(self, var: Var) -> str | None:
         """An operand array the nest may store ``var`` into, element for element: of its

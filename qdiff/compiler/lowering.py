@@ -10,6 +10,7 @@ scalar machine code.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -73,6 +74,9 @@ class Scope:
 
     # a target's own scalar forms of some elementwise primitives (see `scalar_expression`)
     scalar_forms: dict = {}
+    # whether arrays an iteration allocates and drops are allocated once before the loop
+    # (`allocate`); a target whose allocations are not host arrays says no
+    hoists_allocations = True
 
     def __init__(self, source: Source, options: Options, program: Program,
                  inputs: Sequence[str], owned_inputs: Sequence[Var] = ()):
@@ -96,6 +100,19 @@ class Scope:
         # names one equation's rule leaves for a later equation's rule in this scope (a
         # quantum block's last state, which its vjp's backward sweep starts from)
         self.kept: dict[tuple, str] = {}
+        # the array each value is stored in, where the generated code put it in the array of
+        # another (an in-place update, a carry taking its initial array): value -> storage
+        self.stored_in: dict[Var, Var] = {}
+        # the names bound to array values (a bound expression that starts with one of them
+        # is that array or a view of it)
+        self.array_names: dict[str, Var] = {}
+        for var, name in self.env.items():
+            self.name_array(name, var)
+        # allocations `lower` may move out of the loops around this scope: (the value the
+        # array holds, None for scratch; the line written; the allocation; its refill)
+        self.allocations: list[tuple[Var | None, str, str, str | None]] = []
+        # the equations written so far (coarsening writes some later than program order)
+        self.written: set[Eqn] = set()
 
     # ------------------------------------------------------------------ values
     def read(self, atom: Any) -> str:
@@ -104,7 +121,81 @@ class Scope:
         return self.env[atom]
 
     def bind(self, var: Var, expression: str) -> None:
+        if _is_array(var):
+            match = _LEADING_NAME.match(expression)
+            holder = self.array_names.get(match.group(0)) if match else None
+            if holder is not None and holder is not var:
+                self.stored_in[var] = self.storage_of(holder)
+            self.name_array(expression, var)
         self.env[var] = expression
+
+    def name_array(self, name: str, var: Any) -> None:
+        """Note that the generated name ``name`` holds ``var``'s array (or shares it)."""
+        if isinstance(var, Var) and _is_array(var):
+            self.array_names.setdefault(name, var)
+
+    def storage_of(self, var: Var) -> Var:
+        """The value whose array holds ``var``: its view root, or the array an in-place
+        update or a loop carry stored it in."""
+        if var in self.stored_in:
+            return self.stored_in[var]
+        root = self.live.root_of(var)
+        return self.stored_in.get(root, root)
+
+    def allocate(self, name: str, var: Var | None, shape: Sequence[int], dtype: Any,
+                 fill: str | None = None) -> None:
+        """Write ``name = np.empty(shape, dtype)`` (filled with the scalar ``fill`` when
+        given), the array holding ``var`` (None: scratch that no value keeps). Inside a
+        sequential loop, an array that this scope's outputs do not hold is allocated once,
+        before the outermost loop, and only refilled per iteration (`lower`)."""
+        if fill is None:
+            allocation = empty(shape, dtype)
+        elif fill == scalar_literal(0, dtype):
+            allocation = zeros(shape, dtype)
+        else:
+            allocation = f"np.full({shape_text(shape)}, {fill}, {dtype_name(dtype)})"
+        self.line(f"{name} = {allocation}")
+        if var is not None:
+            self.name_array(name, var)
+        if self.hoists_allocations and self.src.can_hoist():
+            refill = None if fill is None else f"{name}.fill({fill})"
+            self.allocations.append((var, self.src.lines[-1], f"{name} = {allocation}",
+                                     refill))
+
+    def free_array(self, like: Var, busy: set[Var]) -> str | None:
+        """The name of an array of ``like``'s type that this scope owns and that holds no
+        value read after the equation being lowered (a carry or an adjoint whose last reader
+        came earlier), so a result may be stored in it instead of a new array; ``busy``:
+        values whose arrays are still read (the nest's operands). Every reader of a value it
+        holds must be written already: the coarsening pass may write an equation after a
+        later one, so program order does not say. None when there is none.
+        """
+        holders: dict[Var, list[Var]] = {}
+        for var in self.env:
+            if _is_array(var):
+                holders.setdefault(self.storage_of(var), []).append(var)
+        busy = {self.storage_of(v) for v in busy}
+        kept = set(self.kept.values())
+        for storage, values in holders.items():
+            name = self.env.get(storage)
+            if storage.type != like.type or storage in busy \
+                    or storage not in self.live.owned_roots or name in kept \
+                    or self.array_names.get(name) is not storage:
+                continue
+            if all(reader in self.written for v in values for reader in self.readers.get(v, ())):
+                return name
+        return None
+
+    def hoist_allocations(self) -> None:
+        """Allocate once, before the loops around this scope, the arrays it allocates and
+        hands on to no later iteration and no enclosing program: none of its outputs is
+        stored in them."""
+        kept = {self.storage_of(a) for a in self.program.outputs
+                if isinstance(a, Var) and _is_array(a)}
+        for var, line, allocation, refill in self.allocations:
+            if var is None or self.storage_of(var) not in kept:
+                self.src.hoist(line, allocation, refill)
+        self.allocations = []
 
     def line(self, text: str) -> None:
         self.src.line(text)
@@ -138,9 +229,12 @@ class Scope:
             if isinstance(item, Eqn):
                 self.index = positions[id(item)]
                 self.lower_eqn(item)
+                self.written.add(item)
             else:
                 self.index = max(positions[id(e)] for e in item.members)
                 self.lower_group(item)
+                self.written.update(item.members)
+        self.hoist_allocations()
         return [self.read(a) for a in self.program.outputs]
 
     def lower_group(self, group: Group) -> None:
@@ -183,6 +277,13 @@ class Scope:
                     seen.add(root)
             result.append(expression)
         return result
+
+
+_LEADING_NAME = re.compile(r"[A-Za-z_]\w*")
+
+
+def _is_array(atom: Any) -> bool:
+    return isinstance(atom.type, Tensor) and bool(atom.type.shape)
 
 
 def literal(source: Source, atom: Literal) -> str:

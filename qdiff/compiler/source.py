@@ -77,6 +77,10 @@ class Source:
         self.messages: list[tuple[type[Exception], str]] = []
         # module-level lines the function needs (imports of compiled helpers other layers own)
         self.imports: dict[str, None] = {}
+        # allocations moved before the outermost sequential loop being written (None: no
+        # loop is open) and how many parallel loops are open (nothing leaves those)
+        self._hoisted: list[str] | None = None
+        self._parallel = 0
 
     def line(self, text: str) -> None:
         self.lines.append("    " * self.depth + text)
@@ -93,6 +97,56 @@ class Source:
             if len(self.lines) == start:
                 self.line("pass")
             self.depth -= 1
+
+    @contextmanager
+    def loop(self, header: str, parallel: bool = False) -> Iterator[None]:
+        """A loop's ``block``: arrays its iterations allocate and never hand on (`hoist`)
+        are allocated once, before the outermost sequential loop open around them.
+
+        >>> src = Source()
+        >>> with src.loop("for i in range(9)"):
+        ...     src.line("t = np.empty((4,), np.float64)")
+        ...     src.hoist(src.lines[-1], "t = np.empty((4,), np.float64)")
+        ...     src.line("t[0] = i")
+        >>> print("\\n".join(src.lines))
+            t = np.empty((4,), np.float64)
+            for i in range(9):
+                t[0] = i
+        """
+        outermost = self._hoisted is None and not parallel and not self._parallel
+        if outermost:
+            self._hoisted = []
+        start, depth = len(self.lines), self.depth
+        self._parallel += parallel
+        try:
+            with self.block(header):
+                yield
+        finally:
+            self._parallel -= parallel
+            if outermost:
+                hoisted, self._hoisted = self._hoisted, None
+                self.lines[start:start] = ["    " * depth + text for text in hoisted]
+
+    def can_hoist(self) -> bool:
+        """Whether a line written now is inside a sequential loop it could leave."""
+        return self._hoisted is not None and not self._parallel
+
+    def hoist(self, line: str, allocation: str, refill: str | None = None) -> None:
+        """Move the allocation written as ``line`` (this very string) before the outermost
+        loop: ``allocation`` goes there, and ``refill`` (a statement restoring the initial
+        contents, or None) takes its place. A line no longer written (moved into a loop
+        nest's body) stays."""
+        for k in range(len(self.lines) - 1, -1, -1):
+            if self.lines[k] is line:
+                break
+        else:
+            return
+        if refill is None:
+            del self.lines[k]
+        else:
+            self.lines[k] = line[:len(line) - len(line.lstrip())] + refill
+        assert self._hoisted is not None
+        self._hoisted.append(allocation)
 
     def fresh(self, prefix: str = "v") -> str:
         self._counter += 1

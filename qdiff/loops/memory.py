@@ -18,6 +18,7 @@ the sum over sites of each site's largest buffer.
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -77,10 +78,34 @@ def _buffer_rule(like: Type, *, slots: int, site: int) -> tuple[Type, ...]:
 checkpoint_buffer_p = register_primitive("checkpoint_buffer", _buffer_rule)
 
 
+# Reading the memory available costs a system call and a parse (about 15 µs), as much as
+# a compiled gradient of a small loop: a buffer far below what was free a moment ago
+# is let through on that reading; any other is checked against a fresh one.
+_RECENT_SECONDS = 1.0
+_recent: list[float] = [-float("inf"), 0.0]  # (when read, bytes available then)
+
+
+def _recently_available() -> float:
+    now = time.monotonic()
+    if now - _recent[0] > _RECENT_SECONDS:
+        _recent[:] = [now, float(available_memory_bytes())]
+    return _recent[1]
+
+
 def check_buffer_memory(slots: int, carry_bytes: int) -> None:
     """Raise `CheckpointMemoryError` when ``slots`` carries of ``carry_bytes`` each do not
-    fit in the memory available (checked before allocating, by every back end)."""
+    fit in the memory available (checked before allocating, by every back end; a buffer
+    under half of what was available within the last second is not checked again).
+
+    >>> check_buffer_memory(100, 8)   # 800 bytes: fits
+    >>> check_buffer_memory(2 ** 40, 2 ** 30)
+    Traceback (most recent call last):
+    ...
+    qdiff.loops.memory.CheckpointMemoryError: reverse mode would store ...
+    """
     needed = slots * carry_bytes
+    if needed <= _recently_available() / 2:
+        return
     if needed > available_memory_bytes():
         raise CheckpointMemoryError(
             f"reverse mode would store {slots} loop carries of {format_bytes(carry_bytes)} "

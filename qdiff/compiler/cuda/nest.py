@@ -70,10 +70,11 @@ class CudaNest(_Nest):
             super().reduction(eqn)
             self.thread_levels = min(self.thread_levels, first if in_register else 0)
             # the result array the CPU nest allocates on the host is made on the device
-            target = self.scope.read(out)
-            allocation = self.before.pop()
-            assert allocation.startswith(f"{target} = "), allocation
-            self.allocations[target] = "rtc." + allocation.split(" = np.", 1)[1]
+            target, _, result_shape, _, fill = self.results.pop()
+            assert target == self.scope.read(out), target
+            self.allocations[target] = (
+                f"rtc.empty({shape_text(result_shape)}, {dtype_name(dtype)})" if fill is None
+                else f"rtc.full({shape_text(result_shape)}, {fill}, {dtype_name(dtype)})")
         self.written.append(self.scope.read(out))
 
     def write(self, stores: list[tuple[Var, str]]) -> None:

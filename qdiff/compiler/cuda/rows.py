@@ -32,6 +32,8 @@ class ThreadScope(Scope):
     elementwise primitives take the kernels' forms."""
 
     scalar_forms = CUDA_SCALAR
+    # a thread's arrays become its local arrays (`in_thread`), in place
+    hoists_allocations = False
 
 
 def in_thread(lines: list[str]) -> list[str] | None:

@@ -60,6 +60,9 @@ def runs_in_kernel(program: Program) -> bool:
 class CudaScope(Scope):
     """A `Scope` whose loop nests are kernels (`CudaNest`)."""
 
+    # the host arrays are the kernels' device arrays: where each lives is decided apart
+    hoists_allocations = False
+
     @property
     def scalar_forms(self) -> dict:  # type: ignore[override]
         """Kernel code takes the CUDA forms; the host function (plain Python) NumPy's."""

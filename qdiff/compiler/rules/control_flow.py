@@ -29,6 +29,8 @@ def carries_in(scope: Scope, atoms: tuple, exprs: list[str]) -> list[str]:
         own = not _is_array(atom) or (isinstance(atom, Var) and scope.can_overwrite(atom)
                                       and expr not in exprs[:len(names)])
         scope.line(f"{name} = {expr}" if own else f"{name} = {expr}.copy()")
+        if own:  # the loop's outputs may be this very array
+            scope.name_array(name, atom)
         names.append(name)
     return names
 
@@ -50,7 +52,7 @@ def _loop(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     carry = carries_in(scope, eqn.inputs[2 + num_consts:], args[2 + num_consts:])
     i = scope.fresh("i")
     index = cast(i, body.inputs[0].type.dtype)
-    with scope.src.block(f"for {i} in range({args[0]}, {args[1]})"):
+    with scope.src.loop(f"for {i} in range({args[0]}, {args[1]})"):
         outs = scope.inline(body, [index, *consts, *carry], body.inputs[1 + num_consts:])
         assign(scope, carry, scope.owned_outputs(body, outs, body.inputs[1 + num_consts:]))
     return carry
@@ -70,7 +72,7 @@ def _while(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
                "never end; pass max_iter= to bound it (or allow more rounds)")
     count = scope.fresh("n")
     scope.line(f"{count} = 0")
-    with scope.src.block("while True"):
+    with scope.src.loop("while True"):
         cond_carries = cond.inputs[n_cond:]
         pred, *outs = scope.inline(cond, [*cond_consts, *carry], cond_carries)
         assign(scope, carry, scope.owned_outputs(cond, [pred, *outs], cond_carries)[1:])

@@ -33,9 +33,9 @@ def _map(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     n = eqn.inputs[num_consts].type.shape[0]
     outs = [scope.fresh("y") for _ in eqn.outputs]
     for out, var in zip(outs, eqn.outputs):
-        scope.line(f"{out} = {empty(var.type.shape, var.type.np_dtype)}")
+        scope.allocate(out, var, var.type.shape, var.type.np_dtype)
     i = scope.fresh("i")
-    with scope.src.block(f"for {i} in {scope.options.outer_range}({n})"):
+    with scope.src.loop(f"for {i} in {scope.options.outer_range}({n})", scope.options.parallel):
         rows = [_row(x, i) for x in args[num_consts:]]
         results = scope.inline(body, [*args[:num_consts], *rows])
         for out, result in zip(outs, results):
@@ -55,11 +55,14 @@ def _accumulate(scope: Scope, eqn: Eqn, args: list[str], stacked: bool) -> list[
         scope.line(f"{name} = {start}.copy()" if var.type.shape else f"{name} = {start}")
     outs = [scope.fresh("y") for _ in eqn.outputs] if stacked else []
     for out, var in zip(outs, eqn.outputs):
-        scope.line(f"{out} = {empty(var.type.shape, var.type.np_dtype)}")
+        scope.allocate(out, var, var.type.shape, var.type.np_dtype)
     i = scope.fresh("i")
-    with scope.src.block(f"for {i} in range({n})"):
+    with scope.src.loop(f"for {i} in range({n})"):
         results = scope.inline(op, [*consts, *acc, *(_row(x, i) for x in xs)])
-        for name, result in zip(acc, results):
+        # as a loop carry: a row of xs or a const the lambda returns is copied, since the
+        # accumulator (and the reduce's result) is updated in place later
+        owned = op.inputs[num_consts:num_consts + k]
+        for name, result in zip(acc, scope.owned_outputs(op, results, owned)):
             scope.line(f"{name} = {result}")
         for out, name in zip(outs, acc):
             scope.line(f"{out}[{i}] = {name}")
