@@ -15,10 +15,18 @@ segment's outputs onto the replayed ones, sweeps the replayed records back and m
 reached its inputs onto the checkpoint's nodes. Every derivative is the stored-record one,
 to rounding (the same operations in the same order: equal to 1e-12 in the tests).
 
+In exact mode each round's exits are branches of their own (a counter makes each exit
+distinct): kept, they and their records after the loop grow with the rounds. For a loop at
+the top of the recorded program (`foldable_loops`), the exits of a closing segment run to
+the program's end at once (`run_exits`): the forward pass keeps their final branches' mass
+and weighted outputs only (`FoldedExits`), and the replay runs them to the end again and
+seeds their final branches (the sweep's ``final_seeds``), so their cotangents go back
+through what follows the loop into the round they left.
+
 Memory: one segment's records plus one checkpoint per segment (one state per live branch,
-about a kilobyte on the walk: 10^4 rounds hold ~1 MB of checkpoints) plus what the loop
-returns (in exact mode, each round's exits are branches of their own). Time: each round
-runs twice forward and once backward, linear in the rounds.
+about a kilobyte on the walk: 10^4 rounds hold ~1 MB of checkpoints) plus the exits of the
+open segment and of the first round. Time: each round runs twice forward and once
+backward, linear in the rounds.
 
 >>> import qdiff
 >>> from qdiff.quantum.lang.examples import repeat_until_one   # E[rounds] = 1/sin²(θ/2)
