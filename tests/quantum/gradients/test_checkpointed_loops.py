@@ -218,3 +218,35 @@ def test_adjoint_memory_per_round_does_not_grow_with_the_rounds():
         peak(2)
         small, large = peak(25), peak(100)
     assert large < 2.5 * small, f"{small / 1e3:.0f} kB at 25 rounds, {large / 1e3:.0f} kB at 100"
+
+
+def postselected_after_loop(x):
+    q = qm.qubits(2)
+    k = qdiff.Cell(0)
+
+    def body():
+        qm.reset(q[0])
+        qm.ry(x, q[0])
+        qm.rx(0.3 * x, q[1])
+        k.set(k.value + 1)
+
+    body()
+    qdiff.while_loop(lambda: qm.measure(q[0]) == 0, body)
+    qm.postselect(q[1], 0)
+    qm.ry(x, q[1])
+    return k.value * x + qm.expval("ZZ", q), qm.probs([q[1]])
+
+
+@pytest.mark.parametrize("conditioned", [True, False])
+def test_postselection_after_exits_run_to_the_end_gives_the_stored_jacobian(conditioned):
+    # the exits' final branches count in the postselected mass and its derivative
+    program = qdiff.trace(postselected_after_loop, 1.1)
+    options = RunOptions(tol=1e-8, backend="numpy")
+    rows = [[np.ones(()), np.zeros(2)], [np.zeros(()), np.array([0.3, -1.0])]]
+    found = []
+    for checkpoints in (False, True):
+        run = RecordedRun(program, [1.1], options, checkpoints=checkpoints)
+        assert run.postselected
+        found.append(run.vjp_rows(rows, conditioned=conditioned))
+    assert run.runner.folded.branches > 0
+    assert_same(*found)
