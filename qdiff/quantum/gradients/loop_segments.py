@@ -158,10 +158,12 @@ def foldable_loops(program: Program) -> dict[int, tuple[int, list[Var]]]:
 
 
 def run_exits(runner: Any, exits: LoopExits, items: list[Item]) -> list[Item]:
-    """Run a loop's exits ``items`` (weight, the loop's outputs) to the program's end: the
-    final (weight, program outputs) branches they make."""
+    """Run a loop's exits ``items`` (weight, the loop's outputs) to the program's end, the
+    identical ones merged first (as the loop merges the exits it returns): the final
+    (weight, program outputs) branches they make."""
     outputs = exits.program.eqns[exits.index].outputs
-    branches = [(w, {**exits.env, **dict(zip(outputs, values))}) for w, values in items]
+    branches = [(w, {**exits.env, **dict(zip(outputs, values))})
+                for w, values in runner.merge(items)]
     return runner.run_equations(exits.program, exits.index + 1, branches)
 
 
