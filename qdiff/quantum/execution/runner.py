@@ -216,7 +216,14 @@ class BranchRunner(RunAccounting):
         if self.fuse:
             program = fused_program(program, self.backend, self.fusion_width)[0]
         branches = [(w, dict(zip(program.inputs, values))) for w, values in items]
-        for eqn in program.eqns:
+        return self.run_equations(program, 0, branches)
+
+    def run_equations(self, program: Program, start: int,
+                      branches: list[tuple[float, dict]]) -> list[Item]:
+        """Run ``program``'s equations from index ``start`` on (weight, environment)
+        branches; returns (weight, outputs) items (the adjoint recorder runs a loop's exits
+        to the program's end with it)."""
+        for eqn in program.eqns[start:]:
             branches = self._step(eqn, branches)
         return [(w, [_read(env, a) for a in program.outputs]) for w, env in branches]
 
@@ -250,7 +257,8 @@ class BranchRunner(RunAccounting):
 
     def end_round(self, rounds: Any, live: list[Item], finished: list[Item]) -> None:
         """A hook after each round of a while loop: the live branches, and every branch
-        that exited so far."""
+        that exited so far (the adjoint recorder may take exits out of ``finished``: it runs
+        them to the program's end at once)."""
 
     def merge(self, items: list[Item]) -> list[Item]:
         """Merge identical branches (`merge_branches`); the adjoint recorder records it."""

@@ -61,13 +61,21 @@ from ..lang.gates import gate_spec
 from ..lang.primitives import measure_p, pauli_sum_of
 from ..simulator import GateOp, available_memory_bytes
 from .loop_segments import (
+    FoldedExits,
+    LoopExits,
     LoopRounds,
     close_segment,
+    foldable_loops,
     holds_cotangents,
     open_segment,
     replay_segment,
+    run_exits,
     segment_full,
 )
+
+# The seeds of a final branch (weight, outputs) of the program: its weight's cotangent and
+# each output's (None: not differentiated), one row per objective.
+FinalSeeds = Callable[[float, list[Any]], tuple[np.ndarray, list[Any]]]
 
 # Records whose second output is an expectation value read off the state.
 READOUT_KINDS = ("expval", "probs", "statevector")
@@ -113,6 +121,13 @@ class AdjointRunner(BranchRunner):
         # the rounds; off, every round's records are kept (what parameter shift reads)
         self.checkpoints = False
         self.state_bytes = 0  # bytes of the states measurements, resets and merges made
+        # with checkpoints, the exits of the top program's while loops whose segment closes
+        # run to the program's end at once (`exits_to_end`): the forward pass keeps their
+        # contribution to the values (`folded`), the replay of the segment regenerates them
+        self._foldable: dict[int, tuple[Program, int, list[Any]]] = {}
+        self._entering: LoopExits | None = None
+        self._folding = False
+        self.folded = FoldedExits()
 
     # -- nodes: a value's node is its object's identity (each output is a fresh object) ------
     def node(self, obj: Any) -> int | None:
@@ -242,10 +257,29 @@ class AdjointRunner(BranchRunner):
         return merged
 
     # -- while loops: rounds in checkpointed segments (`loop_segments`) ----------------------
+    def exits_to_end(self, program: Program) -> None:
+        """Let the exits of ``program``'s top-level while loops run to its end when their
+        segment closes (`loop_segments.foldable_loops`): run ``program`` next."""
+        self._foldable = {key: (program, index, reads)
+                          for key, (index, reads) in foldable_loops(program).items()}
+
+    def _step(self, eqn: Eqn, branches: list[tuple[float, dict]]) -> list[tuple[float, dict]]:
+        found = self._foldable.get(id(eqn))
+        if found is None or self._folding or found[0].eqns[found[1]] is not eqn:
+            return super()._step(eqn, branches)
+        program, index, reads = found
+        result = []
+        for branch in branches:  # the loop's exits go on with their own branch's values
+            self._entering = LoopExits(program, index, {v: branch[1][v] for v in reads})
+            result.extend(super()._step(eqn, [branch]))
+        self._entering = None
+        return result
+
     def start_rounds(self, eqn: Eqn, cond_consts: list[Any], body_consts: list[Any]) -> Any:
+        exits, self._entering = self._entering, None  # a loop inside this one has none
         if not self.checkpoints:
             return None
-        return LoopRounds(eqn, cond_consts, body_consts)
+        return LoopRounds(eqn, cond_consts, body_consts, exits=exits)
 
     def end_round(self, rounds: Any, live: list[Item], finished: list[Item]) -> None:
         # the first round's records stay (the tail certificate reads them); segments follow
@@ -258,6 +292,15 @@ class AdjointRunner(BranchRunner):
             return
         segment.rounds += 1
         if segment_full(self, rounds, segment):
+            if rounds.exits is not None:  # the segment's exits: run to the end, summed
+                leaving = finished[segment.first_finished:]
+                del finished[segment.first_finished:]
+                self._folding = True
+                try:
+                    self.folded.add(run_exits(self, rounds.exits, leaving))
+                finally:
+                    self._folding = False
+                self.flush()
             close_segment(self, segment, live, finished)
             self.records.append(Record("segment", None, segment.in_nodes, [],
                                        segment.out_nodes, [], 0, 0, 0.0, 0.0,
@@ -267,13 +310,15 @@ class AdjointRunner(BranchRunner):
     # -- the reverse sweep ------------------------------------------------------------------
     def reverse(self, weight_seeds: dict[int, np.ndarray], value_seeds: dict[int, Any],
                 rows: int = 1,
-                rules: dict[str, Callable[[Sweep, Record], None]] | None = None) -> Sweep:
+                rules: dict[str, Callable[[Sweep, Record], None]] | None = None,
+                final_seeds: FinalSeeds | None = None) -> Sweep:
         """Walk the records backwards from the seeds (each with a leading axis of ``rows``);
         ``sweep.ct`` holds the cotangent of every node. ``rules=CLASSICAL_RULES`` chain-rules
-        the classical records only."""
+        the classical records only. ``final_seeds`` seeds the final branches that replayed
+        segments make again (the exits the forward pass summed, `folded`)."""
         self.flush()
         sweep = Sweep(self, dict(weight_seeds), dict(value_seeds), rows,
-                      RULES if rules is None else rules)
+                      RULES if rules is None else rules, final_seeds)
         sweep.walk(self.records)
         return sweep
 
@@ -320,9 +365,11 @@ class Sweep:
     (a leading axis of rows), the stacks of adjoints λ (one row each) and the uncomputed ψ."""
 
     def __init__(self, runner: AdjointRunner, weights: dict[int, np.ndarray], values: dict,
-                 rows: int = 1, rules: dict[str, Callable[[Sweep, Record], None]] | None = None):
+                 rows: int = 1, rules: dict[str, Callable[[Sweep, Record], None]] | None = None,
+                 final_seeds: FinalSeeds | None = None):
         self.runner = runner
         self.rules = RULES if rules is None else rules
+        self.final_seeds = final_seeds
         self.be = runner.backend
         self.rows = rows
         self.ct: dict[int, Any] = {**values}
@@ -827,16 +874,22 @@ class RecordedRun:
         # one record for all the angles read from a parameter array, not two per angle,
         # and one for each run of gates, not one per gate
         runs, self.origins = gate_runs(unpack_scalars(program))
+        if checkpoints and mode == "exact" and not readout_shots:
+            # exact mode enumerates every round's exits: those of a closed segment run to
+            # the end at once and leave their sums (the sample mode's draws keep their order)
+            runner.exits_to_end(runs)
         self.items = runner.run_program(runs, [(1.0, self.inputs)])
         runner.flush()
+        folded = runner.folded
         self.weights = [(runner.weight_node(w), w) for w, _ in self.items]
-        self.mass = sum(w for w, _ in self.items)
+        self.mass = sum(w for w, _ in self.items) + folded.mass
+        self.num_branches = len(self.items) + folded.branches
         # in sample mode a rejected trajectory is a zero, not an error
         self.postselected = mode == "exact" and runner.postselected_away > 0
         if self.postselected and self.mass <= tol:
             raise QdiffError("postselection succeeds with probability 0: the value is undefined")
         self.raw_values = [sum((w * np.asarray(outs[k], np.float64) for w, outs in self.items),
-                               np.zeros(atom.type.shape))
+                               folded.sums[k] if folded.sums else np.zeros(atom.type.shape))
                            for k, atom in enumerate(program.outputs)]
         norm = self.mass if self.postselected else 1.0
         self.values = [v / norm for v in self.raw_values]
@@ -882,7 +935,8 @@ class RecordedRun:
         try:
             out: list[list[np.ndarray]] = []
             for start in range(0, len(seeds), size):
-                out.extend(self._conditioned(seeds[start:start + size], conditioned))
+                out.extend(self._conditioned(seeds[start:start + size], conditioned,
+                                             rows[start:start + size]))
             return out
         finally:
             self.runner.prepared_blocks = None
@@ -893,7 +947,7 @@ class RecordedRun:
         With postselection, ``E = F/P`` is conditioned on it; ``conditioned=False`` gives
         the derivative of the unnormalized ``F = Σ_b w_b g_b`` instead.
         """
-        return self._conditioned([self.output_seeds(cotangents)], conditioned)[0]
+        return self._conditioned([self.output_seeds(cotangents)], conditioned, [cotangents])[0]
 
     def rows_per_sweep(self) -> int:
         """How many rows one batched sweep takes: at most ``MAX_ROWS_PER_SWEEP``, a stack of
@@ -909,17 +963,17 @@ class RecordedRun:
         fits = min(STACK_BYTES, free // 4) if free else STACK_BYTES
         return int(max(1, min(MAX_ROWS_PER_SWEEP, fits // largest)))
 
-    def _conditioned(self, seeds: list[tuple[dict, dict]], conditioned: bool
-                     ) -> list[list[np.ndarray]]:
-        grads = self._sweep(*_stack_seeds(seeds), len(seeds))
+    def _conditioned(self, seeds: list[tuple[dict, dict]], conditioned: bool,
+                     rows: Sequence[Sequence[Any]]) -> list[list[np.ndarray]]:
+        cts = [[np.asarray(c, np.float64) for c in row] for row in rows]
+        grads = self._sweep(*_stack_seeds(seeds), len(seeds), self._final_seeds(cts))
         if not (self.postselected and conditioned):
             return [[g[r, ...] for g in grads] for r in range(len(seeds))]
         # a conditioned value F/P: the quotient rule (∂F·P - F·∂P)/P^2, P = Σ_b w_b, and
-        # F = Σ_b w_b (c·g_b), the seeds' c·g_b weighted by their branches
-        weight_of = dict(self.weights)
+        # F = Σ_b w_b (c·g_b) = c·(the unnormalized values)
         out = []
-        for r, (weight_seeds, _) in enumerate(seeds):
-            weighted = sum(weight_of[node] * seed for node, seed in weight_seeds.items())
+        for r, row in enumerate(cts):
+            weighted = sum(float(np.vdot(c, v)) for c, v in zip(row, self.raw_values))
             out.append([(g[r, ...] * self.mass - weighted * dm) / self.mass ** 2
                         for g, dm in zip(grads, self.mass_vjp())])
         return out
@@ -927,14 +981,40 @@ class RecordedRun:
     def mass_vjp(self) -> list[np.ndarray]:
         """``∂P/∂inputs`` for the kept probability mass ``P = Σ_b w_b``."""
         if self._mass_grads is None:
-            grads = self._sweep({n: np.ones(1) for n, _ in self.weights}, {}, 1)
+            def unit(w: float, outs: list[Any]) -> tuple[np.ndarray, list[Any]]:
+                return np.ones(1), [None] * len(outs)
+
+            grads = self._sweep({n: np.ones(1) for n, _ in self.weights}, {}, 1, unit)
             self._mass_grads = [g[0, ...] for g in grads]
         return self._mass_grads
 
     def _sweep(self, weight_seeds: dict[int, np.ndarray], value_seeds: dict[int, Any],
-               rows: int) -> list[np.ndarray]:
-        seen = self.runner.reverse(weight_seeds, value_seeds, rows).ct
+               rows: int, final_seeds: FinalSeeds | None = None) -> list[np.ndarray]:
+        seen = self.runner.reverse(weight_seeds, value_seeds, rows, final_seeds=final_seeds).ct
         return [_as_float(seen.get(n), v, rows) for n, v in zip(self.input_nodes, self.inputs)]
+
+    def _branch_seeds(self, cts: list[np.ndarray], w: float, outs: list[Any]
+                      ) -> tuple[float, list[Any]]:
+        """A final branch's seeds for ``Σ_j c_j E_j``: its weight gets ``c · g_b``, each
+        differentiable output ``w_b c`` (None for the others)."""
+        score = sum(float(np.vdot(c, np.asarray(o, np.float64))) for c, o in zip(cts, outs))
+        return score, [w * c if is_differentiable(atom.type) else None
+                       for c, atom in zip(cts, self.program.outputs)]
+
+    def _final_seeds(self, rows: list[list[np.ndarray]]) -> FinalSeeds | None:
+        """`_branch_seeds` of every row, stacked: the seeds of the final branches that the
+        replayed segments make again (None when the forward pass summed none)."""
+        if not self.runner.folded.branches:
+            return None
+
+        def seeds(w: float, outs: list[Any]) -> tuple[np.ndarray, list[Any]]:
+            per_row = [self._branch_seeds(cts, w, outs) for cts in rows]
+            values = [None if per_row[0][1][k] is None
+                      else np.stack(np.broadcast_arrays(*[found[1][k] for found in per_row]))
+                      for k in range(len(outs))]
+            return np.array([found[0] for found in per_row]), values
+
+        return seeds
 
     def output_seeds(self, cotangents: Sequence[Any]) -> tuple[dict[int, float], dict]:
         """The reverse sweep's seeds for ``Σ_j c_j E_j``: per branch, the weight gets
@@ -947,12 +1027,12 @@ class RecordedRun:
         weight_seeds: dict[int, float] = {}
         value_seeds: dict[int, Any] = {}
         for (w_node, w), (_, outs) in zip(self.weights, self.items):
-            score = sum(float(np.vdot(c, np.asarray(o, np.float64))) for c, o in zip(cts, outs))
+            score, seeds = self._branch_seeds(cts, w, outs)
             weight_seeds[w_node] = weight_seeds.get(w_node, 0.0) + score
-            for c, o, atom in zip(cts, outs, program.outputs):
+            for o, seed in zip(outs, seeds):
                 n = runner.node(o)
-                if n is not None and is_differentiable(atom.type):
-                    value_seeds[n] = add_tangents(value_seeds.get(n), w * c)
+                if n is not None and seed is not None:
+                    value_seeds[n] = add_tangents(value_seeds.get(n), seed)
         return weight_seeds, value_seeds
 
     def classical_vjp(self, value_seeds: dict[int, Any]) -> tuple[list[np.ndarray], Sweep]:

@@ -271,7 +271,7 @@ def _exact_vjp(program: Program, leaves: list[Any], cts: list[np.ndarray],
     if method == "adjoint":
         run = RecordedRun(program, leaves, options, checkpoints=True)
         return run.vjp(cts), run.values, dict(
-            runner=run.runner, run=run, num_branches=len(run.items),
+            runner=run.runner, run=run, num_branches=run.num_branches,
             postselection_probability=run.mass if run.postselected else 1.0)
     flat, value, info = _finite_differences(program, leaves, cts, positions, options)
     return flat, value, dict(runner=info)

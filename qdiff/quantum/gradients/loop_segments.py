@@ -15,10 +15,18 @@ segment's outputs onto the replayed ones, sweeps the replayed records back and m
 reached its inputs onto the checkpoint's nodes. Every derivative is the stored-record one,
 to rounding (the same operations in the same order: equal to 1e-12 in the tests).
 
+In exact mode each round's exits are branches of their own (a counter makes each exit
+distinct): kept, they and their records after the loop grow with the rounds. For a loop at
+the top of the recorded program (`foldable_loops`), the exits of a closing segment run to
+the program's end at once (`run_exits`): the forward pass keeps their final branches' mass
+and weighted outputs only (`FoldedExits`), and the replay runs them to the end again and
+seeds their final branches (the sweep's ``final_seeds``), so their cotangents go back
+through what follows the loop into the round they left.
+
 Memory: one segment's records plus one checkpoint per segment (one state per live branch,
-about a kilobyte on the walk: 10^4 rounds hold ~1 MB of checkpoints) plus what the loop
-returns (in exact mode, each round's exits are branches of their own). Time: each round
-runs twice forward and once backward, linear in the rounds.
+about a kilobyte on the walk: 10^4 rounds hold ~1 MB of checkpoints) plus the exits of the
+open segment and of the first round. Time: each round runs twice forward and once
+backward, linear in the rounds.
 
 >>> import qdiff
 >>> from qdiff.quantum.lang.examples import repeat_until_one   # E[rounds] = 1/sin²(θ/2)
@@ -39,7 +47,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...ir.core import Eqn
+import numpy as np
+
+from ...ir.control_flow import while_p
+from ...ir.core import Eqn, Program, Var
+from ...ir.types import QState
 from ..execution.runner import Item, loop_body, loop_test
 
 SEGMENT_BYTES = 8 << 20
@@ -50,14 +62,45 @@ RECORD_BYTES = 2048
 
 
 @dataclass
+class LoopExits:
+    """Where the exits of a while loop at the top of the recorded program go on: the
+    program, the loop's index in it, and the values of the branch that entered the loop
+    which the rest of the program reads."""
+
+    program: Program
+    index: int
+    env: dict[Var, Any]
+
+
+@dataclass
+class FoldedExits:
+    """What the exits run to the program's end during the forward pass (`run_exits`)
+    contributed: their final branches' mass and weighted outputs Σ w·g, nothing else."""
+
+    mass: float = 0.0
+    sums: list[np.ndarray] = field(default_factory=list)
+    branches: int = 0
+
+    def add(self, finals: list[Item]) -> None:
+        """Add final (weight, outputs) branches."""
+        for w, outs in finals:
+            terms = [w * np.asarray(o, np.float64) for o in outs]
+            self.sums = [a + b for a, b in zip(self.sums, terms)] if self.sums else terms
+            self.mass += w
+            self.branches += 1
+
+
+@dataclass
 class LoopRounds:
-    """One run of a while loop under the recorder: its consts and the open segment."""
+    """One run of a while loop under the recorder: its consts, the open segment, and where
+    its exits go on (None: they stay branches until the loop ends)."""
 
     eqn: Eqn
     cond_consts: list[Any]
     body_consts: list[Any]
     segment: LoopSegment | None = None
     rounds: int = 0  # rounds run so far
+    exits: LoopExits | None = None
 
 
 @dataclass
@@ -80,6 +123,48 @@ class LoopSegment:
     rounds: int = 0
     in_nodes: list[int | None] = field(default_factory=list)
     out_nodes: list[int | None] = field(default_factory=list)
+    exits: LoopExits | None = None  # set: its exits ran to the program's end in it
+
+
+def loop_consts(loop: LoopRounds | LoopSegment) -> list[Any]:
+    """The values a segment reads besides its live branches: the loop's consts, and what
+    the rest of the program reads when its exits run there."""
+    env = [] if loop.exits is None else list(loop.exits.env.values())
+    return [*loop.cond_consts, *loop.body_consts, *env]
+
+
+def foldable_loops(program: Program) -> dict[int, tuple[int, list[Var]]]:
+    """The while equations at the top of ``program`` whose exits can run to its end on their
+    own, by id: their index and the vars defined before them that the rest of the program
+    reads (none may be a state: those are the loop's to consume).
+
+    >>> import qdiff
+    >>> from qdiff.quantum.lang.examples import repeat_until_one
+    >>> program = qdiff.trace(repeat_until_one, 0.7)
+    >>> [program.eqns[i].primitive.name for i, _ in foldable_loops(program).values()]
+    ['while']
+    """
+    found = {}
+    for index, eqn in enumerate(program.eqns):
+        if eqn.primitive is not while_p:
+            continue
+        defined = {v for later in program.eqns[index:] for v in later.outputs}
+        atoms = [a for later in program.eqns[index + 1:] for a in later.inputs]
+        reads = [a for a in dict.fromkeys([*atoms, *program.outputs])
+                 if isinstance(a, Var) and a not in defined]
+        if not any(isinstance(v.type, QState) for v in reads):
+            found[id(eqn)] = (index, reads)
+    return found
+
+
+def run_exits(runner: Any, exits: LoopExits, items: list[Item]) -> list[Item]:
+    """Run a loop's exits ``items`` (weight, the loop's outputs) to the program's end, the
+    identical ones merged first (as the loop merges the exits it returns): the final
+    (weight, program outputs) branches they make."""
+    outputs = exits.program.eqns[exits.index].outputs
+    branches = [(w, {**exits.env, **dict(zip(outputs, values))})
+                for w, values in runner.merge(items)]
+    return runner.run_equations(exits.program, exits.index + 1, branches)
 
 
 def _is_state(value: Any) -> bool:
@@ -102,14 +187,15 @@ def open_segment(runner: Any, rounds: LoopRounds, live: list[Item],
     runner.flush()  # the checkpoint copies states: their gates must have run
     be = runner.backend
     start = [(w, [be.copy(v) if _is_state(v) else v for v in values]) for w, values in live]
-    consts = [*rounds.cond_consts, *rounds.body_consts]
+    consts = loop_consts(rounds)
     in_nodes = [runner.node(c) for c in consts] + item_nodes(runner, live)
     rng = None if runner._rng is None else copy.deepcopy(runner._rng)
     size = sum(RECORD_BYTES + sum(getattr(v, "nbytes", 8) for v in values)
                for _, values in start)
     rounds.segment = LoopSegment(rounds.eqn, rounds.cond_consts, rounds.body_consts, start,
                                  rng, len(runner.records), runner._count, len(finished),
-                                 runner.state_bytes, size, item_ids(live), in_nodes=in_nodes)
+                                 runner.state_bytes, size, item_ids(live), in_nodes=in_nodes,
+                                 exits=rounds.exits)
 
 
 def item_ids(items: list[Item]) -> list[int]:
@@ -153,8 +239,8 @@ def close_segment(runner: Any, segment: LoopSegment, live: list[Item],
         entry = objects.get(key)
         if node not in keep_out and entry is not None and entry[1] == node:
             stale.append((key, node))
-    for key, node in stale:
-        del objects[key]
+    for key, node in stale:  # a value two live branches shared is listed twice
+        objects.pop(key, None)
         runner.states.pop(node, None)
     return dropped
 
@@ -174,7 +260,7 @@ def replay_segment(sweep: Any, segment: LoopSegment,
     be = sub.backend
     start = [(w, [be.copy(v) if _is_state(v) else v for v in values])
              for w, values in segment.start]
-    consts = [*segment.cond_consts, *segment.body_consts]
+    consts = loop_consts(segment)
     # the replayed inputs get nodes where the recorded ones had them (the replay updates
     # its copies of the states in place; the checkpoint's stay as they were)
     in_values: list[Any] = [*consts]
@@ -192,9 +278,18 @@ def replay_segment(sweep: Any, segment: LoopSegment,
         continuing, exits, _ = loop_test(sub, params, segment.cond_consts, live)
         finished.extend(exits)
         live = loop_body(sub, params, segment.body_consts, continuing)
+    finals: list[Item] = []
+    if segment.exits is not None:  # the exits ran to the program's end: again, here
+        finals, finished = run_exits(sub, segment.exits, finished), []
     sub.flush()
     sub_out = item_nodes(sub, finished + live)
-    inner = type(sweep)(sub, {}, {}, sweep.rows, sweep.rules)
+    inner = type(sweep)(sub, {}, {}, sweep.rows, sweep.rules, sweep.final_seeds)
+    if sweep.final_seeds is not None:  # the readout's seeds on the final branches
+        for w, outs in finals:
+            weight_seed, value_seeds = sweep.final_seeds(w, outs)
+            inner.add(sub.weight_node(w), weight_seed)
+            for value, seed in zip(outs, value_seeds):
+                inner.add(sub.node(value), seed)
     moved: set[int] = set()
     for mine, theirs in zip(sub_out, segment.out_nodes):
         if mine is None or theirs is None or theirs in moved:
