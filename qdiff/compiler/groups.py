@@ -85,6 +85,7 @@ class _Nest:
         # the order the levels but the innermost are looped in, outermost first
         self.order = list(range(len(self.shape)))
         self.in_order = False  # whether a reduction over outer levels fixes their order
+        self.summed_levels: list[list[int]] = []  # levels each reduction in memory sums over
 
     # --------------------------------------------------------------- indices
     def index_of(self, run: tuple[int, int]) -> str:
@@ -372,7 +373,10 @@ class _Nest:
             self.scope.bind(out, register)
             return
         kept, first, in_register = self.partial_layout(shape, axes)
-        self.in_order |= not in_register or first != len(self.shape) - 1
+        if in_register:
+            self.in_order |= first != len(self.shape) - 1
+        else:
+            self.summed_levels.append(self.reduced_levels(shape, axes))
         target = self.scope.fresh("r")
         if in_register:
             self.before.append(f"{target} = {empty(out.type.shape, dtype)}")
@@ -386,6 +390,10 @@ class _Nest:
                 f"{target} = np.full({shape_text(out.type.shape)}, {start}, {dtype_name(dtype)})")
             self.body.append(f"{cell} = {cast(fold(monoid, cell, value), dtype)}")
         self.scope.bind(out, target)
+
+    def reduced_levels(self, shape: tuple[int, ...], axes: tuple[int, ...]) -> list[int]:
+        runs = merge_runs(self.shape, shape)
+        return sorted(j for axis in axes for j in range(*runs[axis]))
 
     def partial_layout(self, shape: tuple[int, ...], axes: tuple[int, ...]
                        ) -> tuple[list[str], int, bool]:
@@ -464,11 +472,15 @@ class _Nest:
         return None
 
     def loop_order(self) -> list[int]:
-        """The level each depth of the nest loops over: `order` when the outer levels are
-        independent (no reduction over them, no statements between them), else C order."""
+        """The level each depth of the nest loops over: `order` when that changes no
+        result (no register summing over outer levels, no statements between them, and each
+        sum in memory still meets its terms in the same order), else C order."""
         last = len(self.shape) - 1
+        position = {level: depth for depth, level in enumerate(self.order)}
         if self.in_order or any(depth not in (last, len(self.shape))
-                                for depth in (*self.level_open, *self.level_close)):
+                                for depth in (*self.level_open, *self.level_close)) \
+                or any(sorted(levels, key=position.get) != levels
+                       for levels in self.summed_levels):
             return list(range(len(self.shape)))
         return self.order
 
