@@ -106,6 +106,12 @@ def zero_padding(eqn: Eqn) -> int | None:
 DIRECT_CONTRACTION = 64
 
 
+# A contraction's operand made in its own nest is computed again at each summed position
+# (instead of being stored and read back) when its chain of elementwise operations and
+# broadcasts is at most this deep: GMM's x_i - μ_k, one subtraction of two broadcasts.
+RECOMPUTE_MAX_MEMBERS = 4
+
+
 def summed_size(eqn: Eqn) -> int:
     """How many products an ``einsum`` sums per output element."""
     a, b = eqn.params["spec"].split("->")[0].split(",")
@@ -194,13 +200,43 @@ class Group:
             return False  # needs a finished reduction
         if kind == "alias" and inputs[0] not in self.streams:
             return False
-        if kind in ("contraction", "window") and any(a in self.produced for a in inputs):
+        if kind == "window" and any(a in self.produced for a in inputs):
             return False  # operands are read at other positions than the element's
+        if kind == "contraction" and any(a in self.produced for a in inputs):
+            return self._contracts_members(eqn)
         if kind == "index" and inputs and inputs[0] in self.streams \
                 and inputs[0].type.size != self.size:
             return False
         required = self.requirement(eqn, kind)
         return required is None or self._loop_shape_with(required) is not None
+
+    def _contracts_members(self, eqn: Eqn) -> bool:
+        """Whether the contraction ``eqn`` may read its operands that this group makes by
+        computing them again at the positions it sums over (`recomputable`), each axis of
+        such an operand being one loop level (so a position is a choice of level indices)."""
+        shape = self._loop_shape_with(eqn.outputs[0].type.shape)
+        if shape is None:
+            return False
+        for operand in eqn.inputs:
+            if operand not in self.produced:
+                continue
+            runs = merge_runs(shape, operand.type.shape)
+            if runs is None or any(b - a > 1 for a, b in runs) \
+                    or not self.recomputable(operand, RECOMPUTE_MAX_MEMBERS):
+                return False
+        return True
+
+    def recomputable(self, var: Var, budget: int) -> bool:
+        """Whether ``var`` is an element stream made, back to the group's operands, by
+        elementwise operations, broadcasts and windows at most ``budget`` deep: cheap to
+        compute at any position from arrays that are stored."""
+        producer = next((k for k, e in enumerate(self.members) if var in e.outputs), None)
+        if producer is None or budget <= 0 \
+                or self.kinds[producer] not in ("elementwise", "index", "window"):
+            return False
+        inputs = [a for a in self.members[producer].inputs
+                  if isinstance(a, Var) and a in self.produced]
+        return all(self.recomputable(a, budget - 1) for a in inputs)
 
     def _loop_shape_with(self, required: tuple[int, ...]) -> tuple[int, ...] | None:
         return _fit(self.requirements, self.loop_shape, required)

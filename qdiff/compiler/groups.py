@@ -84,6 +84,11 @@ class _Nest:
         self.body: list[str] = []        # statements at the innermost level
         self.level_open: dict[int, list[str]] = {}
         self.level_close: dict[int, list[str]] = {}
+        self.producers: dict[Var, tuple[Eqn, str]] = {}
+        # the order the levels but the innermost are looped in, outermost first
+        self.order = list(range(len(self.shape)))
+        self.in_order = False  # whether a reduction over outer levels fixes their order
+        self.summed_levels: list[list[int]] = []  # levels each reduction in memory sums over
 
     # --------------------------------------------------------------- indices
     def index_of(self, run: tuple[int, int]) -> str:
@@ -139,6 +144,8 @@ class _Nest:
 
     # --------------------------------------------------------------- members
     def member(self, eqn: Eqn, kind: str) -> None:
+        for var in eqn.outputs:
+            self.producers[var] = (eqn, kind)
         if kind == "elementwise":
             self.elementwise(eqn)
         elif kind == "alias":
@@ -233,9 +240,11 @@ class _Nest:
             zip(b_term, eqn.inputs[1].type.shape))
         summed = [c for c in a_term if c not in out_term]
         for operand in eqn.inputs:
-            self.read_elsewhere(operand)
-        operands = [self.scope.read(x) for x in eqn.inputs]
-        if self.contracts_rows(out.shape):
+            if operand not in self.elements:
+                self.read_elsewhere(operand)
+        operands = [None if x in self.elements else self.scope.read(x) for x in eqn.inputs]
+        made_here = [term for x, term in zip(eqn.inputs, (a_term, b_term)) if x in self.elements]
+        if self.contracts_rows(out.shape) and not any(out_term[-1] in t for t in made_here):
             self.row_contraction(eqn, operands, position, sizes, summed)
             return
         acc = self.scope.fresh("acc")
@@ -245,10 +254,42 @@ class _Nest:
             position[c] = self.scope.fresh("j")
             self.body.append(f"{indent}for {position[c]} in range({sizes[c]}):")
             indent += "    "
-        left, right = (_at(array, term, position) for array, term
-                       in zip(operands, (a_term, b_term)))
+        left, right = (self.operand_at(x, array, term, position, self.body, indent)
+                       for x, array, term in zip(eqn.inputs, operands, (a_term, b_term)))
         self.body.append(f"{indent}{acc} = {cast(f'{acc} + {left} * {right}', out.dtype)}")
         self.elements[eqn.outputs[0]] = acc
+
+    def operand_at(self, atom: Var, array: str | None, term: str, position: dict[str, str],
+                   lines: list[str], indent: str) -> str:
+        """A contraction operand's element at ``position`` (index letters of ``term``): read
+        from ``array``, or for a value this nest makes (``array`` None), its members again
+        with the loop indices of ``position``, their statements appended to ``lines``."""
+        if array is not None:
+            return _at(array, term, position)
+        runs = merge_runs(self.shape, atom.type.shape)
+        index = list(self.index)
+        for (a, b), c in zip(runs, term):
+            if b == a + 1:
+                index[a] = position[c]
+        saved = (self.index, self.flat, self.elements, self.body, self.element_reads)
+        self.index, self.elements, self.body = index, {}, []
+        self.flat = self.index_of((0, len(self.shape))) if len(self.shape) > 1 else index[0]
+        self.element_reads = self.other_reads  # reads at positions other than the element's
+        self.recompute(atom)
+        expression, body = self.elements[atom], self.body
+        self.index, self.flat, self.elements, self.body, self.element_reads = saved
+        lines.extend(f"{indent}{line}" for line in body)
+        return expression
+
+    def recompute(self, var: Var) -> None:
+        """Write ``var``'s member again (and the members it reads, first) at the current
+        indices."""
+        eqn, kind = self.producers[var]
+        for operand in eqn.inputs:
+            if isinstance(operand, Var) and operand in self.producers \
+                    and operand not in self.elements:
+                self.recompute(operand)
+        self.member(eqn, kind)
 
     def contracts_rows(self, out_shape: tuple[int, ...]) -> bool:
         """Whether a contraction is computed a row at a time (`row_contraction`): on the CPU,
@@ -276,7 +317,7 @@ class _Nest:
         position[row_char] = z
         terms = []
         for k, term in enumerate((a_term, b_term)):
-            if row_char in term and term[-1] != row_char:
+            if operands[k] is not None and row_char in term and term[-1] != row_char:
                 order = [*(i for i, c in enumerate(term) if c != row_char),
                          term.index(row_char)]
                 moved = self.scope.fresh("t")
@@ -284,6 +325,7 @@ class _Nest:
                                    f"{operands[k]}, {shape_text(tuple(order))}))")
                 operands[k], term = moved, "".join(term[i] for i in order)
             terms.append(term)
+        self.weights_outside(out.shape, out_term, (a_term, b_term), operands)
         # under prange each outer iteration needs its own row
         shared = last == 0 or self.outer_range() == "range"
         allocate = f"{row} = {empty((self.shape[last],), out.np_dtype)}"
@@ -296,11 +338,28 @@ class _Nest:
             position[c] = self.scope.fresh("j")
             lines.append(f"{indent}for {position[c]} in range({sizes[c]}):")
             indent += "    "
-        left, right = (_at(array, term, position) for array, term in zip(operands, terms))
+        left, right = (self.operand_at(x, array, term, position, lines, indent)
+                       for x, array, term in zip(eqn.inputs, operands, terms))
         lines.append(f"{indent}for {z} in range({self.shape[last]}):")
         lines.append(f"{indent}    {row}[{z}] = "
                      f"{cast(f'{row}[{z}] + {left} * {right}', out.dtype)}")
         self.elements[eqn.outputs[0]] = f"{row}[{self.index[last]}]"
+
+    def weights_outside(self, out_shape: tuple[int, ...], out_term: str,
+                        terms: tuple[str, str], operands: list[str | None]) -> None:
+        """Loop first over the levels that index a row contraction's stored operand
+        holding the row (GMM's Q_k, d×d): its block for one choice of them is then reused
+        by every iteration of the levels inside, from cache, instead of being read again
+        for each of them (a 32 KB matrix per point and component at d=64)."""
+        runs = merge_runs(self.shape, out_shape)
+        levels = {c: a for c, (a, b) in zip(out_term, runs) if b == a + 1}
+        for term, array in zip(terms, operands):
+            if array is None or out_term[-1] not in term:
+                continue
+            first = [levels[c] for c in term if c in levels and levels[c] < len(self.shape) - 1]
+            rest = [level for level in self.order if level not in first]
+            self.order = sorted(first) + rest
+            return
 
     def reduction(self, eqn: Eqn) -> None:
         operand, out = eqn.inputs[0], eqn.outputs[0]
@@ -311,11 +370,16 @@ class _Nest:
         register = self.scope.fresh("acc")
         shape, axes = operand.type.shape, eqn.params["axes"]
         if len(axes) == len(shape):
+            self.in_order = True
             self.before.append(f"{register} = {start}")
             self.body.append(f"{register} = {cast(fold(monoid, register, value), dtype)}")
             self.scope.bind(out, register)
             return
         kept, first, in_register = self.partial_layout(shape, axes)
+        if in_register:
+            self.in_order |= first != len(self.shape) - 1
+        else:
+            self.summed_levels.append(self.reduced_levels(shape, axes))
         target = self.scope.fresh("r")
         if in_register:
             self.results.append((target, out, out.type.shape, dtype, None))
@@ -328,6 +392,10 @@ class _Nest:
             self.results.append((target, out, out.type.shape, dtype, start))
             self.body.append(f"{cell} = {cast(fold(monoid, cell, value), dtype)}")
         self.scope.bind(out, target)
+
+    def reduced_levels(self, shape: tuple[int, ...], axes: tuple[int, ...]) -> list[int]:
+        runs = merge_runs(self.shape, shape)
+        return sorted(j for axis in axes for j in range(*runs[axis]))
 
     def partial_layout(self, shape: tuple[int, ...], axes: tuple[int, ...]
                        ) -> tuple[list[str], int, bool]:
@@ -414,6 +482,19 @@ class _Nest:
             return scope.read(operand)
         return None
 
+    def loop_order(self) -> list[int]:
+        """The level each depth of the nest loops over: `order` when that changes no
+        result (no register summing over outer levels, no statements between them, and each
+        sum in memory still meets its terms in the same order), else C order."""
+        last = len(self.shape) - 1
+        position = {level: depth for depth, level in enumerate(self.order)}
+        if self.in_order or any(depth not in (last, len(self.shape))
+                                for depth in (*self.level_open, *self.level_close)) \
+                or any(sorted(levels, key=position.get) != levels
+                       for levels in self.summed_levels):
+            return list(range(len(self.shape)))
+        return self.order
+
     def _level(self, level: int) -> None:
         scope = self.scope
         for line in self.level_open.get(level, []):
@@ -425,7 +506,8 @@ class _Nest:
                 scope.line(line)
         else:
             loop = self.outer_range() if level == 0 else "range"
-            with scope.src.block(f"for {self.index[level]} in {loop}({self.shape[level]})"):
+            looped = self.loop_order()[level]
+            with scope.src.block(f"for {self.index[looped]} in {loop}({self.shape[looped]})"):
                 self._level(level + 1)
         for line in self.level_close.get(level, []):
             scope.line(line)

@@ -73,6 +73,28 @@ def batched_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 @njit(**_JIT)
+def batched_matmul_transposed(a: np.ndarray, b: np.ndarray, transpose_a: bool,
+                              transpose_b: bool) -> np.ndarray:
+    """`batched_matmul` with ``a[p]`` (K, M) read as its transpose when ``transpose_a``,
+    and ``b[p]`` (N, K) when ``transpose_b``: BLAS reads a transposed operand in place,
+    so its caller may lay it out by the cheaper copy."""
+    batch = a.shape[0]
+    m = a.shape[2] if transpose_a else a.shape[1]
+    n = b.shape[1] if transpose_b else b.shape[2]
+    out = np.empty((batch, m, n), a.dtype)
+    for p in range(batch):
+        if transpose_a and transpose_b:
+            np.dot(a[p].T, b[p].T, out[p])
+        elif transpose_a:
+            np.dot(a[p].T, b[p], out[p])
+        elif transpose_b:
+            np.dot(a[p], b[p].T, out[p])
+        else:
+            np.dot(a[p], b[p], out[p])
+    return out
+
+
+@njit(**_JIT)
 def batched_matmul_loops(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """`batched_matmul` for dtypes BLAS does not take (integers)."""
     batch, m, depth = a.shape

@@ -198,3 +198,47 @@ def test_small_einsums_with_transposed_operands_run_as_direct_loops():
     big = qdiff.trace(lambda a, b: qnp.einsum("nki,nkj->kij", a, b), t[:, :, :1].repeat(40, 2),
                       c[:, :, :1].repeat(40, 2))
     assert "batched_matmul" in CompiledProgram(big).source
+
+
+def _centred_products(factors, x, means, scales):
+    # GMM's Q_k (x_i - μ_k) with x_i - μ_k made in the contraction's own nest
+    centred = x[:, None, :] - means[None, :, :]
+    transformed = scales[None] * centred + qnp.einsum("kij,nkj->nki", factors, centred)
+    return qnp.sum(qnp.sum(transformed ** 2, axis=2) * qnp.arange(1.0, 4.0)[None, :])
+
+
+def test_contraction_operand_made_in_its_nest_is_not_stored():
+    """GMM's x_i - μ_k and exp(q_k) ⊙ (x_i - μ_k) were written as two (n, K, d) arrays
+    before the contraction's nest read them back: now the nest computes x_i - μ_k again at
+    each summed position, stores no (n, K, d) array, and loops over the components first
+    (each Q_k is read once for all points)."""
+    factors, x = RNG.normal(size=(3, 16, 16)), RNG.normal(size=(20, 16))
+    means, scales = RNG.normal(size=(3, 16)), RNG.normal(size=(3, 16))
+    args = (factors, x, means, scales)
+    program = qdiff.trace(_centred_products, *args)
+    for parallel in (False, True):
+        compiled = CompiledProgram(program, parallel=parallel)
+        assert_agree(compiled(*args), program(*args), f"parallel={parallel}")
+        assert "np.empty((20, 3, 16,)" not in compiled.source
+    loops = re.findall(r"for i\d+ in p?range\((\d+)\)", CompiledProgram(program).source)
+    assert loops.index("3") < loops.index("20")  # components outside, points inside
+    _compiled(_centred_products, *args, argnums=(0, 2, 3))
+    # an operand indexed by the row (the result's last axis) is still stored
+    program = qdiff.trace(lambda f, c: qnp.sum(qnp.einsum("kij,nkj->nki", f, qnp.exp(c)) ** 2),
+                          factors, RNG.normal(size=(20, 3, 16)))
+    assert_agree(CompiledProgram(program)(factors, RNG.normal(size=(20, 3, 16)) * 0 + 1),
+                 program(factors, np.ones((20, 3, 16))), "stored operand")
+
+
+def test_batched_product_reads_an_operand_transposed_without_an_element_copy():
+    """Σ_n t̄[n,k,i] c[n,k,j] (GMM's reverse pass at d=64) copied t̄ to (k, i, n), an
+    element at a time; BLAS now reads it as (k, n, i) transposed in place."""
+    t, c = RNG.normal(size=(100, 2, 40)), RNG.normal(size=(100, 2, 30))
+    b = RNG.normal(size=(2, 30, 100))  # and a right operand whose summed index is last
+    program = qdiff.trace(lambda t, c, b: (qnp.einsum("nki,nkj->kij", t, c),
+                                           qnp.einsum("kin,kjn->kij", b, b)), t, c, b)
+    compiled = CompiledProgram(program)
+    for k, (got, want) in enumerate(zip(compiled(t, c, b), program(t, c, b))):
+        assert_agree(got, want, f"output {k}")
+    assert "batched_matmul_transposed" in compiled.source
+    assert "(1, 2, 0,)" not in compiled.source

@@ -98,12 +98,23 @@ def _einsum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     p, m, k, n = size(batch), size(free_a), size(summed), size(free_b)
     if direct_loops(a_term, b_term, batch + free_a + summed, batch + summed + free_b, m * n):
         return [_direct(scope, eqn, args, a_term, b_term, out_term, sizes)]
-    left = _arranged(scope, args[0], a_term, batch + free_a + summed, (p, m, k))
-    right = _arranged(scope, args[1], b_term, batch + summed + free_b, (p, k, n))
     blas = eqn.outputs[0].type.np_dtype.kind in "fc"
+    # BLAS reads an operand transposed in place: lay out each one with its own last
+    # index last, so that its copy moves whole rows (GMM's Σ_n t̄[n,k,i] c[n,k,j]
+    # copies t̄ to (k, n, i), not to (k, i, n), an element at a time)
+    transpose_a = blas and bool(a_term) and a_term[-1] in free_a and bool(summed)
+    transpose_b = blas and bool(b_term) and b_term[-1] in summed and bool(free_b)
+    left = _arranged(scope, args[0], a_term, batch + summed + free_a if transpose_a
+                     else batch + free_a + summed, (p, k, m) if transpose_a else (p, m, k))
+    right = _arranged(scope, args[1], b_term, batch + free_b + summed if transpose_b
+                      else batch + summed + free_b, (p, n, k) if transpose_b else (p, k, n))
     product = scope.fresh("m")
-    helper = "batched_matmul" if blas else "batched_matmul_loops"
-    scope.line(f"{product} = rt.{helper}({left}, {right})")
+    if transpose_a or transpose_b:
+        scope.line(f"{product} = rt.batched_matmul_transposed({left}, {right}, "
+                   f"{transpose_a}, {transpose_b})")
+    else:
+        helper = "batched_matmul" if blas else "batched_matmul_loops"
+        scope.line(f"{product} = rt.{helper}({left}, {right})")
     natural = batch + free_a + free_b
     out = scope.fresh()
     if not out_term:
