@@ -86,6 +86,18 @@ def free_names(lines: Sequence[str]) -> list[str]:
     return list(found)
 
 
+def device_array(shape: Sequence[int], dtype: object, fill: str | None = None) -> str:
+    """The runtime call making a new device array of ``shape`` and ``dtype``, every element
+    ``fill`` (a scalar's source text) or uninitialized (None).
+
+    >>> device_array((2, 3), np.float64, "0.0")
+    'rtc.full((2, 3,), 0.0, np.float64)'
+    """
+    if fill is None:
+        return f"rtc.empty({shape_text(shape)}, {dtype_name(dtype)})"
+    return f"rtc.full({shape_text(shape)}, {fill}, {dtype_name(dtype)})"
+
+
 class KernelSource(Source):
     """The host function's lines, with the kernels written alongside it."""
 
@@ -147,7 +159,7 @@ class KernelSource(Source):
 
     def allocate_empty(self, name: str, shape: Sequence[int], dtype: object) -> None:
         """`allocate` ``name`` as a new uninitialized device array of ``shape`` and ``dtype``."""
-        self.allocate(name, f"rtc.empty({shape_text(shape)}, {dtype_name(dtype)})")
+        self.allocate(name, device_array(shape, dtype))
 
     def device_view(self, base: str, shape: str) -> str:
         """A device view of ``base`` (put on the device first), reshaped to ``shape``:

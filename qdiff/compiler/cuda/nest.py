@@ -20,9 +20,9 @@ import math
 from ...ir.core import Eqn, Var
 from ..fusion import REDUCTIONS, Group
 from ..groups import _Nest, fold, neutral
-from ..lowering import Scope, shape_text
-from ..source import cast, dtype_name, scalar_literal
-from .kernels import KernelSource, blocks_for, has_atomic, threads_for
+from ..lowering import Scope
+from ..source import cast, scalar_literal
+from .kernels import KernelSource, blocks_for, device_array, has_atomic, threads_for
 
 
 class CudaNest(_Nest):
@@ -60,8 +60,7 @@ class CudaNest(_Nest):
         if not in_register and has_atomic(monoid, dtype):
             target = self.scope.fresh("r")
             start = scalar_literal(neutral(monoid, dtype), dtype)
-            self.allocations[target] = (f"rtc.full({shape_text(out.type.shape)}, {start}, "
-                                        f"{dtype_name(dtype)})")
+            self.allocations[target] = device_array(out.type.shape, dtype, start)
             # one axis takes a plain index: the CUDA compiler does not cast a 1-tuple to it
             index = kept[0] if len(kept) == 1 else f"({''.join(k + ', ' for k in kept)})"
             self.body.append(f"cuda.atomic.{monoid}({target}, {index}, {self.element(operand)})")
@@ -72,9 +71,7 @@ class CudaNest(_Nest):
             # the result array the CPU nest allocates on the host is made on the device
             target, _, result_shape, _, fill = self.results.pop()
             assert target == self.scope.read(out), target
-            self.allocations[target] = (
-                f"rtc.empty({shape_text(result_shape)}, {dtype_name(dtype)})" if fill is None
-                else f"rtc.full({shape_text(result_shape)}, {fill}, {dtype_name(dtype)})")
+            self.allocations[target] = device_array(result_shape, dtype, fill)
         self.written.append(self.scope.read(out))
 
     def write(self, stores: list[tuple[Var, str]]) -> None:
