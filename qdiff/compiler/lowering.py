@@ -113,6 +113,8 @@ class Scope:
         self.allocations: list[tuple[Var | None, str, str, str | None]] = []
         # the equations written so far (coarsening writes some later than program order)
         self.written: set[Eqn] = set()
+        self.lowering: set[Eqn] = set()  # the equations being written now
+        self._by_root: dict[Var, list[Var]] | None = None  # see `_sharing`
 
     # ------------------------------------------------------------------ values
     def read(self, atom: Any) -> str:
@@ -204,8 +206,22 @@ class Scope:
         return self.src.fresh(prefix)
 
     def can_overwrite(self, atom: Any) -> bool:
-        """Whether the equation being lowered may update ``atom``'s array in place."""
-        return isinstance(atom, Var) and self.live.overwritable(atom, self.index)
+        """Whether the equation being lowered may update ``atom``'s array in place: no
+        later equation reads it, and every reader of it (of any view of it) is written
+        already or is being written now. Program order alone does not say: the coarsening
+        pass may write an equation after a later one, whose nest would then read the array
+        after it was overwritten."""
+        return isinstance(atom, Var) and self.live.overwritable(atom, self.index) and all(
+            reader is None or reader in self.written or reader in self.lowering
+            for var in self._sharing(atom) for reader in self.readers.get(var, ()))
+
+    def _sharing(self, atom: Var) -> list[Var]:
+        """The values read in this scope that share ``atom``'s array (its views)."""
+        if self._by_root is None:
+            self._by_root = {}
+            for var in self.readers:
+                self._by_root.setdefault(self.live.root_of(var), []).append(var)
+        return self._by_root.get(self.live.root_of(atom), [atom])
 
     def writable(self, atom: Any) -> str:
         """``atom``'s array, or a copy of it when it may not be overwritten here."""
@@ -228,10 +244,12 @@ class Scope:
         for item in plan(self.program.eqns):
             if isinstance(item, Eqn):
                 self.index = positions[id(item)]
+                self.lowering = {item}
                 self.lower_eqn(item)
                 self.written.add(item)
             else:
                 self.index = max(positions[id(e)] for e in item.members)
+                self.lowering = set(item.members)
                 self.lower_group(item)
                 self.written.update(item.members)
         self.hoist_allocations()

@@ -83,3 +83,21 @@ def test_jit_of_grad_called_first_traces_an_array_argument_indexed_by_the_loop_i
     assert_agree(qdiff.jit(qdiff.grad(vector_loss))(arrays, b),
                  [(plain(a + h, b) - plain(a - h, b)) / (2 * h) for a in arrays], "array carry",
                  rtol=1e-8)
+
+
+def test_a_nest_written_early_does_not_overwrite_an_array_a_delayed_nest_still_reads():
+    # v's last reader in program order is sin(v) * r, whose nest was written first (a
+    # matrix product needed it), so it stored its result in v's array; the nest of
+    # v[None] * m, earlier in the program but written later, then read sin(v) * r for v
+    def f(a, b, m, w, r):
+        v = qnp.einsum("ij,jk->ik", a, b)
+        u = v[None, :, :] * m
+        y = qnp.sin(v) * r[None, :]
+        return u, qnp.einsum("ij,jk->ik", y, w)
+
+    rng = np.random.default_rng(0)
+    args = (rng.normal(size=(5, 80)), rng.normal(size=(80, 6)), rng.normal(size=(3, 5, 6)),
+            rng.normal(size=(6, 70)), rng.normal(size=6))
+    program = qdiff.trace(f, *args)
+    for k, (got, want) in enumerate(zip(CompiledProgram(program)(*args), program(*args))):
+        assert_agree(got, want, f"output {k}")
