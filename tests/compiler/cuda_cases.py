@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from pathlib import Path
 
 import numpy as np
 
@@ -27,7 +28,7 @@ PRIMAL = ["elementwise at edges", "recurrence", "checkpointed loop", "while loop
           "map over rows", "scan and reduce", "hist and scatter", "indexing", "shapes",
           "reductions", "einsums", "logsumexp", "float32", "integers", "empty arrays"]
 GRADIENT = ["recurrence", "checkpointed loop", "while loop", "switch", "map over rows",
-            "scan and reduce", "hist and scatter", "reductions", "logsumexp"]
+            "scan and reduce", "hist and scatter", "reductions", "einsums", "logsumexp"]
 RNG = np.random.default_rng(11)
 
 
@@ -126,6 +127,29 @@ def _loop_of_branches(x, y, k):
     return qdiff.fori_loop(0, 3, step, x)
 
 
+def _long_sums(x, z):
+    # few result elements, long sums: split into chunks added atomically (GMM's
+    # Σ_n t̄[n,k,i] c[n,k,j]); complex sums have no atomic and keep a thread per element
+    per_component = qnp.einsum("nki,nkj->kij", x, x)
+    total = qnp.einsum("nki,nki->", x, x)
+    return per_component, total, qnp.real(qnp.einsum("n,n->", z, z)), qnp.einsum("nki->ik", x)
+
+
+def _gmm(alphas, means, icf, x):
+    """ADBench's GMM objective (the one `benchmarks/classical_ad.py` times)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import classical_ad  # noqa: PLC0415
+
+    return classical_ad.gmm(qnp, lambda lo, hi, body, init: qdiff.fori_loop(lo, hi, body, init),
+                            alphas, means, icf, x)
+
+
+def _transposes_and_extrema(m, t):
+    moved = qnp.transpose(t, (2, 0, 1)) * 2.0
+    return (moved, qnp.argmax(m, axis=1), qnp.argmin(m, axis=0), qnp.argmax(t, axis=1),
+            qnp.argmin(m[0]))
+
+
 EXTRA = {
     "kernel forms at edges": (_kernel_forms, (
         np.concatenate([EDGES, [-3.5, 2.5, 0.5, -0.5, 7.0, -7.0, 1e300, -1e-300]]),
@@ -145,6 +169,13 @@ EXTRA = {
     "loop of branches of kernels": (_loop_of_branches,
                                     (RNG.normal(size=5), RNG.normal(size=5), 1)),
     "while loop of kernels": (_while_of_kernels, (RNG.uniform(0.1, 0.5, 6),)),
+    "einsums with long sums": (_long_sums, (RNG.normal(size=(300, 2, 3)),
+                                            RNG.normal(size=70) + 1j * RNG.normal(size=70))),
+    "ADBench GMM, 12 points": (_gmm, (RNG.normal(size=3), RNG.normal(size=(3, 2)),
+                                      0.1 * RNG.normal(size=(3, 3)), RNG.normal(size=(12, 2)))),
+    "transposes, argmax and argmin": (_transposes_and_extrema, (
+        np.array([[1.0, 3.0, 3.0, -1.0], [np.nan, 2.0, np.nan, 0.0], [0.0, -0.0, 5.0, 5.0]]),
+        RNG.normal(size=(2, 3, 4)))),
 }
 
 # program, arguments, (uploads, downloads) in one call: arguments go to the device once,
@@ -168,6 +199,9 @@ KERNEL_TEXT = {
     "map of rows holding arrays": ("def rows", "cuda.local.array("),
     "complex sign": ("rtc.complex_sign(",),
     "named reductions, several blocks": ("def fold", "def scan", "def offsets", ", 3, 128, "),
+    "einsums": ("def einsum",),
+    "einsums with long sums": ("def einsum", "cuda.atomic.add("),
+    "transposes, argmax and argmin": ("def transpose", "def argext"),
 }
 
 

@@ -135,6 +135,22 @@ def _host_function(f, *args) -> list[str]:
     return source[source.index("\ndef host("):source.index("\ndef kernel(")].splitlines()
 
 
+def test_gmm_gradient_contracts_on_the_device_not_in_a_host_python_loop():
+    # the CPU target's direct-loop einsum ran in the CUDA host function, which is plain
+    # Python: one interpreted iteration per product of GMM's Σ_n t̄[n,k,i] c[n,k,j]; its
+    # transposes and argmax also took their operands back from the device
+    from tests.compiler.cuda_cases import EXTRA  # noqa: PLC0415
+
+    f, (alphas, means, icf, _) = EXTRA["ADBench GMM, 12 points"]
+    points = np.ones((1000, means.shape[1]))  # generated, not run: any size
+    lines = _host_function(qdiff.grad(f, argnums=(0, 1, 2)), alphas, means, icf, points)
+    assert not [line for line in lines if line.strip().startswith(("for ", "while "))]
+    host = "\n".join(lines)
+    for moved in ("rt.arg_extremum(", "np.transpose(", "rt.batched_matmul"):
+        assert moved not in host
+    assert host.count("rtc.download(") <= 5, host
+
+
 def test_loop_of_kernels_moves_nothing_per_iteration():
     # operands went to the device at every launch and results came back after it: a loop of
     # kernels copied its carry and its constant operand both ways at every iteration

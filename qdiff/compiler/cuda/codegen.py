@@ -9,7 +9,7 @@ from ...ir.core import Program
 from ...ir.errors import QdiffError
 from ..codegen import Generated, function_body
 from ..lowering import Options
-from . import soacs  # noqa: F401  (fills CUDA_RULES)
+from . import arrays, soacs  # noqa: F401  (fill CUDA_RULES)
 from .kernels import KernelSource
 from .scope import CudaScope
 

@@ -15,6 +15,7 @@ import builtins
 import math
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 
@@ -56,6 +57,17 @@ def threads_for(count: int) -> int:
 def blocks_for(count: int, threads: int) -> int:
     """Blocks covering ``count`` work items (at least one)."""
     return max(1, math.ceil(count / threads))
+
+
+def unflatten(scope: Any, flat: str, names: Sequence[str], sizes: Sequence[int]) -> None:
+    """Kernel lines binding ``names`` to the row-major digits of the index ``flat`` over
+    ``sizes`` (a thread's element of a nest or of a result)."""
+    stride = 1
+    for position in reversed(range(len(names))):
+        index = f"{flat} // {stride}" if stride > 1 else flat
+        scope.line(f"{names[position]} = {index}" if position == 0 else
+                   f"{names[position]} = ({index}) % {sizes[position]}")
+        stride *= sizes[position]
 
 
 def numba_type(dtype: str | np.dtype) -> str:

@@ -22,7 +22,14 @@ from ..fusion import REDUCTIONS, Group
 from ..groups import _Nest, fold, neutral
 from ..lowering import Scope
 from ..source import cast, scalar_literal
-from .kernels import KernelSource, blocks_for, device_array, has_atomic, threads_for
+from .kernels import (
+    KernelSource,
+    blocks_for,
+    device_array,
+    has_atomic,
+    threads_for,
+    unflatten,
+)
 
 
 class CudaNest(_Nest):
@@ -95,12 +102,8 @@ class CudaNest(_Nest):
             for line in self.thread_start:
                 scope.line(line)
             with src.block(f"if {thread} < {count}"):
-                stride = 1
-                for level in reversed(range(self.thread_levels)):
-                    index = f"{thread} // {stride}" if stride > 1 else thread
-                    scope.line(f"{self.index[level]} = {index}" if level == 0 else
-                               f"{self.index[level]} = ({index}) % {self.shape[level]}")
-                    stride *= self.shape[level]
+                unflatten(scope, thread, self.index[:self.thread_levels],
+                          self.shape[:self.thread_levels])
                 self._level(self.thread_levels)
             for (register, monoid, dtype, _), partial in zip(self.full, partials):
                 result, lane = src.block_fold(register, monoid, dtype, threads)

@@ -1,0 +1,191 @@
+"""Dense array primitives as kernels (CUDA target): ``einsum``, ``transpose``, ``argmax`` and
+``argmin``. Their CPU rules run on the host, in the host function, which is plain Python:
+an einsum lowered as direct loops would run there one interpreted iteration per product
+(GMM's Σ_n t̄[n,k,i] c[n,k,j]), and every one of them would take its operands back from
+the device and send its result over again.
+
+Rewrite rules, one thread per element of the result:
+
+- ``einsum``: out[o] = Σ_s a[o, s] · b[o, s], the thread of element ``o`` looping over the
+  summed positions ``s``. When the result has few elements and the sum is long (fewer
+  than `FEW_OUTPUTS` threads otherwise), the sum is cut into chunks, a thread per
+  (chunk, element), each adding its partial sum with ``cuda.atomic.add`` into the zeroed
+  result; dtypes without an add atomic (complex) keep one thread per element.
+- ``transpose``: out[i] = x[perm⁻¹(i)], a thread per element.
+- ``argmax``/``argmin`` along an axis: a thread per (before, after) pair scans the axis,
+  keeping the first extremum and the first NaN, as NumPy does (`runtime.arg_extremum`).
+"""
+
+from __future__ import annotations
+
+import math
+
+from ...classical.linalg import einsum_p, parse_spec
+from ...classical.reductions import argmax_p, argmin_p
+from ...classical.shape import transpose_p
+from ...ir.core import Eqn
+from ..lowering import Scope
+from ..source import cast, scalar_literal
+from .kernels import (
+    KernelSource,
+    blocks_for,
+    device_array,
+    has_atomic,
+    threads_for,
+    unflatten,
+)
+from .scope import cuda_rule
+
+# below this many result elements a long sum is split into chunks across threads
+FEW_OUTPUTS = 1 << 14
+# summed positions per thread at least, when a sum is split
+CHUNK = 64
+
+
+def _source(scope: Scope) -> KernelSource:
+    assert isinstance(scope.src, KernelSource)
+    return scope.src
+
+
+def _named(scope: Scope, args: list[str]) -> list[str]:
+    """``args`` with each expression (a row ``x[i]`` of a host loop, a literal) bound to a
+    host name first: kernels take names as parameters."""
+    named = []
+    for arg in args:
+        if not arg.isidentifier():
+            name = scope.fresh()
+            scope.line(f"{name} = {arg}")
+            arg = name
+        named.append(arg)
+    return named
+
+
+def _at(array: str, term: str, index: dict[str, str]) -> str:
+    return f"{array}[{', '.join(index[c] for c in term)}]" if term else array
+
+
+def chunks_for(outputs: int, summed: int) -> int:
+    """How many chunks an einsum's sum is cut into: 1 unless the result has fewer than
+    `FEW_OUTPUTS` elements and each chunk keeps at least `CHUNK` summed positions.
+
+    >>> chunks_for(20, 10000), chunks_for(10**6, 10000), chunks_for(20, 100)
+    (156, 1, 1)
+    """
+    if outputs >= FEW_OUTPUTS:
+        return 1
+    return max(1, min(summed // CHUNK, math.ceil(FEW_OUTPUTS / max(outputs, 1))))
+
+
+@cuda_rule(einsum_p)
+def _einsum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    args = _named(scope, args)
+    a_term, b_term, out_term = parse_spec(eqn.params["spec"])
+    sizes = dict(zip(a_term, eqn.inputs[0].type.shape)) | dict(zip(b_term,
+                                                                   eqn.inputs[1].type.shape))
+    summed = "".join(dict.fromkeys(c for c in a_term + b_term if c not in out_term))
+    out = eqn.outputs[0].type
+    dtype = out.np_dtype
+    outputs = math.prod(sizes[c] for c in out_term)
+    length = math.prod(sizes[c] for c in summed)
+    chunks = chunks_for(outputs, length) if has_atomic("add", dtype) else 1
+    per_chunk = math.ceil(length / chunks)
+    src = _source(scope)
+    result = scope.fresh("y")
+    zero = scalar_literal(0, dtype)
+    # flat: a thread writes (or adds into) element ``e``; the result is a view of it
+    src.allocate(result, device_array((outputs,), dtype, zero if chunks > 1 else None))
+    index = {c: scope.fresh("q") for c in out_term + summed}
+    count = outputs * chunks
+    threads = threads_for(count)
+    with src.capture() as body:
+        t = scope.fresh("t")
+        scope.line(f"{t} = cuda.grid(1)")
+        with src.block(f"if {t} < {count}"):
+            element, first = scope.fresh("e"), scope.fresh("s")
+            scope.line(f"{element} = {t} % {outputs}")
+            scope.line(f"{first} = ({t} // {outputs}) * {per_chunk}")
+            if out_term:
+                unflatten(scope, element, [index[c] for c in out_term],
+                           [sizes[c] for c in out_term])
+            acc, s = scope.fresh("acc"), scope.fresh("s")
+            scope.line(f"{acc} = {zero}")
+            with src.block(f"for {s} in range({first}, min({first} + {per_chunk}, {length}))"):
+                if summed:
+                    unflatten(scope, s, [index[c] for c in summed], [sizes[c] for c in summed])
+                product = f"{_at(args[0], a_term, index)} * {_at(args[1], b_term, index)}"
+                scope.line(f"{acc} = {cast(f'{acc} + {product}', dtype)}")
+            scope.line(f"cuda.atomic.add({result}, {element}, {acc})" if chunks > 1 else
+                       f"{result}[{element}] = {acc}")
+    name, params = src.kernel("einsum", body)
+    src.launch(name, blocks_for(count, threads), threads, params, [result])
+    return [_shaped(scope, result, out.shape)]
+
+
+def _shaped(scope: Scope, flat: str, shape: tuple) -> str:
+    """The flat device result ``flat`` as an array of ``shape`` (a scalar: read on the host)."""
+    if shape:
+        return _source(scope).device_view(flat, f"({''.join(f'{n}, ' for n in shape)})")
+    scalar = scope.fresh()
+    scope.line(f"{scalar} = {flat}[0]")
+    return scalar
+
+
+@cuda_rule(transpose_p)
+def _transpose(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    perm = tuple(eqn.params["perm"])
+    if perm == tuple(range(len(perm))):
+        return [args[0]]
+    args = _named(scope, args)
+    shape = eqn.outputs[0].type.shape
+    src = _source(scope)
+    result = scope.fresh("y")
+    src.allocate_empty(result, shape, eqn.outputs[0].type.np_dtype)
+    count = math.prod(shape)
+    threads = threads_for(count)
+    with src.capture() as body:
+        t = scope.fresh("t")
+        scope.line(f"{t} = cuda.grid(1)")
+        with src.block(f"if {t} < {count}"):
+            names = [scope.fresh("q") for _ in shape]
+            unflatten(scope, t, names, list(shape))
+            source = [""] * len(perm)
+            for position, axis in enumerate(perm):
+                source[axis] = names[position]
+            scope.line(f"{result}[{', '.join(names)}] = {args[0]}[{', '.join(source)}]")
+    name, params = src.kernel("transpose", body)
+    src.launch(name, blocks_for(count, threads), threads, params, [result])
+    return [result]
+
+
+@cuda_rule(argmax_p, argmin_p)
+def _arg_extremum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    args = _named(scope, args)
+    shape, axis = eqn.inputs[0].type.shape, eqn.params["axis"]
+    before, size, after = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+    better = ">" if eqn.primitive is argmax_p else "<"
+    src = _source(scope)
+    result = scope.fresh("y")
+    src.allocate_empty(result, (before * after,), eqn.outputs[0].type.np_dtype)
+    x = src.device_view(args[0], f"({before}, {size}, {after})")
+    count = before * after
+    threads = threads_for(count)
+    with src.capture() as body:
+        t, a, b, best, at, j, v = (scope.fresh(p) for p in ("t", "a", "b", "m", "k", "j", "v"))
+        scope.line(f"{t} = cuda.grid(1)")
+        with src.block(f"if {t} < {count}"):
+            scope.line(f"{a} = {t} // {after}")
+            scope.line(f"{b} = {t} % {after}")
+            scope.line(f"{best} = {x}[{a}, 0, {b}]")
+            scope.line(f"{at} = 0")
+            with src.block(f"for {j} in range(1, {size})"):
+                # a NaN is the extremum (the first one found), as in NumPy
+                with src.block(f"if {best} != {best}"):
+                    scope.line("break")
+                scope.line(f"{v} = {x}[{a}, {j}, {b}]")
+                with src.block(f"if {v} {better} {best} or {v} != {v}"):
+                    scope.line(f"{best} = {v}")
+                    scope.line(f"{at} = {j}")
+            scope.line(f"{result}[{t}] = {at}")
+    name, params = src.kernel("argext", body)
+    src.launch(name, blocks_for(count, threads), threads, params, [result])
+    return [_shaped(scope, result, eqn.outputs[0].type.shape)]
