@@ -7,11 +7,12 @@ arrays whose values are dead. Each of these has gone wrong once on a particular 
 program (an array overwritten while a nest written later still read it), so here the
 programs are drawn at random from those ingredients: unary and binary elementwise
 operations with broadcasting, expansions, reductions over an axis or all of them,
-contractions (row products and BLAS-sized matrix products), transposes and cumulative sums,
-in random order and with random outputs. Each program and the gradient of a scalar loss of
-its outputs must equal the interpreter's to 1e-12 relative. The generator is seeded: a
-failure names the seed and prints the program. Each seed compiles two programs (seconds
-each), so 3 seeds run in the normal suite and `-m slow` runs 60 more.
+contractions (row products and BLAS-sized matrix products), transposes, cumulative sums,
+loops carrying an array, row updates and row gathers, in random order and with random
+outputs. Each program and the gradient of a scalar loss of its outputs must equal the
+interpreter's to 1e-12 relative. The generator is seeded: a failure names the seed and
+prints the program. Each seed compiles two programs (seconds each), so 3 seeds run in the
+normal suite and `-m slow` runs 60 more.
 """
 
 from __future__ import annotations
@@ -60,7 +61,8 @@ def random_steps(seed: int) -> list[tuple]:
 
     for _ in range(int(rng.integers(4, 11))):
         kind = rng.choice(["unary", "binary", "expand", "reduce", "contract", "transpose",
-                           "cumsum"], p=[0.2, 0.3, 0.1, 0.12, 0.14, 0.07, 0.07])
+                           "cumsum", "loop", "update", "gather"],
+                          p=[0.16, 0.24, 0.08, 0.1, 0.12, 0.06, 0.06, 0.06, 0.06, 0.06])
         i = int(rng.integers(len(shapes)))
         shape = shapes[i]
         if kind == "unary":
@@ -88,6 +90,18 @@ def random_steps(seed: int) -> list[tuple]:
             add(("transpose", i), shape[::-1])
         elif kind == "cumsum" and shape:
             add(("cumsum", i, int(rng.integers(len(shape)))), shape)
+        elif kind == "loop":
+            partners = [j for j, s in enumerate(shapes) if _broadcasts(shape, s)
+                        and np.broadcast_shapes(shape, s) == shape]
+            add(("loop", (i, int(rng.choice(partners))), int(rng.integers(1, 4))), shape)
+        elif kind == "update" and shape:
+            partners = [j for j, s in enumerate(shapes) if s == shape[1:]]
+            if partners:
+                add(("update", (i, int(rng.choice(partners))), int(rng.integers(shape[0]))),
+                    shape)
+        elif kind == "gather" and shape:
+            rows = tuple(int(k) for k in rng.integers(shape[0], size=int(rng.integers(1, 4))))
+            add(("gather", i, rows), (len(rows),) + shape[1:])
     if not steps:
         add(("unary", 0, "sin"), shapes[0])
     outputs = sorted({len(shapes) - 1,
@@ -121,6 +135,15 @@ def build(steps: list[tuple]) -> Callable[..., Any]:
                 values.append(qnp.transpose(values[step[1]]))
             elif kind == "cumsum":
                 values.append(qnp.cumsum(values[step[1]], axis=step[2]))
+            elif kind == "loop":  # a carry updated from another value each step
+                x, y = values[step[1][0]], values[step[1][1]]
+                values.append(qdiff.fori_loop(0, step[2],
+                                              lambda k, c, y=y: qnp.sin(c) * 0.5 + y, x))
+            elif kind == "update":  # a row replaced (.at[].set)
+                x, y = values[step[1][0]], values[step[1][1]]
+                values.append(x.at[step[2]].set(y * 2.0))
+            elif kind == "gather":
+                values.append(values[step[1]][np.array(step[2])])
         raise AssertionError("no outputs step")
 
     return program
