@@ -26,14 +26,7 @@ from ...classical.shape import transpose_p
 from ...ir.core import Eqn
 from ..lowering import Scope
 from ..source import cast, scalar_literal
-from .kernels import (
-    KernelSource,
-    blocks_for,
-    device_array,
-    has_atomic,
-    threads_for,
-    unflatten,
-)
+from .kernels import KernelSource, blocks_for, device_array, has_atomic, threads_for, unflatten
 from .scope import cuda_rule
 
 # below this many result elements a long sum is split into chunks across threads

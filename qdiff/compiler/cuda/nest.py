@@ -22,14 +22,7 @@ from ..fusion import REDUCTIONS, Group
 from ..groups import _Nest, fold, neutral
 from ..lowering import Scope
 from ..source import cast, scalar_literal
-from .kernels import (
-    KernelSource,
-    blocks_for,
-    device_array,
-    has_atomic,
-    threads_for,
-    unflatten,
-)
+from .kernels import KernelSource, blocks_for, device_array, has_atomic, threads_for, unflatten
 
 
 class CudaNest(_Nest):
