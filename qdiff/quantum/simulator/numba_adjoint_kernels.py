@@ -180,6 +180,9 @@ def _generator2x2(gpool, go):
 # The loops over a row's B columns sit in the functions that slice the rows (a call per row
 # pair costs about as much as the arithmetic); one-target gates whose matrix is real and whose
 # generator has only Im g01 (ry, cry's base: the ansatz workhorses) have their own loops.
+# A diagonal run followed (in the sweep) by a pair of such rotations on two wires is applied
+# in the pair's pass (_diag_rot2): each quad of rows is scaled by the run's entries and its
+# row sums read on the way into the rotations, so the run costs no pass over the buffers.
 @_jit_row
 def _real_pair(m, a, b):
     # the real 2x2 m = (m00, m01, m10, m11) on the pair (a, b)
@@ -326,56 +329,122 @@ def _rot1(buf, rowmap, B, tb, cmask, pool, mo, gpool, go, acc, slot):
 
 
 @_jit_row
+def _column(rows, k):
+    # column k of the quad of rows `rows` (quad_rows): (re0, im0, ..., re3, im3)
+    r0, i0, r1, i1, r2, i2, r3, i3 = rows
+    return r0[k], i0[k], r1[k], i1[k], r2[k], i2[k], r3[k], i3[k]
+
+
+@_jit_row
+def _set_column(rows, k, v):
+    r0, i0, r1, i1, r2, i2, r3, i3 = rows
+    r0[k], i0[k], r1[k], i1[k], r2[k], i2[k], r3[k], i3[k] = v
+
+
+@_jit_row
+def _y2_column(p, q, a, b):
+    # a (real, Y-type) on row pairs (0,1), (2,3), then b on (0,2), (1,3), on one column of ψ
+    # (p) and of λ (q): (ψ', λ', a's derivative sum against (ψ, λ), b's against a^†(ψ, λ))
+    p0r, p0i, p1r, p1i, p2r, p2i, p3r, p3i = p
+    q0r, q0i, q1r, q1i, q2r, q2i, q3r, q3i = q
+    sa = (q0r * p1r + q0i * p1i - q1r * p0r - q1i * p0i
+          + q2r * p3r + q2i * p3i - q3r * p2r - q3i * p2i)
+    t0r, t1r = _real_pair(a, p0r, p1r)
+    t0i, t1i = _real_pair(a, p0i, p1i)
+    t2r, t3r = _real_pair(a, p2r, p3r)
+    t2i, t3i = _real_pair(a, p2i, p3i)
+    u0r, u1r = _real_pair(a, q0r, q1r)
+    u0i, u1i = _real_pair(a, q0i, q1i)
+    u2r, u3r = _real_pair(a, q2r, q3r)
+    u2i, u3i = _real_pair(a, q2i, q3i)
+    sb = (u0r * t2r + u0i * t2i - u2r * t0r - u2i * t0i
+          + u1r * t3r + u1i * t3i - u3r * t1r - u3i * t1i)
+    x0r, x2r = _real_pair(b, t0r, t2r)
+    x0i, x2i = _real_pair(b, t0i, t2i)
+    x1r, x3r = _real_pair(b, t1r, t3r)
+    x1i, x3i = _real_pair(b, t1i, t3i)
+    y0r, y2r = _real_pair(b, u0r, u2r)
+    y0i, y2i = _real_pair(b, u0i, u2i)
+    y1r, y3r = _real_pair(b, u1r, u3r)
+    y1i, y3i = _real_pair(b, u1i, u3i)
+    return ((x0r, x0i, x1r, x1i, x2r, x2i, x3r, x3i),
+            (y0r, y0i, y1r, y1i, y2r, y2i, y3r, y3i), sa, sb)
+
+
+@_jit_row
 def _y2_rows(x, y, a, b, write_psi):
-    # a (real, Y-type) on row pairs (0,1), (2,3), then b on (0,2), (1,3), with both
-    # derivatives: a's against (ψ, λ), b's against a^†(ψ, λ); x (ψ), y (λ): quad_rows
-    x0r, x0i, x1r, x1i, x2r, x2i, x3r, x3i = x
-    y0r, y0i, y1r, y1i, y2r, y2i, y3r, y3i = y
+    # _y2_column over the columns of the quads x (ψ), y (λ) (quad_rows): both derivatives
     sa = 0.0
     sb = 0.0
-    for k in range(x0r.shape[0]):
-        p0r, p0i, p1r, p1i = x0r[k], x0i[k], x1r[k], x1i[k]
-        p2r, p2i, p3r, p3i = x2r[k], x2i[k], x3r[k], x3i[k]
-        q0r, q0i, q1r, q1i = y0r[k], y0i[k], y1r[k], y1i[k]
-        q2r, q2i, q3r, q3i = y2r[k], y2i[k], y3r[k], y3i[k]
-        sa += (q0r * p1r + q0i * p1i - q1r * p0r - q1i * p0i
-               + q2r * p3r + q2i * p3i - q3r * p2r - q3i * p2i)
-        t0r, t1r = _real_pair(a, p0r, p1r)
-        t0i, t1i = _real_pair(a, p0i, p1i)
-        t2r, t3r = _real_pair(a, p2r, p3r)
-        t2i, t3i = _real_pair(a, p2i, p3i)
-        u0r, u1r = _real_pair(a, q0r, q1r)
-        u0i, u1i = _real_pair(a, q0i, q1i)
-        u2r, u3r = _real_pair(a, q2r, q3r)
-        u2i, u3i = _real_pair(a, q2i, q3i)
-        sb += (u0r * t2r + u0i * t2i - u2r * t0r - u2i * t0i
-               + u1r * t3r + u1i * t3i - u3r * t1r - u3i * t1i)
+    for k in range(x[0].shape[0]):
+        p, q, da, db = _y2_column(_column(x, k), _column(y, k), a, b)
+        sa += da
+        sb += db
         if write_psi:
-            x0r[k], x2r[k] = _real_pair(b, t0r, t2r)
-            x0i[k], x2i[k] = _real_pair(b, t0i, t2i)
-            x1r[k], x3r[k] = _real_pair(b, t1r, t3r)
-            x1i[k], x3i[k] = _real_pair(b, t1i, t3i)
-        y0r[k], y2r[k] = _real_pair(b, u0r, u2r)
-        y0i[k], y2i[k] = _real_pair(b, u0i, u2i)
-        y1r[k], y3r[k] = _real_pair(b, u1r, u3r)
-        y1i[k], y3i[k] = _real_pair(b, u1i, u3i)
+            _set_column(x, k, p)
+        _set_column(y, k, q)
     return sa, sb
+
+
+@_jit_row
+def _scale_column(d, v):
+    # each of the 4 amplitudes of a column times its row's entry of the diagonal d
+    d0r, d0i, d1r, d1i, d2r, d2i, d3r, d3i = d
+    v0r, v0i, v1r, v1i, v2r, v2i, v3r, v3i = v
+    return (d0r * v0r - d0i * v0i, d0r * v0i + d0i * v0r,
+            d1r * v1r - d1i * v1i, d1r * v1i + d1i * v1r,
+            d2r * v2r - d2i * v2i, d2r * v2i + d2i * v2r,
+            d3r * v3r - d3i * v3i, d3r * v3i + d3i * v3r)
+
+
+@_jit_row
+def _diag_y2_rows(x, y, d, a, b, write_psi):
+    # the quads times the diagonal run's entries d of their rows, then _y2_rows, in one
+    # loop: (a's, b's derivative sums, the run's row sums Im<λ_r|ψ_r> of the 4 rows)
+    sa = 0.0
+    sb = 0.0
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    for k in range(x[0].shape[0]):
+        p0r, p0i, p1r, p1i, p2r, p2i, p3r, p3i = _column(x, k)
+        q0r, q0i, q1r, q1i, q2r, q2i, q3r, q3i = _column(y, k)
+        s0 += q0r * p0i - q0i * p0r
+        s1 += q1r * p1i - q1i * p1r
+        s2 += q2r * p2i - q2i * p2r
+        s3 += q3r * p3i - q3i * p3r
+        p, q, da, db = _y2_column(
+            _scale_column(d, (p0r, p0i, p1r, p1i, p2r, p2i, p3r, p3i)),
+            _scale_column(d, (q0r, q0i, q1r, q1i, q2r, q2i, q3r, q3i)), a, b)
+        sa += da
+        sb += db
+        if write_psi:
+            _set_column(x, k, p)
+        _set_column(y, k, q)
+    return sa, sb, s0, s1, s2, s3
+
+
+@_jit
+def _rot2_fuses(pool, mo, gpool, go):
+    # whether both gates of a _rot2 step are real and Y-type (one pass: _y2_rows)
+    fused = _real_entries(pool, mo, mo + 8)
+    for j in (0, 4):
+        fused = fused and gpool[go + j] == 0 and gpool[go + j + 3] == 0 \
+            and gpool[go + j + 1].real == 0
+    return fused
 
 
 @_jit_sum
 def _rot2(buf, rowmap, B, ta, tb, pool, mo, gpool, go, acc, slot):
     # two _rot1 steps (uncontrolled, different targets): a on row pairs (0,1), (2,3) of each
     # quad of rows, then b on (0,2), (1,3), in one pass per λ when both are real and Y-type
-    a = (pool[mo].real, pool[mo + 1].real, pool[mo + 2].real, pool[mo + 3].real)
-    b = (pool[mo + 4].real, pool[mo + 5].real, pool[mo + 6].real, pool[mo + 7].real)
-    fused = _real_entries(pool, mo, mo + 8)
-    for j in (0, 4):
-        fused = fused and gpool[go + j] == 0 and gpool[go + j + 3] == 0 \
-            and gpool[go + j + 1].real == 0
-    if not fused:
+    if not _rot2_fuses(pool, mo, gpool, go):
         _rot1(buf, rowmap, B, ta, 0, pool, mo, gpool, go, acc, slot)
         _rot1(buf, rowmap, B, tb, 0, pool, mo + 4, gpool, go + 4, acc, slot + 1)
         return
+    a = (pool[mo].real, pool[mo + 1].real, pool[mo + 2].real, pool[mo + 3].real)
+    b = (pool[mo + 4].real, pool[mo + 5].real, pool[mo + 6].real, pool[mo + 7].real)
     ga = gpool[go + 1].imag
     gb = gpool[go + 5].imag
     last = buf.shape[0] // 2 - 2
@@ -391,6 +460,39 @@ def _rot2(buf, rowmap, B, ta, tb, pool, mo, gpool, go, acc, slot):
                 sa, sb = _y2_rows(x, y, a, b, False)
             else:
                 sa, sb = _y2_rows(x, y, a, b, True)
+            acc[j, slot] += ga * sa
+            acc[j, slot + 1] += gb * sb
+
+
+@_jit_sum
+def _diag_rot2(buf, rowmap, B, ta, tb, pool, mo, gpool, go, acc, slot, dmo, sums):
+    # a diagonal run (its product diagonal at pool[dmo:], row sums into `sums`, see
+    # _diagrun) then a _rot2 step that _rot2_fuses, in one pass per λ: the run costs no
+    # pass over the buffers of its own
+    a = (pool[mo].real, pool[mo + 1].real, pool[mo + 2].real, pool[mo + 3].real)
+    b = (pool[mo + 4].real, pool[mo + 5].real, pool[mo + 6].real, pool[mo + 7].real)
+    ga = gpool[go + 1].imag
+    gb = gpool[go + 5].imag
+    last = buf.shape[0] // 2 - 2
+    pr, pi = buf[0], buf[1]
+    for r0 in range(rowmap.shape[0]):
+        if (r0 & (ta | tb)) != 0:
+            continue
+        r1, r2, r3 = r0 | ta, r0 | tb, r0 | ta | tb
+        p0, p1, p2, p3 = block_quad(rowmap, r0, ta, tb, B)
+        x = quad_rows(pr, pi, p0, p1, p2, p3, B)
+        d0, d1, d2, d3 = pool[dmo + r0], pool[dmo + r1], pool[dmo + r2], pool[dmo + r3]
+        d = (d0.real, d0.imag, d1.real, d1.imag, d2.real, d2.imag, d3.real, d3.imag)
+        for j in range(last + 1):
+            y = quad_rows(buf[2 + 2 * j], buf[3 + 2 * j], p0, p1, p2, p3, B)
+            if j < last:
+                sa, sb, s0, s1, s2, s3 = _diag_y2_rows(x, y, d, a, b, False)
+            else:
+                sa, sb, s0, s1, s2, s3 = _diag_y2_rows(x, y, d, a, b, True)
+            sums[j, r0] = s0
+            sums[j, r1] = s1
+            sums[j, r2] = s2
+            sums[j, r3] = s3
             acc[j, slot] += ga * sa
             acc[j, slot + 1] += gb * sb
 
@@ -438,9 +540,16 @@ def _diagrun(buf, rowmap, B, pool, mo, dpool, do, count, slots, so, acc, sums):
             else:
                 sums[j, r] = _scale_im_rows(pr[p:p + B], pi[p:p + B], lr[p:p + B],
                                             li[p:p + B], d.real, d.imag, True)
+    _run_derivatives(dpool, do, count, slots, so, acc, sums)
+
+
+@_jit_sum
+def _run_derivatives(dpool, do, count, slots, so, acc, sums):
+    # derivative j of a diagonal run: sum_r G_j[r] sums[λ, r] (the row sums Im<λ_r|ψ_r>)
+    R = sums.shape[1]
     for j in range(count):
         base = do + j * R
-        for lam in range(last + 1):
+        for lam in range(sums.shape[0]):
             total = 0.0
             for r in range(R):
                 total += dpool[base + r] * sums[lam, r]
@@ -458,17 +567,28 @@ def _batch(psi, lam, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, poo
     for j in range(lam.shape[0]):
         block_gather(lam[j], buf[2 + 2 * j], buf[3 + 2 * j], B, offs, low, layout, bases, pos)
     pr, pi = buf[0], buf[1]
+    run = -1  # a diagonal run left for the pass of the next step
     for q in range(kinds.shape[0]):
         kind = kinds[q]
         cm = cmasks[q]
         mo = moffs[q]
         slot = slots[soffs[q]] if scount[q] else 0
         if kind == A_DIAGRUN:
-            _diagrun(buf, rowmap, B, pool, mo, dpool, goffs[q], scount[q], slots, soffs[q],
-                     acc, sums)
+            if q + 1 < kinds.shape[0] and kinds[q + 1] == A_ROT2 \
+                    and _rot2_fuses(pool, moffs[q + 1], gpool, goffs[q + 1]):
+                run = q  # applied in the pass of the rotation pair that follows
+            else:
+                _diagrun(buf, rowmap, B, pool, mo, dpool, goffs[q], scount[q], slots,
+                         soffs[q], acc, sums)
             continue
         if kind == A_ROT1:
             _rot1(buf, rowmap, B, tgts[q, 0], cm, pool, mo, gpool, goffs[q], acc, slot)
+            continue
+        if kind == A_ROT2 and run >= 0:
+            _diag_rot2(buf, rowmap, B, tgts[q, 0], tgts[q, 1], pool, mo, gpool, goffs[q], acc,
+                       slot, moffs[run], sums)
+            _run_derivatives(dpool, goffs[run], scount[run], slots, soffs[run], acc, sums)
+            run = -1
             continue
         if kind == A_ROT2:
             _rot2(buf, rowmap, B, tgts[q, 0], tgts[q, 1], pool, mo, gpool, goffs[q], acc, slot)

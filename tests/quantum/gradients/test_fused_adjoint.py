@@ -75,3 +75,26 @@ def test_the_sweep_runs_in_blocks_not_gate_by_gate():
     blocks = _adjoint_blocks(ops, max(get_backend("numba").adjoint_width(10), 1))
     assert len(blocks) < len(ops) // 4
     assert sorted(k for _, block in blocks for k in block) == list(range(len(ops)))
+
+
+def test_remembered_block_plans_tell_apart_widths_with_other_prices():
+    # the plan of a gate run is remembered by its gates and the width; a FusionWidth is an
+    # int, so two widths of one int but other prices must not share a plan
+    from qdiff.quantum.gradients.adjoint import _costs, _planned
+    from qdiff.quantum.lang.fusion import FusionWidth, plan_blocks
+
+    ops = [GateOp("rz", (w,), (0.1 * w,)) for w in range(6)] + [GateOp("cz", (w, w + 1))
+                                                                for w in range(5)]
+    widths = [FusionWidth(3, diagonal_width=6),
+              FusionWidth(3, flops_per_pass=2.0, dense=False, low_pass_cost=3.5, low_bits=3,
+                          diagonal_width=6)]
+    plans = []
+    for width in widths:
+        expected = plan_blocks([op.wires for op in ops], width, _costs(ops))
+        plan = _planned(ops, width, forward=True)
+        assert [block for _, block in plan] == expected
+        assert _planned(ops, width, forward=True) is plan  # remembered
+        assert all(wires == sorted({w for k in block for w in ops[k].wires})
+                   for wires, block in plan)
+        plans.append([block for _, block in plan])
+    assert plans[0] != plans[1]

@@ -171,6 +171,31 @@ def test_numba_block_kernel_in_every_layout(parallel, wires, rows):
                for op in ops]
 
 
+@pytest.mark.parametrize("parallel", [False, True])
+@pytest.mark.parametrize("rows", [None, 3])
+@pytest.mark.parametrize("pair", ["ry", "rx"])
+def test_diagonal_run_shares_the_pass_of_the_rotation_pair_before_it(parallel, rows, pair):
+    # a diagonal run (rz, crz, rzz, phase, cz: derivatives wanted or not) whose forward gates
+    # follow a pair of rotations: the sweep undoes the run in the pass of an ry pair (its row
+    # sums read in that pass), and in a pass of its own before an rx pair
+    from qdiff.quantum.simulator.adjoint_encoding import A_DIAGRUN, A_ROT2, encode_adjoint_block
+
+    be = numba_backend(parallel)
+    rng = np.random.default_rng(5 + parallel)
+    n, wires = 10, (2, 5, 6, 9)
+    ops = [GateOp("h", (w,)) for w in wires]
+    ops += [GateOp(pair, (5,), (0.7,)), GateOp(pair, (9,), (-1.1,)),
+            GateOp("rz", (5,), (0.4,)), GateOp("crz", (2, 9), (1.3,)), GateOp("cz", (5, 6)),
+            GateOp("rzz", (6, 9), (-0.8,)), GateOp("phase", (2,), (2.1,))]
+    for want in ([op.params != () for op in ops],
+                 [op.params != () and op.gate not in ("rz", "rzz") for op in ops],
+                 [op.params != () and op.gate == pair for op in ops]):
+        kinds = encode_adjoint_block(wires, ops, want)[1].tolist()
+        assert kinds[:2] == [A_DIAGRUN, A_ROT2]
+        check_block(be, rng, n, wires, ops, want, rows=rows)
+    check_block(be, rng, n, wires, ops, want, np.complex64, atol=2e-6, grad_atol=2e-5)
+
+
 def test_numba_block_kernel_in_single_precision_and_without_lambda():
     be = get_backend("numba")
     rng = np.random.default_rng(2)
