@@ -83,18 +83,40 @@ def _always_xtype(spec: GateSpec) -> bool:
                for m in _probes(spec))
 
 
+def _hoisted(ops: Sequence[tuple[Any, tuple[int, ...]]]) -> list[int]:
+    """The op indices with every one-qubit gate moved as early as it commutes: just after the
+    last earlier multi-qubit gate on its wire (it passes gates on other wires only), so that
+    the runs of a layer wait together and pair up (h, rzz, ... gathers the h layer first).
+
+    >>> _hoisted([("rzz", (0, 1)), ("h", (2,)), ("rx", (0,)), ("rzz", (1, 2)), ("h", (0,))])
+    [1, 0, 2, 4, 3]
+    """
+    last: dict[int, int] = {}
+    keys: list[float] = []
+    for index, (_, wires) in enumerate(ops):
+        if len(wires) == 1:
+            keys.append(last.get(wires[0], -1) + 0.5)
+            continue
+        keys.append(index)
+        for w in wires:
+            last[w] = index
+    return sorted(range(len(ops)), key=lambda i: (keys[i], i))
+
+
 def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]]) -> _Skeleton:
-    # Encoding order: one-qubit gates wait on their wire (pending) until a multi-qubit gate
-    # comes; then every wire's run is emitted, split into its part up to the last
+    # Encoding order (one-qubit gates hoisted first, _hoisted): one-qubit gates wait on their
+    # wire (pending) until a multi-qubit gate comes that does not commute with them (see
+    # below); then every wire's run is emitted, split into its part up to the last
     # non-diagonal gate (a real or complex 2x2) and its trailing diagonal gates, which join
     # the diagonal gates of all wires, and diagonal multi-qubit gates, in ONE diagonal op.
     local = {w: j for j, w in enumerate(ws)}
     entries: list[list[Any]] = []  # [kind, cmask, tmasks, size, payload]
     pending: dict[int, list[int]] = {}
     diag_items: list[tuple[list[int], int, tuple[int, ...]]] = []  # (ops, cmask, tbits)
-    specs: list[GateSpec | None] = []
-    forms: list[GateForm | None] = []
-    info: list[tuple[str, bool, bool]] = []  # per op: kind, real, rx-like (_always_xtype)
+    specs: list[GateSpec | None] = [None] * len(ops)  # by op index
+    forms: list[GateForm | None] = [None] * len(ops)
+    info: list[tuple[str, bool, bool]] = [("", False, False)] * len(ops)  # kind, real,
+    # rx-like (_always_xtype), by op index
 
     def emit_diagonal() -> None:
         if diag_items:
@@ -136,7 +158,8 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
                 entries.append(["fold", 0, (1 << bit,), 4, head])
         pending.clear()
 
-    for index, (gate, wires) in enumerate(ops):
+    for index in _hoisted(ops):
+        gate, wires = ops[index]
         if any(w not in local for w in wires):
             raise ValueError(f"fused gate on wires {ws}: a gate acts on {wires}, outside them")
         if isinstance(gate, np.ndarray):
@@ -154,16 +177,20 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
             controls, targets, kind = _split(form, wires)
             real = not controls and len(targets) == 1 and _always_real(spec)
             xtype = not controls and len(targets) == 1 and _always_xtype(spec)
-        specs.append(spec)
-        forms.append(form)
-        info.append((kind, real, xtype))
+        specs[index], forms[index], info[index] = spec, form, (kind, real, xtype)
         if not controls and len(targets) == 1:
             pending.setdefault(local[targets[0]], []).append(index)
             continue
-        flush_all()
         cbits = [local[w] for w in controls]
         tbits = tuple(local[w] for w in targets)
         cmask = sum(1 << b for b in cbits)
+        # a diagonal gate commutes with the runs waiting on other wires and with diagonal
+        # runs on its own: those keep waiting (an rzz, rx, rzz, rx, ... ladder gathers its
+        # rx into pairs); any other gate, or a run on its wires that is not diagonal, first
+        # flushes every run
+        if kind != "diag" or any(info[i][0] != "diag" for b in (*cbits, *tbits)
+                                 for i in pending.get(b, ())):
+            flush_all()
         if kind == "diag":
             diag_items.append(([index], cmask, tbits))
             continue

@@ -8,7 +8,7 @@ import pytest
 
 from qdiff.quantum.lang.gates import gate_spec
 from qdiff.quantum.simulator import get_backend
-from qdiff.quantum.simulator.block_encoding import OP_REAL2, OP_XPAIR, encode_block
+from qdiff.quantum.simulator.block_encoding import OP_DIAG, OP_REAL2, OP_XPAIR, encode_block
 from qdiff.quantum.simulator.gate_ops import GateOp
 from tests.quantum.simulator.test_sparse_gates import embed, random_state, tolerance
 
@@ -82,3 +82,22 @@ def _marginal(p, wires):
     for i, v in enumerate(p):
         out[sum(((i >> w) & 1) << j for j, w in enumerate(wires))] += v
     return out
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+def test_an_rzz_rx_ladder_takes_one_diagonal_and_rx_pairs_not_a_sweep_per_gate(dtype):
+    # the order a QAOA layer arrives in from the planner: h, rzz(w-1, w), rx(w-1), ...; the
+    # h runs wait and pair up, the rzz gates merge into one diagonal that opens the rx pairs
+    wires = (1, 2, 3, 4, 5, 6)
+    ops = [GateOp("h", (wires[0],))]
+    for a, b in zip(wires, wires[1:]):
+        ops += [GateOp("h", (b,)), GateOp("rzz", (a, b), (0.3 + a,)),
+                GateOp("rx", (a,), (0.7 - b,))]
+    ops.append(GateOp("rx", (wires[-1],), (0.2,)))
+    kinds, *_ = encode_block(wires, ops)
+    assert kinds.tolist() == [OP_REAL2] * 3 + [OP_DIAG] + [OP_XPAIR] * 3
+    n = 10
+    psi = random_state(n, dtype)
+    got = get_backend("numba").apply_fused(psi.copy(), n, wires, ops)
+    np.testing.assert_allclose(got, dense_result(psi, n, ops), rtol=0,
+                               atol=5 * tolerance(dtype))
