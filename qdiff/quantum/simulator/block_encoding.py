@@ -103,10 +103,22 @@ def _hoisted(ops: Sequence[tuple[Any, tuple[int, ...]]]) -> list[int]:
     return sorted(range(len(ops)), key=lambda i: (keys[i], i))
 
 
-def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]]) -> _Skeleton:
-    # Encoding order (one-qubit gates hoisted first, _hoisted): one-qubit gates wait on their
-    # wire (pending) until a multi-qubit gate comes that does not commute with them (see
-    # below); then every wire's run is emitted, split into its part up to the last
+def _skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]]) -> _Skeleton:
+    # the ops encoded in their order and with their one-qubit gates hoisted (_hoisted): the
+    # encoding with fewer sweeps over the buffer (ops that are not row permutations) is kept
+    # (hoisting gathers an h, rzz, rx ladder into pairs, but scatters the runs of a layer
+    # between the cx gates of an efficient_su2)
+    given = _build_skeleton(ws, ops, range(len(ops)))
+    hoisted = _build_skeleton(ws, ops, _hoisted(ops))
+    return min((given, hoisted), key=lambda skel: int(np.sum(skel.kinds != OP_PERM)))
+
+
+def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
+                    order: Sequence[int]) -> _Skeleton:
+    # Encoding order (the ops in `order`, a reordering that only moves gates past gates
+    # they commute with): one-qubit gates wait on their wire (pending) until a multi-qubit
+    # gate comes that does not commute with them (see below); then every wire's run is
+    # emitted, split into its part up to the last
     # non-diagonal gate (a real or complex 2x2) and its trailing diagonal gates, which join
     # the diagonal gates of all wires, and diagonal multi-qubit gates, in ONE diagonal op.
     local = {w: j for j, w in enumerate(ws)}
@@ -158,7 +170,7 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
                 entries.append(["fold", 0, (1 << bit,), 4, head])
         pending.clear()
 
-    for index in _hoisted(ops):
+    for index in order:
         gate, wires = ops[index]
         if any(w not in local for w in wires):
             raise ValueError(f"fused gate on wires {ws}: a gate acts on {wires}, outside them")
@@ -314,7 +326,7 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
     key = (ws, tuple((g if isinstance(g, str) else id(g), w) for g, w in gates))
     skel = _SKELETONS.get(key)
     if skel is None:
-        skel = _build_skeleton(ws, gates)
+        skel = _skeleton(ws, gates)
         if len(_SKELETONS) > 2048:
             _SKELETONS.clear()
         _SKELETONS[key] = skel

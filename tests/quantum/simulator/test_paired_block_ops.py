@@ -8,7 +8,13 @@ import pytest
 
 from qdiff.quantum.lang.gates import gate_spec
 from qdiff.quantum.simulator import get_backend
-from qdiff.quantum.simulator.block_encoding import OP_DIAG, OP_REAL2, OP_XPAIR, encode_block
+from qdiff.quantum.simulator.block_encoding import (
+    OP_DIAG,
+    OP_PERM,
+    OP_REAL2,
+    OP_XPAIR,
+    encode_block,
+)
 from qdiff.quantum.simulator.gate_ops import GateOp
 from tests.quantum.simulator.test_sparse_gates import embed, random_state, tolerance
 
@@ -101,3 +107,18 @@ def test_an_rzz_rx_ladder_takes_one_diagonal_and_rx_pairs_not_a_sweep_per_gate(d
     got = get_backend("numba").apply_fused(psi.copy(), n, wires, ops)
     np.testing.assert_allclose(got, dense_result(psi, n, ops), rtol=0,
                                atol=5 * tolerance(dtype))
+
+
+def test_a_layer_between_cx_gates_keeps_its_pairs_when_hoisting_would_split_them():
+    # efficient_su2's order: ry, rz on every wire, a cx chain, the next ry, rz layer; hoisted,
+    # the next layer's runs would sit between the cx gates and flush one by one
+    wires = (0, 1, 2, 3)
+    layer = [GateOp(g, (w,), (0.1 * w + 0.3,)) for w in wires for g in ("ry", "rz")]
+    ops = layer + [GateOp("cx", (a, b)) for a, b in zip(wires, wires[1:])] + layer
+    kinds, *_ = encode_block(wires, ops)
+    assert kinds.tolist() == [OP_REAL2, OP_REAL2, OP_DIAG] + [OP_PERM] * 3 + [
+        OP_REAL2, OP_REAL2, OP_DIAG]
+    n = 9
+    psi = random_state(n, np.complex128)
+    got = get_backend("numba").apply_fused(psi.copy(), n, wires, ops)
+    np.testing.assert_allclose(got, dense_result(psi, n, ops), rtol=0, atol=1e-12)
