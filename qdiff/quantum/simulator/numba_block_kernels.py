@@ -6,6 +6,10 @@ by B columns (row r = amplitude r of each group), every gate of the block is app
 buffer, and the batch is scattered back. Each gate then works on whole rows, contiguous
 runs of B doubles, so the inner loops vectorize whatever the gate's wires are. Permutation
 gates (x, cx, swap, mcx, ...) only permute a row map; rows move once, at the scatter.
+One-qubit runs on two wires share one sweep (real ones, and ``rx``-like ones with the
+arithmetic of real ones), over contiguous spans of rows while the row map leaves them in
+place, and a diagonal op that opens or closes the block is multiplied in at the gather or
+the scatter.
 :mod:`qdiff.quantum.simulator.block_encoding` turns a gate sequence into the op arrays
 this kernel reads.
 
