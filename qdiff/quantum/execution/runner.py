@@ -571,7 +571,7 @@ def _combine(items: list[Item], runner: Any, scale: float = 1.0) -> list[Any]:
 
 def _as_number(value: Any) -> np.ndarray:
     array = np.asarray(value)
-    return array if array.dtype.kind == "c" else array.astype(np.float64)
+    return array if array.dtype.kind == "c" else array.astype(np.float64, copy=False)
 
 
 def enumerated_outputs(runner: Any, program: Program,

@@ -17,9 +17,9 @@ from ..lang.gate_forms import GateForm, gate_form
 from ..lang.gates import GateSpec, gate_spec
 
 __all__ = ["encode_block", "op_table", "OP_DENSE1", "OP_DENSE2", "OP_DENSEK", "OP_DIAG",
-           "OP_PERM", "OP_REAL1", "OP_REAL2"]
+           "OP_PERM", "OP_REAL1", "OP_REAL2", "OP_XPAIR"]
 
-OP_DENSE1, OP_DENSE2, OP_DENSEK, OP_DIAG, OP_PERM, OP_REAL1, OP_REAL2 = 0, 1, 2, 3, 4, 5, 6
+OP_DENSE1, OP_DENSE2, OP_DENSEK, OP_DIAG, OP_PERM, OP_REAL1, OP_REAL2, OP_XPAIR = range(8)
 """Op kinds of the block kernel (see :func:`encode_block`)."""
 
 @dataclass(eq=False)
@@ -36,7 +36,7 @@ class _Skeleton:
     # runs of one-qubit gates multiplied into one 2x2, grouped by the gates they multiply:
     # (gates, op indices [runs, len(gates)], entry numbers, pool offsets, mode), mode "real"
     # or "complex" (the kind follows the product: diagonal, anti-diagonal or full) or
-    # "fixed" (one half of a pair of real runs)
+    # "fixed" (one half of a pair of real runs), "xfixed" (of a pair of rx-like runs)
     folds: list[tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, str]]
     # multi-qubit ops computed at every call: (entry number, op index, form, kind), kind
     # "dense" | "perm" for parametric table gates (their sparse form's data), "matrix" for
@@ -65,25 +65,70 @@ def op_table(count: int, width: int) -> tuple[np.ndarray, ...]:
             np.zeros(count, np.int64))
 
 
+def _probes(spec: GateSpec) -> list[np.ndarray]:
+    return [spec.matrix(*p) for p in ([()] if spec.num_params == 0 else
+                                      [(0.37,) * spec.num_params, (-1.9,) * spec.num_params])]
+
+
 def _always_real(spec: GateSpec) -> bool:
     """Whether a one-qubit table gate's matrix is real for every parameter (ry, h, x, z)."""
-    probes = [()] if spec.num_params == 0 else [(0.37,) * spec.num_params,
-                                                 (-1.9,) * spec.num_params]
-    return all(not np.any(spec.matrix(*p).imag) for p in probes)
+    return all(not np.any(m.imag) for m in _probes(spec))
 
 
-def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]]) -> _Skeleton:
-    # Encoding order: one-qubit gates wait on their wire (pending) until a multi-qubit gate
-    # comes; then every wire's run is emitted, split into its part up to the last
+def _always_xtype(spec: GateSpec) -> bool:
+    """Whether a one-qubit table gate's matrix has a real diagonal and an imaginary
+    off-diagonal for every parameter (rx): products of such matrices keep that form, and
+    apply with the arithmetic of a real matrix."""
+    return all(not np.any(m[[0, 1], [0, 1]].imag) and not np.any(m[[0, 1], [1, 0]].real)
+               for m in _probes(spec))
+
+
+def _hoisted(ops: Sequence[tuple[Any, tuple[int, ...]]]) -> list[int]:
+    """The op indices with every one-qubit gate moved as early as it commutes: just after the
+    last earlier multi-qubit gate on its wire (it passes gates on other wires only), so that
+    the runs of a layer wait together and pair up (h, rzz, ... gathers the h layer first).
+
+    >>> _hoisted([("rzz", (0, 1)), ("h", (2,)), ("rx", (0,)), ("rzz", (1, 2)), ("h", (0,))])
+    [1, 0, 2, 4, 3]
+    """
+    last: dict[int, int] = {}
+    keys: list[float] = []
+    for index, (_, wires) in enumerate(ops):
+        if len(wires) == 1:
+            keys.append(last.get(wires[0], -1) + 0.5)
+            continue
+        keys.append(index)
+        for w in wires:
+            last[w] = index
+    return sorted(range(len(ops)), key=lambda i: (keys[i], i))
+
+
+def _skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]]) -> _Skeleton:
+    # the ops encoded in their order and with their one-qubit gates hoisted (_hoisted): the
+    # encoding with fewer sweeps over the buffer (ops that are not row permutations) is kept
+    # (hoisting gathers an h, rzz, rx ladder into pairs, but scatters the runs of a layer
+    # between the cx gates of an efficient_su2)
+    given = _build_skeleton(ws, ops, range(len(ops)))
+    hoisted = _build_skeleton(ws, ops, _hoisted(ops))
+    return min((given, hoisted), key=lambda skel: int(np.sum(skel.kinds != OP_PERM)))
+
+
+def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
+                    order: Sequence[int]) -> _Skeleton:
+    # Encoding order (the ops in `order`, a reordering that only moves gates past gates
+    # they commute with): one-qubit gates wait on their wire (pending) until a multi-qubit
+    # gate comes that does not commute with them (see below); then every wire's run is
+    # emitted, split into its part up to the last
     # non-diagonal gate (a real or complex 2x2) and its trailing diagonal gates, which join
     # the diagonal gates of all wires, and diagonal multi-qubit gates, in ONE diagonal op.
     local = {w: j for j, w in enumerate(ws)}
     entries: list[list[Any]] = []  # [kind, cmask, tmasks, size, payload]
     pending: dict[int, list[int]] = {}
     diag_items: list[tuple[list[int], int, tuple[int, ...]]] = []  # (ops, cmask, tbits)
-    specs: list[GateSpec | None] = []
-    forms: list[GateForm | None] = []
-    info: list[tuple[str, bool]] = []  # per op: kind, real
+    specs: list[GateSpec | None] = [None] * len(ops)  # by op index
+    forms: list[GateForm | None] = [None] * len(ops)
+    info: list[tuple[str, bool, bool]] = [("", False, False)] * len(ops)  # kind, real,
+    # rx-like (_always_xtype), by op index
 
     def emit_diagonal() -> None:
         if diag_items:
@@ -99,6 +144,7 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
                               for i in chain):
             emit_diagonal()  # diagonals gathered before the pending runs' 2x2s come first
         real_heads: list[tuple[int, list[int]]] = []
+        x_heads: list[tuple[int, list[int]]] = []
         for bit in sorted(pending):
             chain = pending[bit]
             last = max((k for k, i in enumerate(chain) if info[i][0] != "diag"), default=-1)
@@ -108,26 +154,32 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
             if head and all(info[i][1] for i in head) and not all(
                     info[i][0] in ("perm", "diag") for i in head):
                 real_heads.append((bit, head))  # (x, z, ... alone cost nothing: not paired)
+            elif head and all(info[i][2] for i in head):
+                x_heads.append((bit, head))
             elif head:
                 entries.append(["fold", 0, (1 << bit,), 4, head])
             if tail:
                 diag_items.append((tail, 0, (bit,)))
-        for k in range(0, len(real_heads) - 1, 2):  # real runs two by two: one sweep each
-            (a, head_a), (b, head_b) = real_heads[k], real_heads[k + 1]
-            entries.append(["fold2", 0, (1 << a, 1 << b), 8, (head_a, head_b)])
-        if len(real_heads) % 2:
-            bit, head = real_heads[-1]
-            entries.append(["fold", 0, (1 << bit,), 4, head])
+        # real runs two by two, and runs of rx-like gates two by two: one sweep each
+        for pairs, runs in (("fold2", real_heads), ("xpair", x_heads)):
+            for k in range(0, len(runs) - 1, 2):
+                (a, head_a), (b, head_b) = runs[k], runs[k + 1]
+                entries.append([pairs, 0, (1 << a, 1 << b), 8, (head_a, head_b)])
+            if len(runs) % 2:
+                bit, head = runs[-1]
+                entries.append(["fold", 0, (1 << bit,), 4, head])
         pending.clear()
 
-    for index, (gate, wires) in enumerate(ops):
+    for index in order:
+        gate, wires = ops[index]
         if any(w not in local for w in wires):
             raise ValueError(f"fused gate on wires {ws}: a gate acts on {wires}, outside them")
         if isinstance(gate, np.ndarray):
             m = np.asarray(gate, np.complex128)
             if m.shape != (1 << len(wires),) * 2:
                 raise ValueError(f"a matrix of shape {m.shape} cannot act on wires {wires}")
-            spec, form, controls, targets, kind, real = None, None, (), wires, "matrix", False
+            spec, form, controls, targets, kind = None, None, (), wires, "matrix"
+            real = xtype = False
         else:
             spec = gate_spec(gate)
             if len(wires) != spec.num_qubits:
@@ -136,16 +188,21 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
             form = gate_form(spec)
             controls, targets, kind = _split(form, wires)
             real = not controls and len(targets) == 1 and _always_real(spec)
-        specs.append(spec)
-        forms.append(form)
-        info.append((kind, real))
+            xtype = not controls and len(targets) == 1 and _always_xtype(spec)
+        specs[index], forms[index], info[index] = spec, form, (kind, real, xtype)
         if not controls and len(targets) == 1:
             pending.setdefault(local[targets[0]], []).append(index)
             continue
-        flush_all()
         cbits = [local[w] for w in controls]
         tbits = tuple(local[w] for w in targets)
         cmask = sum(1 << b for b in cbits)
+        # a diagonal gate commutes with the runs waiting on other wires and with diagonal
+        # runs on its own: those keep waiting (an rzz, rx, rzz, rx, ... ladder gathers its
+        # rx into pairs); any other gate, or a run on its wires that is not diagonal, first
+        # flushes every run
+        if kind != "diag" or any(info[i][0] != "diag" for b in (*cbits, *tbits)
+                                 for i in pending.get(b, ())):
+            flush_all()
         if kind == "diag":
             diag_items.append(([index], cmask, tbits))
             continue
@@ -170,12 +227,12 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]])
         cmasks[q], ntg[q], moffs[q] = cmask, m, size
         tgts[q, :m] = tmasks
         size += sz
-        if kind in ("fold", "fold2"):
+        if kind in ("fold", "fold2", "xpair"):
             halves = [payload] if kind == "fold" else list(payload)
-            if kind == "fold2":
-                kinds[q] = OP_REAL2
+            if kind != "fold":
+                kinds[q] = OP_REAL2 if kind == "fold2" else OP_XPAIR
             for half, chain in enumerate(halves):
-                mode = ("fixed" if kind == "fold2" else
+                mode = ("fixed" if kind == "fold2" else "xfixed" if kind == "xpair" else
                         "real" if all(info[i][1] for i in chain) else "complex")
                 key = (mode, *(id(specs[i]) if specs[i] is not None else -1 - i
                                for i in chain))
@@ -250,17 +307,18 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
 
     Local row bit ``j`` is ``sorted(wires)[j]``. Runs of one-qubit gates on a wire are
     multiplied into one 2x2 (real when the gates are, like ``ry``: half the arithmetic, and
-    real runs on two wires share one sweep); a product that is diagonal or anti-diagonal
-    becomes a diagonal or row-permutation op. Diagonal gates (``rz`` after a real run,
-    ``cz``, ``rzz``, ...) merge into one diagonal op over all their wires. Returns
-    ``(kinds, cmasks, ntargets, targets, matrix offsets, matrix pool, perm pool, perm
-    offsets)``; ``targets[q]`` holds row bit masks.
+    real runs on two wires share one sweep; so do runs of ``rx``-like gates, a real diagonal
+    and an imaginary off-diagonal, ``OP_XPAIR``, with the arithmetic of real ones); a
+    product that is diagonal or anti-diagonal becomes a diagonal or row-permutation op.
+    Diagonal gates (``rz`` after a real run, ``cz``, ``rzz``, ...) merge into one diagonal
+    op over all their wires. Returns ``(kinds, cmasks, ntargets, targets, matrix offsets,
+    matrix pool, perm pool, perm offsets)``; ``targets[q]`` holds row bit masks.
 
     >>> from qdiff.quantum.simulator.gate_ops import GateOp
     >>> kinds, *_ = encode_block([0, 1], [GateOp("ry", (0,), (0.3,)), GateOp("rz", (0,), (0.2,)),
     ...                                    GateOp("rx", (1,), (0.1,)), GateOp("cx", (0, 1))])
-    >>> kinds.tolist()  # rx (complex), ry (real), rz as a diagonal op, cx a row permutation
-    [0, 5, 3, 4]
+    >>> kinds.tolist()  # ry (real), rx (complex), rz as a diagonal op, cx a row permutation
+    [5, 0, 3, 4]
     """
     ws = tuple(sorted(int(w) for w in wires))
     gates = [(op[0], tuple(op[1])) for op in ops]
@@ -268,7 +326,7 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
     key = (ws, tuple((g if isinstance(g, str) else id(g), w) for g, w in gates))
     skel = _SKELETONS.get(key)
     if skel is None:
-        skel = _build_skeleton(ws, gates)
+        skel = _skeleton(ws, gates)
         if len(_SKELETONS) > 2048:
             _SKELETONS.clear()
         _SKELETONS[key] = skel
@@ -284,8 +342,9 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
         m = _stacked_matrices(chain[0], [params[i] for i in indices[:, 0]])
         for j in range(1, len(chain)):
             m = _stacked_matrices(chain[j], [params[i] for i in indices[:, j]]) @ m
-        if mode == "fixed":  # half of a pair of real runs: the kind is fixed
-            pool[offsets[:, None] + np.arange(4)] = m.reshape(-1, 4).real
+        if mode in ("fixed", "xfixed"):  # half of a pair of runs: the kind is fixed
+            flat = m.reshape(-1, 4)  # an rx-like pair: real diagonal, imaginary off-diagonal
+            pool[offsets[:, None] + np.arange(4)] = flat.real if mode == "fixed" else flat
             continue
         real = mode == "real"
         diag = (m[:, 0, 1] == 0) & (m[:, 1, 0] == 0)

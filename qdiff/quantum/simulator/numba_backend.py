@@ -25,6 +25,7 @@ from .gate_ops import GateOp
 from .indexing import IndexLayout, check_wires, diagonal_patterns, index_layout
 from .numba_block_kernels import BLOCK, BLOCK_AMPS, FUSION_MIN_QUBITS, MAX_BLOCK_WIRES, MIN_BATCH
 from .numba_gate_kernels import (
+    ABS_SQUARED,
     DENSE2,
     DENSEK,
     DIAGONAL,
@@ -126,6 +127,11 @@ class NumbaBackend(StatevectorBackend):
         chunks = highpat.shape[0]
         DIAGONAL_TABLE(spread_items(chunks, self._parallel(state.shape[0]) and chunks > 1),
                        state, chunks, lowbits, lowpat, highpat, table)
+
+    def _abs_squared(self, state: Any) -> Any:
+        out = np.empty(state.shape[0], np.float64)
+        ABS_SQUARED(self._items(state, state.shape[0]), state, state.shape[0], out)
+        return out
 
     def _permutation(self, state: Any, layout: IndexLayout, perm: Any, phases: Any) -> None:
         pos, cm, ng = layout.positions, layout.cmask, layout.num_groups

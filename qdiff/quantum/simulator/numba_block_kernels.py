@@ -6,6 +6,10 @@ by B columns (row r = amplitude r of each group), every gate of the block is app
 buffer, and the batch is scattered back. Each gate then works on whole rows, contiguous
 runs of B doubles, so the inner loops vectorize whatever the gate's wires are. Permutation
 gates (x, cx, swap, mcx, ...) only permute a row map; rows move once, at the scatter.
+One-qubit runs on two wires share one sweep (real ones, and ``rx``-like ones with the
+arithmetic of real ones), over contiguous spans of rows while the row map leaves them in
+place, and a diagonal op that opens or closes the block is multiplied in at the gather or
+the scatter.
 :mod:`qdiff.quantum.simulator.block_encoding` turns a gate sequence into the op arrays
 this kernel reads.
 
@@ -37,6 +41,7 @@ from .block_encoding import (
     OP_PERM,
     OP_REAL1,
     OP_REAL2,
+    OP_XPAIR,
 )
 from .indexing import insert_zero_bits
 from .numba_ranges import range_kernel
@@ -108,9 +113,11 @@ def block_start(g0, B, pos, bases, rowmap):
     return 2
 
 
-@_jit_blk
-def block_gather(psi, re, im, B, offs, low, layout, bases, pos):
-    # the batch of `psi` into re/im: row r = amplitude r of each group (`low` as block_low)
+@_jit_op
+def _gather(psi, re, im, B, offs, low, layout, bases, pos, rowd, scaled):
+    # the batch of `psi` into re/im: row r = amplitude r of each group (`low` as block_low);
+    # `scaled` (a constant where inlined): row r times rowd[r] on the way (a diagonal that
+    # opens the block, at no pass of its own)
     R = offs.shape[0]
     if layout == 0:
         for r in range(R):
@@ -118,21 +125,23 @@ def block_gather(psi, re, im, B, offs, low, layout, bases, pos):
             src = psi[o:o + B]
             dr = re[r * B:(r + 1) * B]
             di = im[r * B:(r + 1) * B]
+            d = rowd[r] if scaled else 1
             for b in range(B):
-                v = src[b]
+                v = src[b] * d if scaled else src[b]
                 dr[b] = v.real
                 di[b] = v.imag
     elif layout == 1:
         run = np.int64(1) << pos[0]
         for r in range(R):
             o = offs[r]
+            d = rowd[r] if scaled else 1
             for b0 in range(0, B, run):
                 s = bases[b0] | o
                 src = psi[s:s + run]
                 dr = re[r * B + b0:r * B + b0 + run]
                 di = im[r * B + b0:r * B + b0 + run]
                 for b in range(run):
-                    v = src[b]
+                    v = src[b] * d if scaled else src[b]
                     dr[b] = v.real
                     di[b] = v.imag
     else:  # a transpose, by tiles of 8 groups so that buffer writes fill cache lines
@@ -141,15 +150,31 @@ def block_gather(psi, re, im, B, offs, low, layout, bases, pos):
                 oh = offs[rh]
                 for rl in range(low):
                     p = (rh + rl) * B + b0
+                    d = rowd[rh + rl] if scaled else 1
                     for t in range(8):
                         v = psi[(bases[b0 + t] | oh) + rl]
+                        if scaled:
+                            v = v * d
                         re[p + t] = v.real
                         im[p + t] = v.imag
 
 
 @_jit_blk
-def block_scatter(psi, re, im, rowmap, B, offs, low, layout, bases, pos):
-    # re/im back into the batch of `psi`, reading each logical row from where the row map put it
+def block_gather(psi, re, im, B, offs, low, layout, bases, pos):
+    # the batch of `psi` into re/im: row r = amplitude r of each group (`low` as block_low)
+    _gather(psi, re, im, B, offs, low, layout, bases, pos, psi, False)  # psi: unread
+
+
+@_jit_blk
+def _gather_scaled(psi, re, im, B, offs, low, layout, bases, pos, rowd):
+    _gather(psi, re, im, B, offs, low, layout, bases, pos, rowd, True)
+
+
+@_jit_op
+def _scatter(psi, re, im, rowmap, B, offs, low, layout, bases, pos, rowd, scaled):
+    # re/im back into the batch of `psi`, reading each logical row from where the row map put
+    # it; `scaled` (a constant where inlined): logical row r times rowd[r] on the way (a
+    # diagonal that closes the block, at no pass of its own)
     R = offs.shape[0]
     if layout == 0:
         for r in range(R):
@@ -158,28 +183,43 @@ def block_scatter(psi, re, im, rowmap, B, offs, low, layout, bases, pos):
             dst = psi[o:o + B]
             sr = re[p:p + B]
             si = im[p:p + B]
+            d = rowd[r] if scaled else 1
             for b in range(B):
-                dst[b] = complex(sr[b], si[b])
+                dst[b] = complex(sr[b], si[b]) * d if scaled else complex(sr[b], si[b])
     elif layout == 1:
         run = np.int64(1) << pos[0]
         for r in range(R):
             o = offs[r]
             p = rowmap[r] * B
+            d = rowd[r] if scaled else 1
             for b0 in range(0, B, run):
                 s = bases[b0] | o
                 dst = psi[s:s + run]
                 sr = re[p + b0:p + b0 + run]
                 si = im[p + b0:p + b0 + run]
                 for b in range(run):
-                    dst[b] = complex(sr[b], si[b])
+                    dst[b] = complex(sr[b], si[b]) * d if scaled else complex(sr[b], si[b])
     else:
         for b0 in range(0, B, 8):
             for rh in range(0, R, low):
                 oh = offs[rh]
                 for rl in range(low):
                     p = rowmap[rh + rl] * B + b0
+                    d = rowd[rh + rl] if scaled else 1
                     for t in range(8):
-                        psi[(bases[b0 + t] | oh) + rl] = complex(re[p + t], im[p + t])
+                        v = complex(re[p + t], im[p + t])
+                        psi[(bases[b0 + t] | oh) + rl] = v * d if scaled else v
+
+
+@_jit_blk
+def block_scatter(psi, re, im, rowmap, B, offs, low, layout, bases, pos):
+    # re/im back into the batch of `psi`, reading each logical row from where the row map put it
+    _scatter(psi, re, im, rowmap, B, offs, low, layout, bases, pos, psi, False)  # psi: unread
+
+
+@_jit_blk
+def _scatter_scaled(psi, re, im, rowmap, B, offs, low, layout, bases, pos, rowd):
+    _scatter(psi, re, im, rowmap, B, offs, low, layout, bases, pos, rowd, True)
 
 
 @_jit_op
@@ -280,18 +320,91 @@ def _real2_rows(s0, s1, s2, s3, B, a00, a01, a10, a11, b00, b01, b10, b11):
 
 
 @_jit_blk
+def _consecutive(rowmap, r, count):
+    # whether logical rows r..r+count-1 sit in consecutive buffer rows (no permutation moved
+    # them apart): then they are one contiguous span
+    for j in range(1, count):
+        if rowmap[r + j] != rowmap[r] + j:
+            return False
+    return True
+
+
+@_jit_blk
+def quad_spans(rowmap, r0, ta, tb, B):
+    """(count, span): the quads of rows from r0 (bits ta and tb clear) that one call takes as
+    four contiguous spans of ``span`` columns, ``count`` such calls; ``ta`` < ``tb``. The
+    rows r0 .. r0 + ta - 1 make one span when the row map keeps each of the four row sets
+    consecutive (no permutation yet in the block), else a call per row."""
+    if (_consecutive(rowmap, r0, ta) and _consecutive(rowmap, r0 | ta, ta)
+            and _consecutive(rowmap, r0 | tb, ta) and _consecutive(rowmap, r0 | ta | tb, ta)):
+        return 1, ta * B
+    return ta, B
+
+
+@_jit_blk
 def _blk_real2(buf, rowmap, B, ta, tb, pool, mo):
     # two real 2x2 on two wires in one sweep (A on ta, then B on tb): half the buffer traffic
     a00, a01, a10, a11 = pool[mo].real, pool[mo + 1].real, pool[mo + 2].real, pool[mo + 3].real
     b00, b01, b10, b11 = (pool[mo + 4].real, pool[mo + 5].real, pool[mo + 6].real,
                           pool[mo + 7].real)
-    for r0 in range(rowmap.shape[0]):
-        if (r0 & (ta | tb)) != 0:
+    lo, hi = min(ta, tb), max(ta, tb)
+    if ta > tb:  # the rows of A's and B's pairs swap with them
+        a00, a01, a10, a11, b00, b01, b10, b11 = b00, b01, b10, b11, a00, a01, a10, a11
+    for r0 in range(0, rowmap.shape[0], lo):
+        if (r0 & (lo | hi)) != 0:
             continue
-        p0, p1, p2, p3 = block_quad(rowmap, r0, ta, tb, B)
-        for s in range(len(buf)):  # a real matrix: re and im alike
-            _real2_rows(buf[s][p0:p0 + B], buf[s][p1:p1 + B], buf[s][p2:p2 + B],
-                        buf[s][p3:p3 + B], B, a00, a01, a10, a11, b00, b01, b10, b11)
+        count, span = quad_spans(rowmap, r0, lo, hi, B)
+        for j in range(count):
+            p0, p1, p2, p3 = block_quad(rowmap, r0 + j, lo, hi, B)
+            for s in range(len(buf)):  # a real matrix: re and im alike
+                _real2_rows(buf[s][p0:p0 + span], buf[s][p1:p1 + span],
+                            buf[s][p2:p2 + span], buf[s][p3:p3 + span], span,
+                            a00, a01, a10, a11, b00, b01, b10, b11)
+
+
+@_jit_blk
+def _xpair_rows(r0, i0, r1, i1, r2, i2, r3, i3, a00, a01, a10, a11, b00, b01, b10, b11):
+    # [[a00, i a01], [i a10, a11]] on the row pairs (0, 1), (2, 3), then the same form of b
+    # on (0, 2), (1, 3): two multiply-adds per output, as for real matrices
+    for k in range(r0.shape[0]):
+        x0r, x0i, x1r, x1i = r0[k], i0[k], r1[k], i1[k]
+        x2r, x2i, x3r, x3i = r2[k], i2[k], r3[k], i3[k]
+        y0r = a00 * x0r - a01 * x1i
+        y0i = a00 * x0i + a01 * x1r
+        y1r = a11 * x1r - a10 * x0i
+        y1i = a11 * x1i + a10 * x0r
+        y2r = a00 * x2r - a01 * x3i
+        y2i = a00 * x2i + a01 * x3r
+        y3r = a11 * x3r - a10 * x2i
+        y3i = a11 * x3i + a10 * x2r
+        r0[k] = b00 * y0r - b01 * y2i
+        i0[k] = b00 * y0i + b01 * y2r
+        r2[k] = b11 * y2r - b10 * y0i
+        i2[k] = b11 * y2i + b10 * y0r
+        r1[k] = b00 * y1r - b01 * y3i
+        i1[k] = b00 * y1i + b01 * y3r
+        r3[k] = b11 * y3r - b10 * y1i
+        i3[k] = b11 * y3i + b10 * y1r
+
+
+@_jit_blk
+def _blk_xpair(buf, rowmap, B, ta, tb, pool, mo):
+    # two rx-like 2x2 (real diagonal, imaginary off-diagonal) on two wires in one sweep (A on
+    # ta, then B on tb): the buffer traffic and arithmetic of a pair of real ones
+    a00, a01, a10, a11 = pool[mo].real, pool[mo + 1].imag, pool[mo + 2].imag, pool[mo + 3].real
+    b00, b01, b10, b11 = (pool[mo + 4].real, pool[mo + 5].imag, pool[mo + 6].imag,
+                          pool[mo + 7].real)
+    lo, hi = min(ta, tb), max(ta, tb)
+    if ta > tb:  # the rows of A's and B's pairs swap with them
+        a00, a01, a10, a11, b00, b01, b10, b11 = b00, b01, b10, b11, a00, a01, a10, a11
+    for r0 in range(0, rowmap.shape[0], lo):
+        if (r0 & (lo | hi)) != 0:
+            continue
+        count, span = quad_spans(rowmap, r0, lo, hi, B)
+        for j in range(count):
+            p0, p1, p2, p3 = block_quad(rowmap, r0 + j, lo, hi, B)
+            _xpair_rows(*quad_rows(buf[0], buf[1], p0, p1, p2, p3, span),
+                        a00, a01, a10, a11, b00, b01, b10, b11)
 
 
 @_jit_op
@@ -423,11 +536,25 @@ def block_perm(buf, rowmap, B, tgt, m, cmask, pool, mo, perm, po, toff, rows):
 
 
 @_jit_blk
+def _edge_diagonal(kinds, cmasks, ntg, tgts, moffs, pool, q, rowd):
+    # whether op q is a diagonal on every row: then rowd[r] = its entry of logical row r (the
+    # gather or the scatter multiplies by it, and the op takes no sweep of its own)
+    if q < 0 or q >= kinds.shape[0] or kinds[q] != OP_DIAG or cmasks[q] != 0:
+        return False
+    for r in range(rowd.shape[0]):
+        rowd[r] = pool[moffs[q] + row_pattern(r, tgts[q], ntg[q])]
+    return True
+
+
+@_jit_blk
 def _blk_batch(psi, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs,
-               buf, rowmap, bases, toff, rows, xr, xi):
+               buf, rowmap, bases, toff, rows, xr, xi, rowd, first, last, rowd_last):
     layout = block_start(g0, B, pos, bases, rowmap)
-    block_gather(psi, buf[0], buf[1], B, offs, low, layout, bases, pos)
-    for q in range(kinds.shape[0]):
+    if first:
+        _gather_scaled(psi, buf[0], buf[1], B, offs, low, layout, bases, pos, rowd)
+    else:
+        block_gather(psi, buf[0], buf[1], B, offs, low, layout, bases, pos)
+    for q in range(first, last):
         kind = kinds[q]
         cm = cmasks[q]
         mo = moffs[q]
@@ -443,9 +570,14 @@ def _blk_batch(psi, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool
             _blk_diag(buf, rowmap, B, tgts[q], ntg[q], cm, pool, mo)
         elif kind == OP_REAL2:
             _blk_real2(buf, rowmap, B, tgts[q, 0], tgts[q, 1], pool, mo)
+        elif kind == OP_XPAIR:
+            _blk_xpair(buf, rowmap, B, tgts[q, 0], tgts[q, 1], pool, mo)
         elif kind == OP_PERM:
             block_perm(buf, rowmap, B, tgts[q], ntg[q], cm, pool, mo, perm, poffs[q], toff, rows)
-    block_scatter(psi, buf[0], buf[1], rowmap, B, offs, low, layout, bases, pos)
+    if last < kinds.shape[0]:
+        _scatter_scaled(psi, buf[0], buf[1], rowmap, B, offs, low, layout, bases, pos, rowd_last)
+    else:
+        block_scatter(psi, buf[0], buf[1], rowmap, B, offs, low, layout, bases, pos)
 
 
 @_jit_blk
@@ -454,9 +586,19 @@ def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool,
     low = block_low(offs)
     buf = (np.empty(R * B), np.empty(R * B))  # separate arrays: rows of one 2-D array ran slower
     rowmap, bases, toff, rows, xr, xi = block_workspace(R, B, 1 << tgts.shape[1])
+    # a diagonal op first or last: multiplied in at the gather or the scatter (the last one
+    # only when it is not the first too)
+    rowd = np.empty(R, np.complex128)
+    rowd_last = np.empty(R, np.complex128)
+    first = 1 if _edge_diagonal(kinds, cmasks, ntg, tgts, moffs, pool, 0, rowd) else 0
+    last = kinds.shape[0]
+    if last > first and _edge_diagonal(kinds, cmasks, ntg, tgts, moffs, pool, last - 1,
+                                       rowd_last):
+        last -= 1
     for batch in range(lo, hi):
         _blk_batch(psi, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
-                   perm, poffs, buf, rowmap, bases, toff, rows, xr, xi)
+                   perm, poffs, buf, rowmap, bases, toff, rows, xr, xi, rowd, first, last,
+                   rowd_last)
 
 
 BLOCK = range_kernel(_blk_range)

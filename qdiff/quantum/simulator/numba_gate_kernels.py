@@ -23,7 +23,7 @@ from .numba_ranges import jit_range as _jit
 from .numba_ranges import range_kernel, summed_range_kernel
 
 __all__ = ["PAIR", "DENSE2", "DENSEK", "DIAGONAL", "DIAGONAL_TABLE", "PERMUTATION", "PAULI",
-           "Z_PAULI", "PAULI_SUMS", "GROUPS_PER_ITEM"]
+           "Z_PAULI", "PAULI_SUMS", "ABS_SQUARED", "GROUPS_PER_ITEM"]
 
 GROUPS_PER_ITEM = 1 << 12
 """Groups per threaded work item: large enough to amortise scheduling."""
@@ -241,6 +241,13 @@ def _zpauli_body(psi, lo, hi, z, alpha, beta):
         psi[i] *= minus if _parity(i & z) else plus
 
 
+@_jit
+def _abs_squared_body(psi, lo, hi, out):
+    for i in range(lo, hi):
+        v = psi[i]
+        out[i] = np.float64(v.real) * v.real + np.float64(v.imag) * v.imag
+
+
 @njit(inline="always", cache=True)
 def _clear_below(t, h):
     # how many indices below t have bit h clear
@@ -321,5 +328,8 @@ PAULI = range_kernel(_pauli_body)
 """``alpha psi + beta P psi`` for a Pauli string with X or Y letters, over pairs (i, i^x)."""
 Z_PAULI = range_kernel(_zpauli_body)
 """``alpha psi + beta P psi`` for a Pauli string of Z letters, over amplitudes."""
+ABS_SQUARED = range_kernel(_abs_squared_body)
+"""``out[i] = |psi[i]|^2`` in float64, over amplitudes: one pass (no square root, no
+temporaries)."""
 PAULI_SUMS = summed_range_kernel(_sums_body)
 """``<psi|P_k|psi>``-style sums of every term (complex128 accumulator), over amplitudes."""
