@@ -29,6 +29,7 @@ True
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -402,16 +403,45 @@ def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray) -> tuple[np.n
     return (*arrays, fused, tables)
 
 
-def final_lane_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:
+_WORKSPACES = threading.local()
+
+
+def _workspace(shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialized float64 array of ``shape``, the same one as the last call's on this
+    thread when the shape is the same: the forward run's checkpoints take tens of MiB,
+    whose first writes to freshly mapped memory (page faults) took longer than the copies
+    themselves. Valid until the next call on the thread."""
+    kept = getattr(_WORKSPACES, "array", None)
+    if kept is None or kept.shape != shape:
+        _WORKSPACES.array = kept = None   # release the old one before allocating
+        _WORKSPACES.array = kept = np.empty(shape)
+    return kept
+
+
+def final_lane_states(circuit: BatchedCircuit, mats: np.ndarray,
+                      save_before: Sequence[int] = ()) -> np.ndarray:
     """The circuit run from |0…0> for every member, the members along the lanes:
-    ``(tiles, 2, 2**n, lanes)`` (`lane_kernels`)."""
+    ``(tiles, 2, 2**n, lanes)`` (`lane_kernels`). With ``save_before`` (indices of the
+    kernels' entries, `fused_one_wire_runs`, each the first of a block or one past the
+    last), the states before each of those entries instead:
+    ``(tiles, len(save_before), 2, 2**n, lanes)``."""
     kinds, first, last, fused, tables = fused_one_wire_runs(circuit, mats)
     lane_mats = lane_kernels.to_lanes(fused)
     state = np.zeros((lane_mats.shape[0], 2, 1 << circuit.num_qubits, lane_mats.shape[-1]))
     state[:, 0, 0, :] = 1.0   # members that pad the last tile have zero matrices: end at 0
     bounds = lane_kernels.one_wire_blocks(kinds, first,
                                           lane_kernels.block_wires(state.shape[-1], 1))
-    return lane_kernels.run_circuit(state, kinds, first, last, lane_mats, tables, bounds)
+    if not len(save_before):
+        return lane_kernels.run_circuit(state, kinds, first, last, lane_mats, tables, bounds,
+                                        *lane_kernels.NO_CHECKPOINTS)
+    saves = np.full(len(bounds), -1, np.int64)
+    saves[np.searchsorted(bounds, save_before)] = np.arange(len(save_before))
+    assert np.array_equal(bounds[saves >= 0][np.argsort(saves[saves >= 0])],
+                          save_before), "checkpoints must be at block boundaries"
+    saved = _workspace((state.shape[0], len(save_before), *state.shape[1:]))
+    lane_kernels.run_circuit(state, kinds, first, last, lane_mats, tables, bounds, saves,
+                             saved)
+    return saved
 
 
 def final_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:

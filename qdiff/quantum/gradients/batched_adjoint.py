@@ -42,7 +42,7 @@ from ..execution.batched import (
     readout_values,
 )
 from ..simulator import lane_kernels
-from ..simulator.batched_kernels import PERMUTE
+from ..simulator.batched_kernels import DENSE1, PERMUTE
 
 
 @functools.lru_cache(maxsize=128)
@@ -95,6 +95,55 @@ def _step_generators(circuit: BatchedCircuit) -> np.ndarray:
                      for gates in (later, earlier)], axis=1)
 
 
+@functools.lru_cache(maxsize=64)
+def _step_forms(circuit: BatchedCircuit) -> tuple[np.ndarray, np.ndarray]:
+    """Each sweep step's generators' `lane_kernels.generator_form` codes, ``(steps, 2)``
+    (a step of a two-wire or controlled gate: `GENERAL` or none), and the coefficients
+    its overlaps are scaled by."""
+    kinds = _sweep_plan(circuit)[0]
+    step_gens = _step_generators(circuit)
+    forms = np.zeros(step_gens.shape[:2], np.int64)
+    scales = np.ones(step_gens.shape[:2])
+    for e, slot in np.ndindex(*forms.shape):
+        if kinds[e] == DENSE1:
+            forms[e, slot], scales[e, slot] = lane_kernels.generator_form(step_gens[e, slot])
+        elif np.any(step_gens[e, slot]):   # a 4x4 block, or a controlled gate's base
+            forms[e, slot] = lane_kernels.GENERAL
+    return forms, scales
+
+
+@functools.lru_cache(maxsize=64)
+def _segments(circuit: BatchedCircuit) -> np.ndarray | None:
+    """The segments of `lane_kernels.adjoint_sweep_checkpointed` as step boundaries (each
+    run of one-wire steps one segment, every other step one), or None when a run of
+    one-wire gates has more than two gates (its middle gates' overlaps need states inside
+    the run: the sweep then undoes the states instead)."""
+    kinds = _sweep_plan(circuit)[0]
+    _, runs, permutes, _ = one_wire_runs(circuit)
+    if np.any(np.diff(runs)[permutes < 0] > 2):
+        return None
+    starts = [e for e in range(1, len(kinds))
+              if kinds[e] != DENSE1 or kinds[e - 1] != DENSE1]
+    return np.array([0, *starts, len(kinds)], np.int64)
+
+
+# The most bytes the forward run's checkpoints may take (two states per run of one-wire
+# gates, 8 MiB at n = 12 and 64 members); beyond it the sweep undoes the states instead.
+CHECKPOINT_BYTES = 1 << 30
+
+
+def checkpoint_segments(circuit: BatchedCircuit, size: int) -> np.ndarray | None:
+    """The checkpointed sweep's segments (`_segments`) when the forward run's checkpoints
+    for ``size`` members fit in `CHECKPOINT_BYTES`, else None."""
+    segments = _segments(circuit)
+    lanes = -(-size // max(1, -(-size // lane_kernels.MAX_LANES)))
+    tiles = -(-size // lanes)
+    if segments is None or len(segments) * tiles * lanes * 16 << circuit.num_qubits \
+            > CHECKPOINT_BYTES:
+        return None
+    return segments
+
+
 def _step_inverses(later: np.ndarray, earlier: np.ndarray, mats: np.ndarray) -> np.ndarray:
     """Each sweep step's inverse for every member, ``(members, steps, 4, 4)``: the later
     gate's matrix times the earlier one's (2x2 blocks) where a step has two, conjugated
@@ -107,18 +156,29 @@ def _step_inverses(later: np.ndarray, earlier: np.ndarray, mats: np.ndarray) -> 
 
 
 def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
-                mats: np.ndarray) -> np.ndarray:
-    """Every gate angle's cotangent for every member, ``(members, gates)``, from the final
-    states (members along the lanes) and the adjoint vectors ``lam`` (``(members, 2**n)``)."""
+                mats: np.ndarray, segments: np.ndarray | None) -> np.ndarray:
+    """Every gate angle's cotangent for every member, ``(members, gates)``, from the
+    adjoint vectors ``lam`` (``(members, 2**n)``) and either the final states (members
+    along the lanes; ``segments`` None) or the forward run's checkpoints at ``segments``
+    (`adjoint_sweep_checkpointed`)."""
     kinds, first, last, later, earlier, tables = _sweep_plan(circuit)
     step_gens = _step_generators(circuit)
     inverses = lane_kernels.to_lanes(_step_inverses(later, earlier, mats))
     lanes = psi.shape[-1]
-    bounds = lane_kernels.one_wire_blocks(kinds, first, lane_kernels.block_wires(lanes, 2))
     out = np.empty((psi.shape[0], len(kinds), 2, lanes))
-    lane_kernels.adjoint_sweep(psi, lane_kernels.to_lanes(lam), kinds, first, last, inverses,
-                               tables, bounds, step_gens, out)
-    per_step = np.moveaxis(out, 3, 1).reshape(-1, len(kinds), 2)[:mats.shape[0]]
+    if segments is None:
+        bounds = lane_kernels.one_wire_blocks(kinds, first,
+                                              lane_kernels.block_wires(lanes, 2))
+        lane_kernels.adjoint_sweep(psi, lane_kernels.to_lanes(lam), kinds, first, last,
+                                   inverses, tables, bounds, step_gens, out)
+        scales = 1.0
+    else:
+        forms, scales = _step_forms(circuit)
+        lane_kernels.adjoint_sweep_checkpointed(
+            psi, lane_kernels.to_lanes(lam), kinds, first, last, inverses, tables, segments,
+            lane_kernels.block_wires(lanes, 1), lane_kernels.block_wires(lanes, 2),
+            step_gens, forms, out)
+    per_step = np.moveaxis(out, 3, 1).reshape(-1, len(kinds), 2)[:mats.shape[0]] * scales
     per_gate = np.zeros((mats.shape[0], len(circuit.gates)))
     for column, gates in enumerate((later, earlier)):
         steps = np.flatnonzero(gates >= 0)
@@ -139,8 +199,13 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
     # forward: angles, states, expectations
     angles = evaluate(batched_part(circuit.angles, flags, size, False), *values)
     mats = member_matrices(circuit, angles, size)
-    psi_lanes = final_lane_states(circuit, mats)
-    psi = lane_kernels.from_lanes(psi_lanes, size)
+    segments = checkpoint_segments(circuit, size)
+    if segments is None:
+        forward = final_lane_states(circuit, mats)
+        psi = lane_kernels.from_lanes(forward, size)
+    else:   # the states entering each segment of the sweep, the final ones first
+        forward = final_lane_states(circuit, mats, len(_sweep_plan(circuit)[0]) - segments)
+        psi = lane_kernels.from_lanes(forward[:, 0], size)
     readouts = readout_values(circuit, psi)
     # the outputs' VJP: value, direct input cotangents, expectation cotangents
     backward = _vjp(circuit.outputs, (*active, *[True] * num_readouts), True)
@@ -155,7 +220,7 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
             lam += ct[:, outcome_index(circuit.num_qubits, wires)] * psi
         else:            # expval: λ = ē O ψ
             lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
-    per_gate = _lane_sweep(circuit, psi_lanes, lam, mats)
+    per_gate = _lane_sweep(circuit, forward, lam, mats, segments)
     angle_cts = [np.zeros(size) for _ in circuit.angles.outputs]
     for g, gate in enumerate(circuit.gates):
         if gate.angle is not None:
