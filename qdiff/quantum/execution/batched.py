@@ -254,9 +254,12 @@ def batched_part(part: Program, flags: tuple[bool, ...], size: int,
 
 
 @functools.lru_cache(maxsize=64)
-def _eigen(spec: GateSpec) -> tuple[np.ndarray, np.ndarray]:
+def _eigen_projectors(spec: GateSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The generator's eigenvalues and the projectors on its eigenvectors, flattened:
+    ``(k,)`` and ``(k, k * k)``."""
     values, vectors = np.linalg.eigh(spec.generator_matrix())
-    return values, vectors
+    projectors = np.einsum("ij,kj->jik", vectors, vectors.conj())
+    return values, projectors.reshape(len(values), -1)
 
 
 def _check_finite(gate: CircuitGate, theta: np.ndarray) -> None:
@@ -292,13 +295,16 @@ def member_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int) -
     fixed, groups = _matrix_plan(circuit)
     mats = np.broadcast_to(fixed, (size, *fixed.shape)).copy()
     for spec, gates, idx, k in groups:
-        theta = np.stack([np.broadcast_to(np.asarray(angles[i], np.float64), (size,))
-                          for i in idx], axis=1)                       # (size, gates)
-        for column, g in enumerate(gates):
-            _check_finite(circuit.gates[g], theta[:, column])
-        values, vectors = _eigen(spec)
-        phases = np.exp(-1j * theta[:, :, None] * values)
-        mats[:, gates, :k, :k] = np.einsum("ij,bgj,kj->bgik", vectors, phases, vectors.conj())
+        theta = np.empty((size, len(idx)))                             # (size, gates)
+        for column, i in enumerate(idx):
+            theta[:, column] = angles[i]          # an angle the batch shares broadcasts
+        if not np.isfinite(theta).all():
+            column = int(np.flatnonzero(~np.isfinite(theta).all(axis=0))[0])
+            _check_finite(circuit.gates[gates[column]], theta[:, column])
+        values, projectors = _eigen_projectors(spec)
+        # Σ_j exp(-iθλ_j) P_j, all members and gates in one product
+        phases = np.exp(-1j * theta[:, :, None] * values)             # (size, gates, k)
+        mats[:, gates, :k, :k] = (phases @ projectors).reshape(size, len(idx), k, k)
     return mats
 
 
@@ -418,15 +424,23 @@ def _workspace(shape: tuple[int, ...]) -> np.ndarray:
     return kept
 
 
+def lane_circuit(circuit: BatchedCircuit, mats: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`fused_one_wire_runs` with the matrices in the lane layout (`lane_kernels.to_lanes`):
+    the kernels' arrays for `final_lane_states`."""
+    kinds, first, last, fused, tables = fused_one_wire_runs(circuit, mats)
+    return kinds, first, last, lane_kernels.to_lanes(fused), tables
+
+
 def final_lane_states(circuit: BatchedCircuit, mats: np.ndarray,
-                      save_before: Sequence[int] = ()) -> np.ndarray:
+                      save_before: Sequence[int] = (),
+                      steps: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
     """The circuit run from |0…0> for every member, the members along the lanes:
     ``(tiles, 2, 2**n, lanes)`` (`lane_kernels`). With ``save_before`` (indices of the
     kernels' entries, `fused_one_wire_runs`, each the first of a block or one past the
     last), the states before each of those entries instead:
-    ``(tiles, len(save_before), 2, 2**n, lanes)``."""
-    kinds, first, last, fused, tables = fused_one_wire_runs(circuit, mats)
-    lane_mats = lane_kernels.to_lanes(fused)
+    ``(tiles, len(save_before), 2, 2**n, lanes)``. ``steps``: `lane_circuit`'s arrays
+    when the caller has them."""
+    kinds, first, last, lane_mats, tables = steps or lane_circuit(circuit, mats)
     state = np.zeros((lane_mats.shape[0], 2, 1 << circuit.num_qubits, lane_mats.shape[-1]))
     state[:, 0, 0, :] = 1.0   # members that pad the last tile have zero matrices: end at 0
     bounds = lane_kernels.one_wire_blocks(kinds, first,

@@ -35,6 +35,7 @@ from ..execution.batched import (
     batched_circuit,
     batched_part,
     final_lane_states,
+    lane_circuit,
     member_matrices,
     observable_rows,
     one_wire_runs,
@@ -156,14 +157,13 @@ def _step_inverses(later: np.ndarray, earlier: np.ndarray, mats: np.ndarray) -> 
 
 
 def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
-                mats: np.ndarray, segments: np.ndarray | None) -> np.ndarray:
-    """Every gate angle's cotangent for every member, ``(members, gates)``, from the
-    adjoint vectors ``lam`` (``(members, 2**n)``) and either the final states (members
-    along the lanes; ``segments`` None) or the forward run's checkpoints at ``segments``
-    (`adjoint_sweep_checkpointed`)."""
+                inverses: np.ndarray, size: int, segments: np.ndarray | None) -> np.ndarray:
+    """Every gate angle's cotangent for each of ``size`` members, ``(size, gates)``, from
+    the adjoint vectors ``lam`` (``(size, 2**n)``), each step's inverse in the lane layout,
+    and either the final states (members along the lanes; ``segments`` None) or the
+    forward run's checkpoints at ``segments`` (`adjoint_sweep_checkpointed`)."""
     kinds, first, last, later, earlier, tables = _sweep_plan(circuit)
     step_gens = _step_generators(circuit)
-    inverses = lane_kernels.to_lanes(_step_inverses(later, earlier, mats))
     lanes = psi.shape[-1]
     out = np.empty((psi.shape[0], len(kinds), 2, lanes))
     if segments is None:
@@ -178,8 +178,8 @@ def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
             psi, lane_kernels.to_lanes(lam), kinds, first, last, inverses, tables, segments,
             lane_kernels.block_wires(lanes, 1), lane_kernels.block_wires(lanes, 2),
             step_gens, forms, out)
-    per_step = np.moveaxis(out, 3, 1).reshape(-1, len(kinds), 2)[:mats.shape[0]] * scales
-    per_gate = np.zeros((mats.shape[0], len(circuit.gates)))
+    per_step = np.moveaxis(out, 3, 1).reshape(-1, len(kinds), 2)[:size] * scales
+    per_gate = np.zeros((size, len(circuit.gates)))
     for column, gates in enumerate((later, earlier)):
         steps = np.flatnonzero(gates >= 0)
         per_gate[:, gates[steps]] = per_step[:, steps, column]
@@ -200,12 +200,19 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
     angles = evaluate(batched_part(circuit.angles, flags, size, False), *values)
     mats = member_matrices(circuit, angles, size)
     segments = checkpoint_segments(circuit, size)
+    steps = lane_circuit(circuit, mats)
     if segments is None:
-        forward = final_lane_states(circuit, mats)
+        forward = final_lane_states(circuit, mats, steps=steps)
         psi = lane_kernels.from_lanes(forward, size)
+        inverses = lane_kernels.to_lanes(_step_inverses(*_sweep_plan(circuit)[3:5], mats))
     else:   # the states entering each segment of the sweep, the final ones first
-        forward = final_lane_states(circuit, mats, len(_sweep_plan(circuit)[0]) - segments)
+        forward = final_lane_states(circuit, mats, len(_sweep_plan(circuit)[0]) - segments,
+                                    steps)
         psi = lane_kernels.from_lanes(forward[:, 0], size)
+        # each step undoes one entry of the forward run: its matrices' adjoints
+        forward_mats = steps[3][:, ::-1]
+        inverses = np.ascontiguousarray(forward_mats.swapaxes(3, 4))
+        inverses[:, :, 1] *= -1.0
     readouts = readout_values(circuit, psi)
     # the outputs' VJP: value, direct input cotangents, expectation cotangents
     backward = _vjp(circuit.outputs, (*active, *[True] * num_readouts), True)
@@ -220,7 +227,7 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
             lam += ct[:, outcome_index(circuit.num_qubits, wires)] * psi
         else:            # expval: λ = ē O ψ
             lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
-    per_gate = _lane_sweep(circuit, forward, lam, mats, segments)
+    per_gate = _lane_sweep(circuit, forward, lam, inverses, size, segments)
     angle_cts = [np.zeros(size) for _ in circuit.angles.outputs]
     for g, gate in enumerate(circuit.gates):
         if gate.angle is not None:

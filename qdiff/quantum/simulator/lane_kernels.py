@@ -49,14 +49,19 @@ def to_lanes(batch: np.ndarray) -> np.ndarray:
     members = batch.shape[0]
     tiles = max(1, -(-members // MAX_LANES))
     lanes = -(-members // tiles)
-    padded = np.zeros((tiles * lanes, *batch.shape[1:]), np.complex128)
-    padded[:members] = batch
-    split = np.stack([padded.real, padded.imag], axis=1).reshape(
-        tiles, lanes, 2, *batch.shape[1:])            # (tiles, lanes, part, *rest)
-    split = np.moveaxis(split, 1, -1)                 # (tiles, part, *rest, lanes)
-    if batch.ndim > 2:                                # matrices: the step axis first
-        split = np.moveaxis(split, 1, 2)
-    return np.ascontiguousarray(split)
+    padded = np.asarray(batch, np.complex128)
+    if tiles * lanes != members:
+        padded = np.zeros((tiles * lanes, *batch.shape[1:]), np.complex128)
+        padded[:members] = batch
+    rows = np.moveaxis(padded.reshape(tiles, lanes, *batch.shape[1:]), 1, -1)
+    # one strided copy per part into the layout (states: part first; matrices: the step
+    # axis first, then the part)
+    split = np.empty((tiles, 2, *rows.shape[1:])) if batch.ndim <= 2 \
+        else np.empty((tiles, rows.shape[1], 2, *rows.shape[2:]))
+    parts = split if batch.ndim <= 2 else split.swapaxes(1, 2)
+    parts[:, 0] = rows.real
+    parts[:, 1] = rows.imag
+    return split
 
 
 def from_lanes(state: np.ndarray, members: int) -> np.ndarray:
