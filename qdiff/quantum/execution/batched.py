@@ -426,7 +426,14 @@ def _workspace(shape: tuple[int, ...]) -> np.ndarray:
 
 def lane_circuit(circuit: BatchedCircuit, mats: np.ndarray) -> tuple[np.ndarray, ...]:
     """`fused_one_wire_runs` with the matrices in the lane layout (`lane_kernels.to_lanes`):
-    the kernels' arrays for `final_lane_states`."""
+    the kernels' arrays for `final_lane_states`.
+
+    >>> import qdiff
+    >>> from qdiff.quantum.lang.examples import rotation
+    >>> circuit = batched_circuit(qdiff.trace(rotation, 0.1))
+    >>> lane_circuit(circuit, member_matrices(circuit, [np.zeros(3)], 3))[3].shape
+    (1, 1, 2, 4, 4, 3)
+    """
     kinds, first, last, fused, tables = fused_one_wire_runs(circuit, mats)
     return kinds, first, last, lane_kernels.to_lanes(fused), tables
 
@@ -554,4 +561,4 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 register_batched_runner(_claims, run_batched)
 
 __all__ = ["BatchedCircuit", "CircuitGate", "batched_circuit", "final_lane_states",
-           "one_wire_runs", "run_batched"]
+           "lane_circuit", "one_wire_runs", "run_batched"]

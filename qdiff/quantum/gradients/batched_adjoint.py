@@ -135,7 +135,13 @@ CHECKPOINT_BYTES = 1 << 30
 
 def checkpoint_segments(circuit: BatchedCircuit, size: int) -> np.ndarray | None:
     """The checkpointed sweep's segments (`_segments`) when the forward run's checkpoints
-    for ``size`` members fit in `CHECKPOINT_BYTES`, else None."""
+    for ``size`` members fit in `CHECKPOINT_BYTES`, else None.
+
+    >>> import qdiff
+    >>> from qdiff.quantum.lang.examples import rotation   # one ry: one segment
+    >>> checkpoint_segments(batched_circuit(qdiff.trace(rotation, 0.1)), 64).tolist()
+    [0, 1]
+    """
     segments = _segments(circuit)
     lanes = -(-size // max(1, -(-size // lane_kernels.MAX_LANES)))
     tiles = -(-size // lanes)
@@ -248,4 +254,4 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 
 register_batched_gradient(_claims, batched_value_and_grad)
 
-__all__ = ["batched_value_and_grad"]
+__all__ = ["CHECKPOINT_BYTES", "batched_value_and_grad", "checkpoint_segments"]
