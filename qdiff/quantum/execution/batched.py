@@ -388,6 +388,20 @@ def one_wire_runs(circuit: BatchedCircuit) -> tuple[np.ndarray, ...]:
     return order, runs, permutes, tables
 
 
+def products_2x2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for stacks of 2x2 matrices, entry by entry over the whole stacks (numpy's
+    matmul loops over the tiny matrices one by one: ten times slower for thousands).
+
+    >>> products_2x2(np.array([[[0, 1], [1, 0]]]), np.array([[[1, 2], [3, 4]]])).tolist()
+    [[[3, 4], [1, 2]]]
+    """
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape), np.result_type(a, b))
+    for i in range(2):
+        for k in range(2):
+            out[..., i, k] = a[..., i, 0] * b[..., 0, k] + a[..., i, 1] * b[..., 1, k]
+    return out
+
+
 def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray) -> tuple[np.ndarray, ...]:
     """The circuit with each run of one-wire gates on a wire multiplied into one matrix per
     member, and runs of permutation gates as tables: kernel arrays, matrices and tables.
@@ -404,7 +418,7 @@ def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray) -> tuple[np.n
             continue
         product = mats[:, [entries[e][0] for e in rows], :2, :2]
         for step in range(1, length):
-            product = np.matmul(mats[:, [entries[e][step] for e in rows], :2, :2], product)
+            product = products_2x2(mats[:, [entries[e][step] for e in rows], :2, :2], product)
         fused[:, rows, :2, :2] = product
     return (*arrays, fused, tables)
 
@@ -561,4 +575,4 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 register_batched_runner(_claims, run_batched)
 
 __all__ = ["BatchedCircuit", "CircuitGate", "batched_circuit", "final_lane_states",
-           "lane_circuit", "one_wire_runs", "run_batched"]
+           "lane_circuit", "one_wire_runs", "products_2x2", "run_batched"]

@@ -40,6 +40,7 @@ from ..execution.batched import (
     observable_rows,
     one_wire_runs,
     outcome_index,
+    products_2x2,
     readout_values,
 )
 from ..simulator import lane_kernels
@@ -157,8 +158,8 @@ def _step_inverses(later: np.ndarray, earlier: np.ndarray, mats: np.ndarray) -> 
     and transposed (a permutation step's is unused)."""
     product = mats[:, np.maximum(later, 0)]
     pairs = np.flatnonzero(earlier >= 0)
-    product[:, pairs, :2, :2] = np.matmul(mats[:, later[pairs], :2, :2],
-                                          mats[:, earlier[pairs], :2, :2])
+    product[:, pairs, :2, :2] = products_2x2(mats[:, later[pairs], :2, :2],
+                                             mats[:, earlier[pairs], :2, :2])
     return product.conj().swapaxes(-1, -2)
 
 
