@@ -129,8 +129,8 @@ def _segments(circuit: BatchedCircuit) -> np.ndarray | None:
     return np.array([0, *starts, len(kinds)], np.int64)
 
 
-# The most bytes the forward run's checkpoints may take (two states per run of one-wire
-# gates, 8 MiB at n = 12 and 64 members); beyond it the sweep undoes the states instead.
+# The most bytes the forward run's checkpoints may take (one state per segment boundary,
+# 4 MiB for 64 members at n = 12); beyond it the sweep undoes the states instead.
 CHECKPOINT_BYTES = 1 << 30
 
 
