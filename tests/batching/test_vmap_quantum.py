@@ -17,6 +17,8 @@ from qdiff.quantum.execution.batched import (
     observable_rows,
     one_wire_runs,
 )
+from qdiff.quantum.gradients import batched_adjoint
+from qdiff.quantum.gradients.batched_adjoint import checkpoint_segments
 from qdiff.quantum.lang.examples import layers, repeat_until_one
 from qdiff.quantum.lang.observables import PauliSum
 from qdiff.quantum.simulator import get_backend
@@ -77,6 +79,22 @@ def test_per_member_gradients_equal_a_loop_of_adjoint_gradients():
     e = np.eye(3)[1]
     fd = (program(w[0] + h * e, x[0]) - program(w[0] - h * e, x[0])) / (2 * h)
     assert abs(want[0][0][1] - fd) < 1e-7
+
+
+def test_gradients_from_checkpoints_equal_those_of_the_sweep_that_undoes_the_states(
+        monkeypatch):
+    program = qdiff.program(hybrid)
+    w, x = rng.uniform(-1, 1, (B, 3)), rng.uniform(-1, 1, B)
+    circuit = batched_circuit(program.trace(w[0], x[0]))
+    assert checkpoint_segments(circuit, B) is not None
+    # a run of three one-wire gates needs states inside it: the sweep undoes the states
+    assert checkpoint_segments(batched_circuit(qdiff.program(layers).trace(0.1)), 3) is None
+    grad = qdiff.grad(program, argnums=(0, 1))
+    from_checkpoints = qdiff.vmap(grad)(w, x)
+    monkeypatch.setattr(batched_adjoint, "CHECKPOINT_BYTES", 0)   # past the memory budget
+    assert checkpoint_segments(circuit, B) is None
+    for got, undone in zip(from_checkpoints, qdiff.vmap(grad)(w, x)):
+        np.testing.assert_allclose(got, undone, rtol=1e-12, atol=1e-13)
 
 
 def classifier(w, x):

@@ -29,6 +29,7 @@ True
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -253,9 +254,12 @@ def batched_part(part: Program, flags: tuple[bool, ...], size: int,
 
 
 @functools.lru_cache(maxsize=64)
-def _eigen(spec: GateSpec) -> tuple[np.ndarray, np.ndarray]:
+def _eigen_projectors(spec: GateSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The generator's eigenvalues and the projectors on its eigenvectors, flattened:
+    ``(k,)`` and ``(k, k * k)``."""
     values, vectors = np.linalg.eigh(spec.generator_matrix())
-    return values, vectors
+    projectors = np.einsum("ij,kj->jik", vectors, vectors.conj())
+    return values, projectors.reshape(len(values), -1)
 
 
 def _check_finite(gate: CircuitGate, theta: np.ndarray) -> None:
@@ -291,13 +295,16 @@ def member_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int) -
     fixed, groups = _matrix_plan(circuit)
     mats = np.broadcast_to(fixed, (size, *fixed.shape)).copy()
     for spec, gates, idx, k in groups:
-        theta = np.stack([np.broadcast_to(np.asarray(angles[i], np.float64), (size,))
-                          for i in idx], axis=1)                       # (size, gates)
-        for column, g in enumerate(gates):
-            _check_finite(circuit.gates[g], theta[:, column])
-        values, vectors = _eigen(spec)
-        phases = np.exp(-1j * theta[:, :, None] * values)
-        mats[:, gates, :k, :k] = np.einsum("ij,bgj,kj->bgik", vectors, phases, vectors.conj())
+        theta = np.empty((size, len(idx)))                             # (size, gates)
+        for column, i in enumerate(idx):
+            theta[:, column] = angles[i]          # an angle the batch shares broadcasts
+        if not np.isfinite(theta).all():
+            column = int(np.flatnonzero(~np.isfinite(theta).all(axis=0))[0])
+            _check_finite(circuit.gates[gates[column]], theta[:, column])
+        values, projectors = _eigen_projectors(spec)
+        # Σ_j exp(-iθλ_j) P_j, all members and gates in one product
+        phases = np.exp(-1j * theta[:, :, None] * values)             # (size, gates, k)
+        mats[:, gates, :k, :k] = (phases @ projectors).reshape(size, len(idx), k, k)
     return mats
 
 
@@ -381,6 +388,20 @@ def one_wire_runs(circuit: BatchedCircuit) -> tuple[np.ndarray, ...]:
     return order, runs, permutes, tables
 
 
+def products_2x2(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for stacks of 2x2 matrices, entry by entry over the whole stacks (numpy's
+    matmul loops over the tiny matrices one by one: ten times slower for thousands).
+
+    >>> products_2x2(np.array([[[0, 1], [1, 0]]]), np.array([[[1, 2], [3, 4]]])).tolist()
+    [[[3, 4], [1, 2]]]
+    """
+    out = np.empty(np.broadcast_shapes(a.shape, b.shape), np.result_type(a, b))
+    for i in range(2):
+        for k in range(2):
+            out[..., i, k] = a[..., i, 0] * b[..., 0, k] + a[..., i, 1] * b[..., 1, k]
+    return out
+
+
 def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray) -> tuple[np.ndarray, ...]:
     """The circuit with each run of one-wire gates on a wire multiplied into one matrix per
     member, and runs of permutation gates as tables: kernel arrays, matrices and tables.
@@ -397,21 +418,65 @@ def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray) -> tuple[np.n
             continue
         product = mats[:, [entries[e][0] for e in rows], :2, :2]
         for step in range(1, length):
-            product = np.matmul(mats[:, [entries[e][step] for e in rows], :2, :2], product)
+            product = products_2x2(mats[:, [entries[e][step] for e in rows], :2, :2], product)
         fused[:, rows, :2, :2] = product
     return (*arrays, fused, tables)
 
 
-def final_lane_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:
-    """The circuit run from |0…0> for every member, the members along the lanes:
-    ``(tiles, 2, 2**n, lanes)`` (`lane_kernels`)."""
+_WORKSPACES = threading.local()
+
+
+def _workspace(shape: tuple[int, ...]) -> np.ndarray:
+    """An uninitialized float64 array of ``shape``, the same one as the last call's on this
+    thread when the shape is the same: the forward run's checkpoints take tens of MiB,
+    whose first writes to freshly mapped memory (page faults) took longer than the copies
+    themselves. Valid until the next call on the thread."""
+    kept = getattr(_WORKSPACES, "array", None)
+    if kept is None or kept.shape != shape:
+        _WORKSPACES.array = kept = None   # release the old one before allocating
+        _WORKSPACES.array = kept = np.empty(shape)
+    return kept
+
+
+def lane_circuit(circuit: BatchedCircuit, mats: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`fused_one_wire_runs` with the matrices in the lane layout (`lane_kernels.to_lanes`):
+    the kernels' arrays for `final_lane_states`.
+
+    >>> import qdiff
+    >>> from qdiff.quantum.lang.examples import rotation
+    >>> circuit = batched_circuit(qdiff.trace(rotation, 0.1))
+    >>> lane_circuit(circuit, member_matrices(circuit, [np.zeros(3)], 3))[3].shape
+    (1, 1, 2, 4, 4, 3)
+    """
     kinds, first, last, fused, tables = fused_one_wire_runs(circuit, mats)
-    lane_mats = lane_kernels.to_lanes(fused)
+    return kinds, first, last, lane_kernels.to_lanes(fused), tables
+
+
+def final_lane_states(circuit: BatchedCircuit, mats: np.ndarray,
+                      save_before: Sequence[int] = (),
+                      steps: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
+    """The circuit run from |0…0> for every member, the members along the lanes:
+    ``(tiles, 2, 2**n, lanes)`` (`lane_kernels`). With ``save_before`` (indices of the
+    kernels' entries, `fused_one_wire_runs`, each the first of a block or one past the
+    last), the states before each of those entries instead:
+    ``(tiles, len(save_before), 2, 2**n, lanes)``. ``steps``: `lane_circuit`'s arrays
+    when the caller has them."""
+    kinds, first, last, lane_mats, tables = steps or lane_circuit(circuit, mats)
     state = np.zeros((lane_mats.shape[0], 2, 1 << circuit.num_qubits, lane_mats.shape[-1]))
     state[:, 0, 0, :] = 1.0   # members that pad the last tile have zero matrices: end at 0
     bounds = lane_kernels.one_wire_blocks(kinds, first,
                                           lane_kernels.block_wires(state.shape[-1], 1))
-    return lane_kernels.run_circuit(state, kinds, first, last, lane_mats, tables, bounds)
+    if not len(save_before):
+        return lane_kernels.run_circuit(state, kinds, first, last, lane_mats, tables, bounds,
+                                        *lane_kernels.NO_CHECKPOINTS)
+    saves = np.full(len(bounds), -1, np.int64)
+    saves[np.searchsorted(bounds, save_before)] = np.arange(len(save_before))
+    assert np.array_equal(bounds[saves >= 0][np.argsort(saves[saves >= 0])],
+                          save_before), "checkpoints must be at block boundaries"
+    saved = _workspace((state.shape[0], len(save_before), *state.shape[1:]))
+    lane_kernels.run_circuit(state, kinds, first, last, lane_mats, tables, bounds, saves,
+                             saved)
+    return saved
 
 
 def final_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:
@@ -510,4 +575,4 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 register_batched_runner(_claims, run_batched)
 
 __all__ = ["BatchedCircuit", "CircuitGate", "batched_circuit", "final_lane_states",
-           "one_wire_runs", "run_batched"]
+           "lane_circuit", "one_wire_runs", "products_2x2", "run_batched"]

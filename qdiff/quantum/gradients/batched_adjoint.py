@@ -35,14 +35,16 @@ from ..execution.batched import (
     batched_circuit,
     batched_part,
     final_lane_states,
+    lane_circuit,
     member_matrices,
     observable_rows,
     one_wire_runs,
     outcome_index,
+    products_2x2,
     readout_values,
 )
 from ..simulator import lane_kernels
-from ..simulator.batched_kernels import PERMUTE
+from ..simulator.batched_kernels import DENSE1, PERMUTE
 
 
 @functools.lru_cache(maxsize=128)
@@ -95,31 +97,96 @@ def _step_generators(circuit: BatchedCircuit) -> np.ndarray:
                      for gates in (later, earlier)], axis=1)
 
 
+@functools.lru_cache(maxsize=64)
+def _step_forms(circuit: BatchedCircuit) -> tuple[np.ndarray, np.ndarray]:
+    """Each sweep step's generators' `lane_kernels.generator_form` codes, ``(steps, 2)``
+    (a step of a two-wire or controlled gate: `GENERAL` or none), and the coefficients
+    its overlaps are scaled by."""
+    kinds = _sweep_plan(circuit)[0]
+    step_gens = _step_generators(circuit)
+    forms = np.zeros(step_gens.shape[:2], np.int64)
+    scales = np.ones(step_gens.shape[:2])
+    for e, slot in np.ndindex(*forms.shape):
+        if kinds[e] == DENSE1:
+            forms[e, slot], scales[e, slot] = lane_kernels.generator_form(step_gens[e, slot])
+        elif np.any(step_gens[e, slot]):   # a 4x4 block, or a controlled gate's base
+            forms[e, slot] = lane_kernels.GENERAL
+    return forms, scales
+
+
+@functools.lru_cache(maxsize=64)
+def _segments(circuit: BatchedCircuit) -> np.ndarray | None:
+    """The segments of `lane_kernels.adjoint_sweep_checkpointed` as step boundaries (each
+    run of one-wire steps one segment, every other step one), or None when a run of
+    one-wire gates has more than two gates (its middle gates' overlaps need states inside
+    the run: the sweep then undoes the states instead)."""
+    kinds = _sweep_plan(circuit)[0]
+    _, runs, permutes, _ = one_wire_runs(circuit)
+    if np.any(np.diff(runs)[permutes < 0] > 2):
+        return None
+    starts = [e for e in range(1, len(kinds))
+              if kinds[e] != DENSE1 or kinds[e - 1] != DENSE1]
+    return np.array([0, *starts, len(kinds)], np.int64)
+
+
+# The most bytes the forward run's checkpoints may take (one state per segment boundary,
+# 4 MiB for 64 members at n = 12); beyond it the sweep undoes the states instead.
+CHECKPOINT_BYTES = 1 << 30
+
+
+def checkpoint_segments(circuit: BatchedCircuit, size: int) -> np.ndarray | None:
+    """The checkpointed sweep's segments (`_segments`) when the forward run's checkpoints
+    for ``size`` members fit in `CHECKPOINT_BYTES`, else None.
+
+    >>> import qdiff
+    >>> from qdiff.quantum.lang.examples import rotation   # one ry: one segment
+    >>> checkpoint_segments(batched_circuit(qdiff.trace(rotation, 0.1)), 64).tolist()
+    [0, 1]
+    """
+    segments = _segments(circuit)
+    lanes = -(-size // max(1, -(-size // lane_kernels.MAX_LANES)))
+    tiles = -(-size // lanes)
+    if segments is None or len(segments) * tiles * lanes * 16 << circuit.num_qubits \
+            > CHECKPOINT_BYTES:
+        return None
+    return segments
+
+
 def _step_inverses(later: np.ndarray, earlier: np.ndarray, mats: np.ndarray) -> np.ndarray:
     """Each sweep step's inverse for every member, ``(members, steps, 4, 4)``: the later
     gate's matrix times the earlier one's (2x2 blocks) where a step has two, conjugated
     and transposed (a permutation step's is unused)."""
     product = mats[:, np.maximum(later, 0)]
     pairs = np.flatnonzero(earlier >= 0)
-    product[:, pairs, :2, :2] = np.matmul(mats[:, later[pairs], :2, :2],
-                                          mats[:, earlier[pairs], :2, :2])
+    product[:, pairs, :2, :2] = products_2x2(mats[:, later[pairs], :2, :2],
+                                             mats[:, earlier[pairs], :2, :2])
     return product.conj().swapaxes(-1, -2)
 
 
 def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
-                mats: np.ndarray) -> np.ndarray:
-    """Every gate angle's cotangent for every member, ``(members, gates)``, from the final
-    states (members along the lanes) and the adjoint vectors ``lam`` (``(members, 2**n)``)."""
+                inverses: np.ndarray, size: int, segments: np.ndarray | None) -> np.ndarray:
+    """Every gate angle's cotangent for each of ``size`` members, ``(size, gates)``, from
+    the adjoint vectors ``lam`` (``(size, 2**n)``), each step's inverse in the lane layout,
+    and either the final states (members along the lanes; ``segments`` None) or the
+    forward run's checkpoints at ``segments`` (`adjoint_sweep_checkpointed`)."""
     kinds, first, last, later, earlier, tables = _sweep_plan(circuit)
     step_gens = _step_generators(circuit)
-    inverses = lane_kernels.to_lanes(_step_inverses(later, earlier, mats))
     lanes = psi.shape[-1]
-    bounds = lane_kernels.one_wire_blocks(kinds, first, lane_kernels.block_wires(lanes, 2))
     out = np.empty((psi.shape[0], len(kinds), 2, lanes))
-    lane_kernels.adjoint_sweep(psi, lane_kernels.to_lanes(lam), kinds, first, last, inverses,
-                               tables, bounds, step_gens, out)
-    per_step = np.moveaxis(out, 3, 1).reshape(-1, len(kinds), 2)[:mats.shape[0]]
-    per_gate = np.zeros((mats.shape[0], len(circuit.gates)))
+    if segments is None:
+        bounds = lane_kernels.one_wire_blocks(kinds, first,
+                                              lane_kernels.block_wires(lanes, 2))
+        lane_kernels.adjoint_sweep(psi, lane_kernels.to_lanes(lam), kinds, first, last,
+                                   inverses, tables, bounds, step_gens, out)
+        scales = 1.0
+    else:
+        forms, scales = _step_forms(circuit)
+        lane_kernels.adjoint_sweep_checkpointed(
+            psi, lane_kernels.to_lanes(lam), kinds, first, last, inverses, tables, segments,
+            lane_kernels.block_wires(lanes, 1), lane_kernels.block_wires(lanes, 2),
+            step_gens, forms, out)
+    per_step = np.moveaxis(out, 3, 1).reshape(-1, len(kinds), 2)[:size] * scales
+    per_gate = np.zeros((size, len(circuit.gates)))
     for column, gates in enumerate((later, earlier)):
         steps = np.flatnonzero(gates >= 0)
         per_gate[:, gates[steps]] = per_step[:, steps, column]
@@ -139,8 +206,20 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
     # forward: angles, states, expectations
     angles = evaluate(batched_part(circuit.angles, flags, size, False), *values)
     mats = member_matrices(circuit, angles, size)
-    psi_lanes = final_lane_states(circuit, mats)
-    psi = lane_kernels.from_lanes(psi_lanes, size)
+    segments = checkpoint_segments(circuit, size)
+    steps = lane_circuit(circuit, mats)
+    if segments is None:
+        forward = final_lane_states(circuit, mats, steps=steps)
+        psi = lane_kernels.from_lanes(forward, size)
+        inverses = lane_kernels.to_lanes(_step_inverses(*_sweep_plan(circuit)[3:5], mats))
+    else:   # the states entering each segment of the sweep, the final ones first
+        forward = final_lane_states(circuit, mats, len(_sweep_plan(circuit)[0]) - segments,
+                                    steps)
+        psi = lane_kernels.from_lanes(forward[:, 0], size)
+        # each step undoes one entry of the forward run: its matrices' adjoints
+        forward_mats = steps[3][:, ::-1]
+        inverses = np.ascontiguousarray(forward_mats.swapaxes(3, 4))
+        inverses[:, :, 1] *= -1.0
     readouts = readout_values(circuit, psi)
     # the outputs' VJP: value, direct input cotangents, expectation cotangents
     backward = _vjp(circuit.outputs, (*active, *[True] * num_readouts), True)
@@ -155,7 +234,7 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
             lam += ct[:, outcome_index(circuit.num_qubits, wires)] * psi
         else:            # expval: λ = ē O ψ
             lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
-    per_gate = _lane_sweep(circuit, psi_lanes, lam, mats)
+    per_gate = _lane_sweep(circuit, forward, lam, inverses, size, segments)
     angle_cts = [np.zeros(size) for _ in circuit.angles.outputs]
     for g, gate in enumerate(circuit.gates):
         if gate.angle is not None:
@@ -176,4 +255,4 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 
 register_batched_gradient(_claims, batched_value_and_grad)
 
-__all__ = ["batched_value_and_grad"]
+__all__ = ["CHECKPOINT_BYTES", "batched_value_and_grad", "checkpoint_segments"]

@@ -18,7 +18,8 @@ Each step of the circuit has a kind: ``DENSE1`` (a 2x2 matrix on ``wire0``), ``D
 >>> mats = np.zeros((2, 1, 4, 4), complex)
 >>> mats[0, 0, :2, :2] = np.eye(2); mats[1, 0, :2, :2] = [[0, 1], [1, 0]]
 >>> state = run_circuit(to_lanes(psi), np.array([DENSE1]), np.array([0]), np.array([0]),
-...                     to_lanes(mats), np.zeros((0, 2), np.int64), np.array([0, 1]))
+...                     to_lanes(mats), np.zeros((0, 2), np.int64), np.array([0, 1]),
+...                     *NO_CHECKPOINTS)
 >>> from_lanes(state, 2).real.tolist()
 [[1.0, 0.0], [0.0, 1.0]]
 """
@@ -48,14 +49,19 @@ def to_lanes(batch: np.ndarray) -> np.ndarray:
     members = batch.shape[0]
     tiles = max(1, -(-members // MAX_LANES))
     lanes = -(-members // tiles)
-    padded = np.zeros((tiles * lanes, *batch.shape[1:]), np.complex128)
-    padded[:members] = batch
-    split = np.stack([padded.real, padded.imag], axis=1).reshape(
-        tiles, lanes, 2, *batch.shape[1:])            # (tiles, lanes, part, *rest)
-    split = np.moveaxis(split, 1, -1)                 # (tiles, part, *rest, lanes)
-    if batch.ndim > 2:                                # matrices: the step axis first
-        split = np.moveaxis(split, 1, 2)
-    return np.ascontiguousarray(split)
+    padded = np.asarray(batch, np.complex128)
+    if tiles * lanes != members:
+        padded = np.zeros((tiles * lanes, *batch.shape[1:]), np.complex128)
+        padded[:members] = batch
+    rows = np.moveaxis(padded.reshape(tiles, lanes, *batch.shape[1:]), 1, -1)
+    # one strided copy per part into the layout (states: part first; matrices: the step
+    # axis first, then the part)
+    split = np.empty((tiles, 2, *rows.shape[1:])) if batch.ndim <= 2 \
+        else np.empty((tiles, rows.shape[1], 2, *rows.shape[2:]))
+    parts = split if batch.ndim <= 2 else split.swapaxes(1, 2)
+    parts[:, 0] = rows.real
+    parts[:, 1] = rows.imag
+    return split
 
 
 def from_lanes(state: np.ndarray, members: int) -> np.ndarray:
@@ -196,6 +202,16 @@ def _gather(s, table, scratch):  # pragma: no cover - compiled
         s[part] = scratch
 
 
+@njit(inline="always", cache=True)
+def _gather_into(s, source, table):  # pragma: no cover - compiled
+    # s[i] := source[table[i]], source another array
+    for part in range(2):
+        for i in range(s.shape[1]):
+            row = table[i]
+            for lane in range(s.shape[2]):
+                s[part, i, lane] = source[part, row, lane]
+
+
 def one_wire_blocks(kinds: np.ndarray, wire0: np.ndarray, max_wires: int) -> np.ndarray:
     """Step boundaries ``[0, ..., len(kinds)]`` that group each run of consecutive one-wire
     steps (``DENSE1``) into blocks on at most ``max_wires`` distinct wires; every other step
@@ -278,30 +294,52 @@ def _run_block(s, wire0, mats, e0, e1):  # pragma: no cover - compiled
                 _pair(s, i, i + stride, m)
 
 
+# `run_circuit`'s saves and saved when it keeps no checkpoints
+NO_CHECKPOINTS = (np.zeros(0, np.int64), np.zeros((1, 1, 2, 1, 1)))
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _apply_steps(s, kinds, wire0, wire1, mats, tables, e0, e1, scratch):  # pragma: no cover
+    # steps e0..e1 of one tile (a block of one-wire steps, or one other step)
+    n = s.shape[1]
+    kind, m = kinds[e0], mats[e0]
+    if kind == DENSE1:
+        _run_block(s, wire0, mats, e0, e1)
+    elif kind == PERMUTE:
+        _gather(s, tables[wire0[e0]], scratch)
+    elif kind == DENSE2:
+        for i in _quad_starts(n, wire0[e0], wire1[e0]):
+            _quad(s, i, wire0[e0], wire1[e0], m)
+    else:
+        stride, lo, hi, on, outer, inner = _pair_layout(wire1[e0], wire0[e0])
+        for a in range(0, n, outer):
+            for c in range(a + on, a + on + (1 << hi), inner):
+                for i in range(c, c + (1 << lo)):
+                    _pair(s, i, i + stride, m)
+
+
 @njit(cache=True, fastmath=_FAST)
-def run_circuit(state, kinds, wire0, wire1, mats, tables, bounds):  # pragma: no cover
+def run_circuit(state, kinds, wire0, wire1, mats, tables, bounds, saves,
+                saved):  # pragma: no cover - compiled
     """Apply steps ``e = 0, 1, ...`` (``mats[t, e]`` the lanes' matrices) to every tile of
-    ``state``, in place, block by block (``bounds``: `one_wire_blocks`); returns ``state``."""
-    n = state.shape[2]
-    scratch = np.empty((n, state.shape[3]))
+    ``state``, in place, block by block (``bounds``: `one_wire_blocks`); returns ``state``.
+    ``saves`` holds one entry per block boundary (or none at all): where it is not -1,
+    the state before block ``q`` (after the last one for ``q = len(bounds) - 1``) is
+    copied to ``saved[t, saves[q]]``, the checkpoints of `adjoint_sweep_checkpointed`."""
+    scratch = np.empty((state.shape[2], state.shape[3]))
     for t in range(state.shape[0]):
         s = state[t]
-        for q in range(bounds.shape[0] - 1):
-            e = bounds[q]
-            kind, m = kinds[e], mats[t, e]
-            if kind == DENSE1:
-                _run_block(s, wire0, mats[t], e, bounds[q + 1])
-            elif kind == PERMUTE:
-                _gather(s, tables[wire0[e]], scratch)
-            elif kind == DENSE2:
-                for i in _quad_starts(n, wire0[e], wire1[e]):
-                    _quad(s, i, wire0[e], wire1[e], m)
-            else:
-                stride, lo, hi, on, outer, inner = _pair_layout(wire1[e], wire0[e])
-                for a in range(0, n, outer):
-                    for c in range(a + on, a + on + (1 << hi), inner):
-                        for i in range(c, c + (1 << lo)):
-                            _pair(s, i, i + stride, m)
+        for q in range(bounds.shape[0]):
+            last = q == bounds.shape[0] - 1
+            if q < saves.shape[0] and saves[q] >= 0:
+                kept = saved[t, saves[q]]
+                kept[:] = s
+                if not last and kinds[bounds[q]] == PERMUTE:  # gathered from the copy
+                    _gather_into(s, kept, tables[wire0[bounds[q]]])
+                    continue
+            if not last:
+                _apply_steps(s, kinds, wire0, wire1, mats[t], tables, bounds[q],
+                             bounds[q + 1], scratch)
     return state
 
 
@@ -363,6 +401,176 @@ def adjoint_sweep(psi, lam, kinds, wire0, wire1, mats, tables, bounds, gens,
     return out
 
 
-__all__ = ["BLOCK_BYTES", "CONTROLLED1", "DENSE1", "DENSE2", "MAX_LANES", "PERMUTE",
-           "adjoint_sweep", "block_wires", "from_lanes", "one_wire_blocks", "run_circuit",
-           "to_lanes"]
+# The form of a one-wire gate's generator, the same for every member (the circuit is
+# shared, only the angles differ): the checkpointed sweep picks the overlap's loop over the
+# lanes by it, outside that loop (a branch inside it keeps it scalar), so that a Pauli
+# generator costs 4 products per amplitude pair where a general 2x2 block costs 20.
+NO_GENERATOR, PAULI_X, PAULI_Y, PAULI_Z, GENERAL = 0, 1, 2, 3, 4
+
+_PAULIS = ((PAULI_X, np.array([[0, 1], [1, 0]], np.complex128)),
+           (PAULI_Y, np.array([[0, -1j], [1j, 0]], np.complex128)),
+           (PAULI_Z, np.array([[1, 0], [0, -1]], np.complex128)))
+
+
+def generator_form(g: np.ndarray) -> tuple[int, float]:
+    """``(form, c)`` of a 2x2 generator block (the top-left block of ``g``): ``g = c P``
+    for a Pauli ``P`` (`PAULI_X`, `PAULI_Y`, `PAULI_Z`), `NO_GENERATOR` with ``c = 0`` for
+    zero, else ``(GENERAL, 1.0)``. The sweep's overlaps of a Pauli form are of ``P``, to
+    be scaled by ``c``.
+
+    >>> generator_form(np.array([[0, -0.5j], [0.5j, 0]]))
+    (2, 0.5)
+    """
+    block = np.asarray(g, np.complex128)[:2, :2]
+    if not np.any(block):
+        return NO_GENERATOR, 0.0
+    for form, pauli in _PAULIS:
+        c = np.vdot(pauli, block).real / 2        # tr(P g) / 2
+        if np.array_equal(block, c * pauli):
+            return form, float(c)
+    return GENERAL, 1.0
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _form_overlap(form, g, xr, xi, yr, yi, ur, ui, vr, vi):  # pragma: no cover
+    # Im <(u, v)| G (x, y)>: G = P for a Pauli form, the block g's entries for GENERAL;
+    # `form` is a constant where this is inlined (the branch folds away)
+    if form == PAULI_Z:      # Im(u* x) - Im(v* y)
+        return ur * xi - ui * xr - vr * yi + vi * yr
+    if form == PAULI_Y:      # Re(v* x) - Re(u* y)
+        return vr * xr + vi * xi - ur * yr - ui * yi
+    if form == PAULI_X:      # Im(u* y) + Im(v* x)
+        return ur * yi - ui * yr + vr * xi - vi * xr
+    return _overlap_im(g, xr, xi, yr, yi, ur, ui, vr, vi)
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _overlap_lanes(p, a, i, j, form, g, acc):  # pragma: no cover - compiled
+    # acc += Im<lam|G psi> over the pair (i, j), lane by lane
+    for lane in range(p.shape[2]):
+        acc[lane] += _form_overlap(form, g, p[0, i, lane], p[1, i, lane], p[0, j, lane],
+                                   p[1, j, lane], a[0, i, lane], a[1, i, lane],
+                                   a[0, j, lane], a[1, j, lane])
+
+
+@njit(inline="always", cache=True, fastmath=_FAST)
+def _overlap_pairs(p, a, base, offsets, k, b, stride, form, g, acc):  # pragma: no cover
+    # the overlaps of one step over a block's pairs, the form fixed
+    for h in range(1 << (k - 1)):
+        i = base + offsets[_insert_zero(h, b)]
+        _overlap_lanes(p, a, i, i + stride, form, g, acc)
+
+
+@njit(cache=True, fastmath=_FAST)
+def _overlap_block(p, a, wire0, gens, forms, acc, e0, e1, slot):  # pragma: no cover
+    # acc[e, slot] += Im<lam|G psi> for the one-wire steps e0..e1 (distinct wires) with
+    # G = gens[e, slot] of form forms[e, slot] other than Z (`_z_overlaps`), block by
+    # block, reading both states only; one loop over the lanes per form, chosen outside it
+    wires, bits, offsets = _block_layout(wire0, e0, e1)
+    k = wires.shape[0]
+    for counter in range(p.shape[1] >> k):
+        base = _block_base(counter, wires)
+        for e in range(e0, e1):
+            b, stride, form = bits[e - e0], 1 << wire0[e], forms[e, slot]
+            g, step_acc = _entries(gens[e, slot]), acc[e, slot]
+            if form == PAULI_Y:
+                _overlap_pairs(p, a, base, offsets, k, b, stride, PAULI_Y, g, step_acc)
+            elif form == PAULI_X:
+                _overlap_pairs(p, a, base, offsets, k, b, stride, PAULI_X, g, step_acc)
+            elif form == GENERAL:
+                _overlap_pairs(p, a, base, offsets, k, b, stride, GENERAL, g, step_acc)
+
+
+@njit(cache=True, fastmath=_FAST)
+def _z_overlaps(p, a, wire0, forms, acc, e0, e1, slot, fold, sums):  # pragma: no cover
+    # acc[e, slot] += Im<lam|Z psi> for the steps e0..e1 of form Z, all at once: the
+    # products q_i = Im(lam_i* psi_i) in one pass, then wire by wire from the highest the
+    # sums over its 0 half minus its 1 half, folding the 1 half onto the 0 half (about
+    # 2**n additions for all wires, against 2 products an amplitude for each)
+    found = False
+    for e in range(e0, e1):
+        found = found or forms[e, slot] == PAULI_Z
+    if not found:
+        return
+    n = p.shape[1]
+    for i in range(n):
+        for lane in range(p.shape[2]):
+            fold[i, lane] = a[0, i, lane] * p[1, i, lane] - a[1, i, lane] * p[0, i, lane]
+    size, wire = n, sums.shape[0] - 1
+    while size > 1:
+        half = size >> 1
+        sums[wire] = 0.0
+        for i in range(half):
+            for lane in range(p.shape[2]):
+                low, high = fold[i, lane], fold[i + half, lane]
+                sums[wire, lane] += low - high
+                fold[i, lane] = low + high
+        size, wire = half, wire - 1
+    for e in range(e0, e1):
+        if forms[e, slot] == PAULI_Z:
+            acc[e, slot] += sums[wire0[e]]
+
+
+@njit(cache=True, fastmath=_FAST)
+def adjoint_sweep_checkpointed(saved, lam, kinds, wire0, wire1, mats, tables, segments,
+                               undo_wires, overlap_wires, gens, forms,
+                               out):  # pragma: no cover - compiled
+    """The reverse sweep of a circuit from the forward run's checkpoints, tile by tile:
+    only ``lam`` is undone. Steps are as in `adjoint_sweep`, grouped by ``segments``
+    (step boundaries): a segment is one step, or a run of one-wire steps on distinct
+    wires, each undoing at most two gates (a layer). ``saved[t, k]`` is the states
+    entering segment ``k`` (``saved[t, 0]`` the final ones, ``saved[t, K]`` the initial
+    ones). Since the one-wire steps of a layer commute, the overlap of each step's later
+    gate is taken on the states entering the layer and that of its earlier gate on
+    those leaving it, ``lam`` undone between them in blocks of ``undo_wires`` wires (both
+    overlaps read in blocks of ``overlap_wires``); a two-wire or controlled step's gate
+    commutes with its generator, so its overlap is taken on the entering states.
+    ``forms[e]`` holds the two generators' `generator_form` (a two-wire or controlled
+    step's always `GENERAL` or `NO_GENERATOR`): for a Pauli form ``out`` holds the
+    overlap of the Pauli matrix (the caller scales it). ``out[t, e, slot]`` is
+    ``2 Im<lam|G psi>``."""
+    n = lam.shape[2]
+    scratch = np.empty((n, lam.shape[3]))
+    bits = 0
+    while (2 << bits) <= n:
+        bits += 1
+    sums = np.empty((max(1, bits), lam.shape[3]))      # one row per wire
+    for t in range(lam.shape[0]):
+        a, acc, step_mats = lam[t], out[t], mats[t]
+        acc[:] = 0.0
+        for k in range(segments.shape[0] - 1):
+            e0, e1 = segments[k], segments[k + 1]
+            kind, entering = kinds[e0], saved[t, k]
+            if kind == DENSE1:
+                _z_overlaps(entering, a, wire0, forms, acc, e0, e1, 0, scratch, sums)
+                for b0 in range(e0, e1, overlap_wires):
+                    _overlap_block(entering, a, wire0, gens, forms, acc, b0,
+                                   min(b0 + overlap_wires, e1), 0)
+                for b0 in range(e0, e1, undo_wires):
+                    _run_block(a, wire0, step_mats, b0, min(b0 + undo_wires, e1))
+                leaving = saved[t, k + 1]
+                _z_overlaps(leaving, a, wire0, forms, acc, e0, e1, 1, scratch, sums)
+                for b0 in range(e0, e1, overlap_wires):
+                    _overlap_block(leaving, a, wire0, gens, forms, acc, b0,
+                                   min(b0 + overlap_wires, e1), 1)
+                continue
+            if kind == DENSE2 and forms[e0, 0] != NO_GENERATOR:
+                for i in _quad_starts(n, wire0[e0], wire1[e0]):
+                    _overlap_quad(entering, a, i, wire0[e0], wire1[e0], gens[e0, 0], acc[e0])
+            elif kind == CONTROLLED1 and forms[e0, 0] != NO_GENERATOR:
+                g = _entries(gens[e0, 0])
+                stride, lo, hi, on, outer, inner = _pair_layout(wire1[e0], wire0[e0])
+                for base in range(0, n, outer):
+                    for c in range(base + on, base + on + (1 << hi), inner):
+                        for i in range(c, c + (1 << lo)):
+                            _overlap_lanes(entering, a, i, i + stride, GENERAL, g,
+                                           acc[e0, 0])
+            _apply_steps(a, kinds, wire0, wire1, step_mats, tables, e0, e1, scratch)
+    out *= 2.0
+    return out
+
+
+__all__ = ["BLOCK_BYTES", "CONTROLLED1", "DENSE1", "DENSE2", "GENERAL", "MAX_LANES",
+           "NO_CHECKPOINTS", "NO_GENERATOR", "PAULI_X", "PAULI_Y", "PAULI_Z", "PERMUTE",
+           "adjoint_sweep", "adjoint_sweep_checkpointed", "block_wires", "from_lanes",
+           "generator_form", "one_wire_blocks", "run_circuit", "to_lanes"]

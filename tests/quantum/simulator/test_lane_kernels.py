@@ -81,7 +81,7 @@ def test_every_step_kind_applies_each_members_dense_matrix(members, max_wires):
     psi = _states(members)
     bounds = lk.one_wire_blocks(kinds, w0, max_wires)
     got = lk.from_lanes(lk.run_circuit(lk.to_lanes(psi), kinds, w0, w1, lk.to_lanes(mats),
-                                       tables, bounds), members)
+                                       tables, bounds, *lk.NO_CHECKPOINTS), members)
     for b in range(members):
         want = psi[b]
         for e in range(len(kinds)):
@@ -134,4 +134,109 @@ def test_the_sweep_takes_each_steps_overlaps_and_undoes_it_as_dense_matrices_do(
             np.testing.assert_allclose(got[b, e, 1], 2 * np.vdot(u, early @ x).imag,
                                        rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(lk.from_lanes(p, members)[b], x, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(lk.from_lanes(a, members)[b], u, rtol=1e-10, atol=1e-10)
+
+
+def test_the_forward_run_keeps_the_states_before_the_blocks_it_is_told_to():
+    kinds, w0, w1, mats, tables = random_steps(5)
+    psi = _states(5)
+    bounds = lk.one_wire_blocks(kinds, w0, 2)
+    saves = np.full(len(bounds), -1, np.int64)
+    saves[[0, 2, 5, len(bounds) - 1]] = [3, 0, 2, 1]      # before a PERMUTE step too
+    assert kinds[bounds[5]] == lk.PERMUTE
+    saved = np.zeros((1, 4, 2, 1 << N, 5))
+    final = lk.run_circuit(lk.to_lanes(psi), kinds, w0, w1, lk.to_lanes(mats), tables, bounds,
+                           saves, saved)
+    for slot, q in ((3, 0), (0, 2), (2, 5), (1, len(bounds) - 1)):
+        want = lk.to_lanes(psi)
+        lk.run_circuit(want, kinds[:bounds[q]], w0[:bounds[q]], w1[:bounds[q]],
+                       lk.to_lanes(mats[:, :bounds[q]]), tables, bounds[:q + 1],
+                       *lk.NO_CHECKPOINTS)
+        np.testing.assert_allclose(saved[0, slot], want[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(saved[0, 1], final[0])
+
+
+PAULIS = {lk.PAULI_X: np.array([[0, 1], [1, 0]]), lk.PAULI_Y: np.array([[0, -1j], [1j, 0]]),
+          lk.PAULI_Z: np.array([[1, 0], [0, -1]])}
+
+
+def test_generator_forms_name_scaled_paulis_and_nothing_else():
+    for form, pauli in PAULIS.items():
+        assert lk.generator_form(-0.5 * pauli) == (form, -0.5)
+    assert lk.generator_form(np.zeros((4, 4))) == (lk.NO_GENERATOR, 0.0)
+    assert lk.generator_form(np.diag([1.0, 0.0]))[0] == lk.GENERAL       # (I + Z) / 2
+    assert lk.generator_form(PAULIS[lk.PAULI_X] + PAULIS[lk.PAULI_Z])[0] == lk.GENERAL
+
+
+def _unitary(size: int) -> np.ndarray:
+    q, r = np.linalg.qr(rng.normal(size=(size, size)) + 1j * rng.normal(size=(size, size)))
+    return q * (np.diag(r) / abs(np.diag(r)))
+
+
+@pytest.mark.parametrize("members", [3, 70])
+def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(members):
+    # layers of one-wire steps (every (later, earlier) pair of generator forms, in turn on
+    # the wires), then controlled, two-wire and permutation steps; the states entering
+    # each segment from dense matrices of the steps, then the sweep against overlaps
+    # taken step by step (steps on distinct wires commute)
+    choices = [np.zeros((2, 2)), 0.5 * PAULIS[lk.PAULI_X], -0.5 * PAULIS[lk.PAULI_Y],
+               0.5 * PAULIS[lk.PAULI_Z], np.array([[0.3, 0.1 - 0.2j], [0.1 + 0.2j, -0.7]])]
+    pairs = [(late, early) for late in range(5) for early in range(5)]
+    steps, gen_rows = [], []
+    for start in range(0, len(pairs), N):
+        for wire, (late, early) in enumerate(pairs[start:start + N]):
+            steps.append((lk.DENSE1, wire, wire))
+            gen_rows.append((choices[late], choices[early]))
+        steps.append((lk.CONTROLLED1, start % N, (start + 1) % N))
+        gen_rows.append((choices[4], choices[0]))
+        steps.append((lk.DENSE2, (start + 2) % N, start % N))
+        four = rng.normal(size=(4, 4)) + 1j * rng.normal(size=(4, 4))
+        gen_rows.append((four + four.conj().T, np.zeros((4, 4))))
+        steps.append((lk.PERMUTE, start % 2, 0))
+        gen_rows.append((np.zeros((2, 2)), np.zeros((2, 2))))
+    kinds, w0, w1 = (np.array(column, np.int64) for column in zip(*steps))
+    gens = np.zeros((len(steps), 2, 4, 4), np.complex128)
+    for e, (late, early) in enumerate(gen_rows):
+        gens[e, 0, :late.shape[0], :late.shape[1]] = late
+        gens[e, 1, :early.shape[0], :early.shape[1]] = early
+    forms = np.zeros((len(steps), 2), np.int64)
+    scales = np.ones((len(steps), 2))
+    for e, slot in np.ndindex(*forms.shape):
+        if kinds[e] == lk.DENSE1:
+            forms[e, slot], scales[e, slot] = lk.generator_form(gens[e, slot])
+        elif np.any(gens[e, slot]):
+            forms[e, slot] = lk.GENERAL
+    # unitary steps: the overlaps of steps on other wires are unchanged by them only then
+    inverses = np.zeros((members, len(steps), 4, 4), np.complex128)
+    for b, e in np.ndindex(members, len(steps)):
+        size = 4 if kinds[e] == lk.DENSE2 else 2
+        inverses[b, e, :size, :size] = _unitary(size)
+    tables = np.stack([rng.permutation(1 << N) for _ in range(2)])
+    segments = [0] + [e for e in range(1, len(steps))
+                      if kinds[e] != lk.DENSE1 or kinds[e - 1] != lk.DENSE1] + [len(steps)]
+    psi, lam = _states(members), _states(members)
+    entering = [psi]
+    x = psi
+    for k in range(len(segments) - 1):
+        for e in range(segments[k], segments[k + 1]):
+            x = np.stack([_step_matrix(kinds, w0, w1, inverses, tables, b, e) @ x[b]
+                          for b in range(members)])
+        entering.append(x)
+    saved = np.stack([lk.to_lanes(state) for state in entering], axis=1)
+    out = np.empty((saved.shape[0], len(steps), 2, saved.shape[-1]))
+    a = lk.to_lanes(lam)
+    lk.adjoint_sweep_checkpointed(saved, a, kinds, w0, w1, lk.to_lanes(inverses), tables,
+                                  np.array(segments), 2, 3, gens, forms, out)
+    got = np.moveaxis(out, 3, 1).reshape(-1, len(steps), 2)[:members] * scales
+    for b in range(members):
+        x, u = psi[b], lam[b]
+        for e in range(len(steps)):
+            late = _expanded(kinds[e], w0[e], w1[e], gens[e, 0])
+            np.testing.assert_allclose(got[b, e, 0], 2 * np.vdot(u, late @ x).imag,
+                                       rtol=1e-10, atol=1e-10)
+            step = _step_matrix(kinds, w0, w1, inverses, tables, b, e)
+            x, u = step @ x, step @ u
+            early = _expanded(kinds[e], w0[e], w1[e], gens[e, 1])
+            np.testing.assert_allclose(got[b, e, 1], 2 * np.vdot(u, early @ x).imag,
+                                       rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(lk.from_lanes(a, members)[b], u, rtol=1e-10, atol=1e-10)
