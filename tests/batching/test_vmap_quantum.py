@@ -301,3 +301,16 @@ def test_members_in_two_lane_tiles_have_the_values_and_gradients_of_a_loop():
     loop = [both(row) for row in w]
     np.testing.assert_allclose(values, [v for v, _ in loop], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(grads, np.stack([g for _, g in loop]), rtol=1e-12, atol=1e-12)
+
+
+def test_a_large_checkpoint_workspace_is_not_kept_after_the_call(monkeypatch):
+    # the forward run's checkpoints (up to 1 GiB) stayed allocated on the thread after the
+    # gradient returned
+    from qdiff.quantum.execution import batched  # noqa: PLC0415
+
+    small = batched._workspace((4, 8))
+    assert batched._workspace((4, 8)) is small  # kept: the next call reuses it
+    monkeypatch.setattr(batched, "KEPT_WORKSPACE_BYTES", 1024)
+    large = batched._workspace((64, 8))
+    assert large.shape == (64, 8) and batched._workspace((64, 8)) is not large
+    assert getattr(batched._WORKSPACES, "array", None) is None

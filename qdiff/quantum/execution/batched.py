@@ -424,17 +424,22 @@ def fused_one_wire_runs(circuit: BatchedCircuit, mats: np.ndarray) -> tuple[np.n
 
 
 _WORKSPACES = threading.local()
+# the most bytes a thread keeps between calls (larger workspaces are allocated per call)
+KEPT_WORKSPACE_BYTES = 1 << 27
 
 
 def _workspace(shape: tuple[int, ...]) -> np.ndarray:
     """An uninitialized float64 array of ``shape``, the same one as the last call's on this
     thread when the shape is the same: the forward run's checkpoints take tens of MiB,
     whose first writes to freshly mapped memory (page faults) took longer than the copies
-    themselves. Valid until the next call on the thread."""
+    themselves. Valid until the next call on the thread. One over `KEPT_WORKSPACE_BYTES` is
+    not kept: a user's process must not hold that much after the call."""
     kept = getattr(_WORKSPACES, "array", None)
     if kept is None or kept.shape != shape:
         _WORKSPACES.array = kept = None   # release the old one before allocating
-        _WORKSPACES.array = kept = np.empty(shape)
+        kept = np.empty(shape)
+        if kept.nbytes <= KEPT_WORKSPACE_BYTES:
+            _WORKSPACES.array = kept
     return kept
 
 
