@@ -228,15 +228,17 @@ class Group:
 
     def recomputable(self, var: Var, budget: int) -> bool:
         """Whether ``var`` is an element stream made, back to the group's operands, by
-        elementwise operations, broadcasts and windows at most ``budget`` deep: cheap to
+        elementwise operations, broadcasts and windows at most ``budget`` deep (reshapes
+        free): cheap to
         compute at any position from arrays that are stored."""
         producer = next((k for k, e in enumerate(self.members) if var in e.outputs), None)
         if producer is None or budget <= 0 \
-                or self.kinds[producer] not in ("elementwise", "index", "window"):
+                or self.kinds[producer] not in ("elementwise", "index", "window", "alias"):
             return False
         inputs = [a for a in self.members[producer].inputs
                   if isinstance(a, Var) and a in self.produced]
-        return all(self.recomputable(a, budget - 1) for a in inputs)
+        cost = 0 if self.kinds[producer] == "alias" else 1  # a reshape relabels only
+        return all(self.recomputable(a, budget - cost) for a in inputs)
 
     def _loop_shape_with(self, required: tuple[int, ...]) -> tuple[int, ...] | None:
         return _fit(self.requirements, self.loop_shape, required)

@@ -15,6 +15,14 @@ a reader that joins loop nests (elementwise, elementwise ``map``, reduction)::
 The copy sits just before its reader, so it joins the reader's nest and no array of the
 broadcast's size is ever written; the original stays for readers that need the array
 (BLAS products, gathers) and is dropped when none is left.
+
+The same holds for a cheap elementwise equation (`CHEAP`: additions, subtractions,
+multiplications, negations, or an elementwise ``map`` of only those) whose array operands
+are all such chains, at most `CHAIN_MAX_DEPTH` of them deep: GMM's x_i − μ_k and
+exp(q_k) ⊙ (x_i − μ_k), which a derivative's forward sweep computes once in a ``map`` and
+its reverse nests read, are computed again by each nest (a contraction's nest computes them
+again at each summed position, `fusion.Group.recomputable`) instead of being stored as two
+(n, K, d) arrays and read back. Contractions inside nests are fused readers too.
 """
 
 from __future__ import annotations
@@ -22,16 +30,43 @@ from __future__ import annotations
 from ..ir.core import Eqn, Program, Var
 from .fusion import member_kind
 
-# readers that evaluate an operand element by element at their own position
-_ELEMENT_READERS = {"elementwise", "reduction"}
+# readers that evaluate an operand element by element (a contraction: at the positions it
+# sums over) inside their own loop nest
+_ELEMENT_READERS = {"elementwise", "reduction", "contraction"}
+
+# elementwise primitives cheaper to compute again at each read than to store and load
+CHEAP = {"add", "sub", "mul", "neg"}
+
+# how many cheap elementwise equations deep a recomputed chain may be (reshapes and
+# broadcasts not counted)
+CHAIN_MAX_DEPTH = 2
 
 
-def _is_broadcast(eqn: Eqn, chains: dict[Var, Eqn]) -> bool:
-    name = eqn.primitive.name
-    if member_kind(eqn) in ("index", "window"):
-        return True
-    return name == "reshape" and isinstance(eqn.inputs[0], Var) and eqn.inputs[0] in chains \
-        and bool(eqn.outputs[0].type.shape)
+def _cheap(eqn: Eqn) -> bool:
+    """Whether ``eqn`` is a cheap elementwise array equation (`CHEAP`, or an elementwise
+    ``map`` of them)."""
+    if member_kind(eqn) != "elementwise":
+        return False
+    if eqn.primitive.name == "map":
+        return all(e.primitive.name in CHEAP for e in eqn.params["body"].eqns)
+    return eqn.primitive.name in CHEAP
+
+
+def _chain_depth(eqn: Eqn, chains: dict[Var, Eqn], depth: dict[Eqn, int]) -> int | None:
+    """How many cheap elementwise equations deep ``eqn`` makes a chain (0: a broadcast or
+    a reshape of a chain), or None when it makes none."""
+    kind = member_kind(eqn)
+    if kind in ("index", "window"):
+        return 0
+    if kind == "alias":  # a reshape
+        return depth[chains[eqn.inputs[0]]] if eqn.inputs[0] in chains else None
+    if not _cheap(eqn):
+        return None
+    arrays = [a for a in eqn.inputs if isinstance(a, Var) and a.type.shape]
+    if not arrays or any(a not in chains for a in arrays):
+        return None
+    deepest = 1 + max(depth[chains[a]] for a in arrays)
+    return deepest if deepest <= CHAIN_MAX_DEPTH else None
 
 
 def rematerialize(program: Program) -> Program:
@@ -43,10 +78,13 @@ def rematerialize(program: Program) -> Program:
     >>> [e.primitive.name for e in rematerialize(p).eqns].count("broadcast_in_dim")
     4
     """
-    chains: dict[Var, Eqn] = {}  # broadcast value -> its equation
+    chains: dict[Var, Eqn] = {}  # value of a broadcast or cheap chain -> its equation
+    depth: dict[Eqn, int] = {}
     for eqn in program.eqns:
-        if _is_broadcast(eqn, chains):
-            chains[eqn.outputs[0]] = eqn
+        made = _chain_depth(eqn, chains, depth)
+        if made is not None:
+            depth[eqn] = made
+            chains.update(dict.fromkeys(eqn.outputs, eqn))
     if not chains:
         return program
     result: list[Eqn] = []
@@ -72,8 +110,9 @@ def _copy(var: Var, chains: dict[Var, Eqn], copies: dict[Var, Var], out: list[Eq
         eqn = chains[var]
         inputs = tuple(_copy(a, chains, copies, out) if isinstance(a, Var) else a
                        for a in eqn.inputs)
-        copies[var] = Var(var.type)
-        out.append(Eqn(eqn.primitive, inputs, (copies[var],), eqn.params))
+        outputs = tuple(Var(v.type) for v in eqn.outputs)
+        copies.update(zip(eqn.outputs, outputs))
+        out.append(Eqn(eqn.primitive, inputs, outputs, eqn.params))
     return copies[var]
 
 
@@ -82,7 +121,7 @@ def _without_dead_broadcasts(eqns: list[Eqn], program: Program,
     read = {a for a in program.outputs if isinstance(a, Var)}
     kept: list[Eqn] = []
     for eqn in reversed(eqns):
-        if eqn.outputs and eqn.outputs[0] in chains and eqn.outputs[0] not in read:
+        if eqn.outputs and eqn.outputs[0] in chains and not read.intersection(eqn.outputs):
             continue
         kept.append(eqn)
         read.update(a for a in eqn.inputs if isinstance(a, Var))

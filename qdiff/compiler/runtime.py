@@ -95,6 +95,41 @@ def batched_matmul_transposed(a: np.ndarray, b: np.ndarray, transpose_a: bool,
 
 
 @njit(**_JIT)
+def batched_matmul_views(a: np.ndarray, b: np.ndarray, transpose_a: bool,
+                         transpose_b: bool) -> np.ndarray:
+    """`batched_matmul_transposed` for operands that may be strided views (a batch axis
+    transposed to the front without a copy): each batch member is copied into one
+    contiguous scratch matrix, which stays in cache, instead of the whole operand into a
+    new array first.
+
+    >>> a, b = np.arange(24.0).reshape(4, 2, 3), np.arange(12.0).reshape(4, 3)
+    >>> va = np.transpose(a, (1, 0, 2))          # (2, 4, 3): batch of 2, read as (3, 4)
+    >>> vb = np.broadcast_to(b, (2, 4, 3))
+    >>> bool(np.allclose(batched_matmul_views(va, vb, True, False),
+    ...                  np.einsum("nki,nj->kij", a, b)))
+    True
+    """
+    batch = a.shape[0]
+    m = a.shape[2] if transpose_a else a.shape[1]
+    n = b.shape[1] if transpose_b else b.shape[2]
+    out = np.empty((batch, m, n), a.dtype)
+    left = np.empty(a.shape[1:], a.dtype)
+    right = np.empty(b.shape[1:], b.dtype)
+    for p in range(batch):
+        left[:, :] = a[p]
+        right[:, :] = b[p]
+        if transpose_a and transpose_b:
+            np.dot(left.T, right.T, out[p])
+        elif transpose_a:
+            np.dot(left.T, right, out[p])
+        elif transpose_b:
+            np.dot(left, right.T, out[p])
+        else:
+            np.dot(left, right, out[p])
+    return out
+
+
+@njit(**_JIT)
 def batched_matmul_loops(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """`batched_matmul` for dtypes BLAS does not take (integers)."""
     batch, m, depth = a.shape

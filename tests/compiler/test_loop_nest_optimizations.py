@@ -242,3 +242,39 @@ def test_batched_product_reads_an_operand_transposed_without_an_element_copy():
         assert_agree(got, want, f"output {k}")
     assert "batched_matmul_transposed" in compiled.source
     assert "(1, 2, 0,)" not in compiled.source
+
+
+def _mixture(factors, x, means, logs):
+    # ADBench GMM's data term: the derivative's forward sweep makes x_i - μ_k and
+    # exp(q_k) ⊙ (x_i - μ_k) in one elementwise map, read by several reverse nests
+    centred = x[:, None, :] - means[None, :, :]
+    transformed = qnp.exp(logs)[None] * centred + qnp.einsum("kij,nkj->nki", factors, centred)
+    inner = -0.5 * qnp.sum(transformed ** 2, axis=2)
+    top = qnp.max(inner, axis=1)
+    return qnp.sum(qnp.log(qnp.sum(qnp.exp(inner - top[:, None]), axis=1)) + top)
+
+
+def test_gradient_forward_sweep_stores_no_centred_points_for_its_reverse_nests():
+    """The GMM gradient's forward sweep stored x_i - μ_k, exp(q_k) ⊙ (x_i - μ_k) and the
+    row products L_k (x_i - μ_k) as three (n, K, d) arrays, then copied two (n, K, d)
+    arrays to (K, n, d) for the Σ_n t̄ (x_i - μ_k)ᵀ product: each nest now computes the cheap
+    chain again, only the row products and one operand of that product (for BLAS) are
+    stored, and BLAS reads both operands as strided views, one component at a time."""
+    factors, x = RNG.normal(size=(3, 20, 20)), RNG.normal(size=(70, 20))
+    means, logs = RNG.normal(size=(3, 20)), 0.1 * RNG.normal(size=(3, 20))
+    source = _compiled(_mixture, factors, x, means, logs, argnums=(0, 2, 3))
+    assert len(re.findall(r"np\.empty\(\((70, 3, 20,|4200,)\)", source)) == 2
+    assert "batched_matmul_views" in source
+    assert source.count("np.ascontiguousarray(np.transpose(") == 1  # the factors' rows
+
+
+def test_batched_product_reads_operands_whose_batch_axis_moves_as_views():
+    t, c = RNG.normal(size=(90, 3, 20)), RNG.normal(size=(90, 3, 30))
+    counts = RNG.integers(-4, 5, size=(90, 3, 20))
+    program = qdiff.trace(lambda t, c, m: (qnp.einsum("nki,nkj->kij", t, c),
+                                           qnp.einsum("nki,knj->kij", t, qnp.swapaxes(c, 0, 1)),
+                                           qnp.einsum("nki,nkj->kij", m, m)), t, c, counts)
+    compiled = CompiledProgram(program)
+    for k, (got, want) in enumerate(zip(compiled(t, c, counts), program(t, c, counts))):
+        assert_agree(got, want, f"output {k}")
+    assert compiled.source.count("batched_matmul_views") == 2  # integers take loops

@@ -23,6 +23,7 @@ _READING_METHODS = frozenset({
 # helpers of the CPU runtime (`compiler.runtime`) that only read their arguments (a helper
 # not listed is taken to write every array it is passed)
 _READING_HELPERS = frozenset({"start_index", "gather", "arg_extremum", "batched_matmul",
+                              "batched_matmul_views",
                               "batched_matmul_loops", "factor_or_solve", "slogdet"})
 # Python builtins the host function calls on its values (none writes its arguments)
 _PURE_BUILTINS = frozenset({"min", "max", "int", "float", "bool", "complex", "abs", "range",

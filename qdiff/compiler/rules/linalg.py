@@ -25,15 +25,37 @@ from ..lowering import Scope, rule, shape_text
 from ..source import cast, dtype_name
 
 
-def _arranged(scope: Scope, operand: str, term: str, order: str, shape3: tuple) -> str:
+def _arranged(scope: Scope, operand: str, term: str, order: str, shape3: tuple,
+              view: bool = False) -> str:
+    """``operand`` (index letters ``term``) laid out in ``order`` as a (P, rows, columns)
+    array: a copy, or with ``view`` the transposed view itself."""
     perm = tuple(term.index(c) for c in order)
     text = operand
-    if perm != tuple(range(len(perm))):
+    if view:
+        text = f"np.transpose({operand}, {shape_text(perm)})"
+    elif perm != tuple(range(len(perm))):
         text = f"np.ascontiguousarray(np.transpose({operand}, {shape_text(perm)}))"
     name = scope.fresh("m")
-    scope.line(f"{name} = {text}.reshape({shape_text(shape3)})" if term else
+    scope.line(f"{name} = {text}" if view else
+               f"{name} = {text}.reshape({shape_text(shape3)})" if term else
                f"{name} = np.full({shape_text(shape3)}, {operand})")
     return name
+
+
+def batch_view(term: str, order: str, batch: str) -> bool:
+    """Whether an operand (index letters ``term``) is read by BLAS as a strided view in
+    ``order`` rather than copied: it has one batch index and one index each of rows and
+    columns, and only the batch index moves, so each batch member is a matrix whose rows
+    are contiguous (`runtime.batched_matmul_views` copies one member at a time, in cache,
+    where a full transposed copy of GMM's (n, K, d) operands to (K, n, d) wrote 1 GB each
+    at d=64).
+
+    >>> batch_view("nki", "kni", "k"), batch_view("nki", "kin", "k"), batch_view("kni", "kni", "k")
+    (True, False, False)
+    """
+    rest = [c for c in order if c != batch]
+    return (len(set(term)) == len(term) == 3 and len(batch) == 1 and term != order
+            and [c for c in term if c != batch] == rest)
 
 
 # An einsum whose operands BLAS would need transposed, with at most this many result
@@ -104,12 +126,18 @@ def _einsum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     # copies t̄ to (k, n, i), not to (k, i, n), an element at a time)
     transpose_a = blas and bool(a_term) and a_term[-1] in free_a and bool(summed)
     transpose_b = blas and bool(b_term) and b_term[-1] in summed and bool(free_b)
-    left = _arranged(scope, args[0], a_term, batch + summed + free_a if transpose_a
-                     else batch + free_a + summed, (p, k, m) if transpose_a else (p, m, k))
-    right = _arranged(scope, args[1], b_term, batch + free_b + summed if transpose_b
-                      else batch + summed + free_b, (p, n, k) if transpose_b else (p, k, n))
+    a_order = batch + summed + free_a if transpose_a else batch + free_a + summed
+    b_order = batch + free_b + summed if transpose_b else batch + summed + free_b
+    views = blas and (batch_view(a_term, a_order, batch) or batch_view(b_term, b_order, batch))
+    left = _arranged(scope, args[0], a_term, a_order, (p, k, m) if transpose_a else (p, m, k),
+                     views and batch_view(a_term, a_order, batch))
+    right = _arranged(scope, args[1], b_term, b_order, (p, n, k) if transpose_b else (p, k, n),
+                      views and batch_view(b_term, b_order, batch))
     product = scope.fresh("m")
-    if transpose_a or transpose_b:
+    if views:
+        scope.line(f"{product} = rt.batched_matmul_views({left}, {right}, "
+                   f"{transpose_a}, {transpose_b})")
+    elif transpose_a or transpose_b:
         scope.line(f"{product} = rt.batched_matmul_transposed({left}, {right}, "
                    f"{transpose_a}, {transpose_b})")
     else:
