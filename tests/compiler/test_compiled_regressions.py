@@ -101,3 +101,23 @@ def test_a_nest_written_early_does_not_overwrite_an_array_a_delayed_nest_still_r
     program = qdiff.trace(f, *args)
     for k, (got, want) in enumerate(zip(CompiledProgram(program)(*args), program(*args))):
         assert_agree(got, want, f"output {k}")
+
+
+def test_a_loop_whose_carry_starts_as_its_constant_does_not_update_the_constant():
+    # the carry took the array of its initial value, dead after the loop, in place; the
+    # body's constant was that same array, so each step read the updated carry for it
+    def f(b):
+        y = qnp.abs(b)
+        return qdiff.fori_loop(0, 3, lambda k, c: qnp.sin(c) * 0.5 + y, y)
+
+    b = np.linspace(-1.0, 2.0, 6)
+    program = qdiff.trace(f, b)
+    assert_agree(CompiledProgram(program)(b), program(b), "loop carry equal to its constant")
+
+    def g(b):
+        y = qnp.abs(b)
+        return qdiff.while_loop(lambda c: c[1] < 3,
+                                lambda c: (qnp.sin(c[0]) * 0.5 + y, c[1] + 1), (y, 0))[0]
+
+    program = qdiff.trace(g, b)
+    assert_agree(CompiledProgram(program)(b), program(b), "while carry equal to its constant")

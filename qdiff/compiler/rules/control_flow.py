@@ -19,15 +19,18 @@ def _is_array(atom: object) -> bool:
     return isinstance(atom.type, Tensor) and bool(atom.type.shape)
 
 
-def carries_in(scope: Scope, atoms: tuple, exprs: list[str]) -> list[str]:
+def carries_in(scope: Scope, atoms: tuple, exprs: list[str], consts: tuple = ()) -> list[str]:
     """Fresh carry variables holding ``exprs``, arrays owned by the loop: a value passed as
-    two carries (a cotangent equal to a primal, say) is copied for the second, since the
-    body may update each carry in place."""
+    two carries (a cotangent equal to a primal, say) is copied for the second, and so is a
+    carry whose array one of the loop's ``consts`` also reads (the same value or a view of
+    it), since the body may update each carry in place."""
+    read = {scope.live.root_of(c) for c in consts if isinstance(c, Var)}
     names: list[str] = []
     for atom, expr in zip(atoms, exprs):
         name = scope.fresh("c")
         own = not _is_array(atom) or (isinstance(atom, Var) and scope.can_overwrite(atom)
-                                      and expr not in exprs[:len(names)])
+                                      and expr not in exprs[:len(names)]
+                                      and scope.live.root_of(atom) not in read)
         scope.line(f"{name} = {expr}" if own else f"{name} = {expr}.copy()")
         if own:  # the loop's outputs may be this very array
             scope.name_array(name, atom)
@@ -49,7 +52,8 @@ def _loop(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     body = eqn.params["body"]
     num_consts = eqn.params["num_consts"]
     consts = args[2:2 + num_consts]
-    carry = carries_in(scope, eqn.inputs[2 + num_consts:], args[2 + num_consts:])
+    carry = carries_in(scope, eqn.inputs[2 + num_consts:], args[2 + num_consts:],
+                       eqn.inputs[2:2 + num_consts])
     i = scope.fresh("i")
     index = cast(i, body.inputs[0].type.dtype)
     with scope.src.loop(f"for {i} in range({args[0]}, {args[1]})"):
@@ -64,7 +68,8 @@ def _while(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     n_cond, n_body = eqn.params["num_cond_consts"], eqn.params["num_body_consts"]
     max_iter = eqn.params["max_iter"]
     cond_consts, body_consts = args[:n_cond], args[n_cond:n_cond + n_body]
-    carry = carries_in(scope, eqn.inputs[n_cond + n_body:], args[n_cond + n_body:])
+    carry = carries_in(scope, eqn.inputs[n_cond + n_body:], args[n_cond + n_body:],
+                       eqn.inputs[:n_cond + n_body])
     limit = UNBOUNDED_WHILE_LIMIT if max_iter is None else max_iter
     message = (f"while loop still running after max_iter={max_iter} iterations"
                if max_iter is not None else
