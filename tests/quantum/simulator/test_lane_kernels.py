@@ -122,9 +122,20 @@ def test_the_sweep_takes_each_steps_overlaps_and_undoes_it_as_dense_matrices_do(
     p, a = lk.to_lanes(psi), lk.to_lanes(lam)
     lk.adjoint_sweep(p, a, kinds, w0, w1, lk.to_lanes(mats), tables, bounds, gens, out)
     got = np.moveaxis(out, 3, 1).reshape(-1, len(kinds), 2)[:members]
-    for b in range(members):
+    for b, (x, u) in enumerate(_assert_overlaps(got, psi, lam, kinds, w0, w1, mats, tables,
+                                                gens)):
+        np.testing.assert_allclose(lk.from_lanes(p, members)[b], x, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(lk.from_lanes(a, members)[b], u, rtol=1e-10, atol=1e-10)
+
+
+def _assert_overlaps(got, psi, lam, kinds, w0, w1, mats, tables, gens):
+    """Each step's two overlaps 2 Im<λ|Gψ> in ``got`` (members, steps, 2) against dense
+    matrices: the later gate's before the step is undone, the earlier gate's after; returns
+    each member's (ψ, λ) once every step is undone."""
+    final = []
+    for b in range(len(got)):
         x, u = psi[b], lam[b]
-        for e in range(len(kinds)):
+        for e in range(got.shape[1]):
             late = _expanded(kinds[e], w0[e], w1[e], gens[e, 0])
             np.testing.assert_allclose(got[b, e, 0], 2 * np.vdot(u, late @ x).imag,
                                        rtol=1e-10, atol=1e-10)
@@ -133,8 +144,8 @@ def test_the_sweep_takes_each_steps_overlaps_and_undoes_it_as_dense_matrices_do(
             early = _expanded(kinds[e], w0[e], w1[e], gens[e, 1])
             np.testing.assert_allclose(got[b, e, 1], 2 * np.vdot(u, early @ x).imag,
                                        rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(lk.from_lanes(p, members)[b], x, rtol=1e-10, atol=1e-10)
-        np.testing.assert_allclose(lk.from_lanes(a, members)[b], u, rtol=1e-10, atol=1e-10)
+        final.append((x, u))
+    return final
 
 
 def test_the_forward_run_keeps_the_states_before_the_blocks_it_is_told_to():
@@ -228,15 +239,6 @@ def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(
     lk.adjoint_sweep_checkpointed(saved, a, kinds, w0, w1, lk.to_lanes(inverses), tables,
                                   np.array(segments), 2, 3, gens, forms, out)
     got = np.moveaxis(out, 3, 1).reshape(-1, len(steps), 2)[:members] * scales
-    for b in range(members):
-        x, u = psi[b], lam[b]
-        for e in range(len(steps)):
-            late = _expanded(kinds[e], w0[e], w1[e], gens[e, 0])
-            np.testing.assert_allclose(got[b, e, 0], 2 * np.vdot(u, late @ x).imag,
-                                       rtol=1e-10, atol=1e-10)
-            step = _step_matrix(kinds, w0, w1, inverses, tables, b, e)
-            x, u = step @ x, step @ u
-            early = _expanded(kinds[e], w0[e], w1[e], gens[e, 1])
-            np.testing.assert_allclose(got[b, e, 1], 2 * np.vdot(u, early @ x).imag,
-                                       rtol=1e-10, atol=1e-10)
+    for b, (_, u) in enumerate(_assert_overlaps(got, psi, lam, kinds, w0, w1, inverses,
+                                                tables, gens)):
         np.testing.assert_allclose(lk.from_lanes(a, members)[b], u, rtol=1e-10, atol=1e-10)
