@@ -188,7 +188,8 @@ def probabilities(xp: ModuleType, psi: Any, wires: Sequence[int]) -> Any:
     n = size.bit_length() - 1
     weights = (xp.conj(psi) * psi).real.reshape((members,) + (2,) * n)
     kept = [_wire_axis(n, w) for w in reversed(wires)]   # wires[0] last: outcome bit 0
-    summed = xp.sum(weights, axis=tuple(a for a in range(1, n + 1) if a not in kept))
+    others = tuple(a for a in range(1, n + 1) if a not in kept)
+    summed = xp.sum(weights, axis=others) if others else weights
     order = sorted(kept)
     moved = xp.moveaxis(summed, [1 + order.index(a) for a in kept],
                         list(range(1, len(kept) + 1)))
