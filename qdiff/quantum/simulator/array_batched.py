@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..lang.observables import parity
-from .batched_kernels import CONTROLLED1, DENSE2, PERMUTE
+from .batched_kernels import CONTROLLED1, DENSE1, DENSE2, PERMUTE
 
 __all__ = ["adjoint_sweep", "apply_step", "flip_coefficients", "observable_rows",
            "probabilities", "run_circuit"]
@@ -40,20 +40,26 @@ def _wire_axis(num_qubits: int, wire: int) -> int:
     return num_qubits - wire
 
 
+def _gate_rows(xp: ModuleType, cube: Any, axes: Sequence[int]) -> Any:
+    """``cube`` (``(members, ..., 2, ...)``) as ``(members, rows, 2**k)``: the amplitudes of
+    each assignment of the other wires, bit ``j`` of the last index being axis ``axes[j]``."""
+    last = list(range(cube.ndim - len(axes), cube.ndim))
+    moved = xp.moveaxis(cube, list(reversed(axes)), last)   # axes[0] last: index bit 0
+    return moved.reshape(cube.shape[0], -1, 1 << len(axes))
+
+
 def _apply_matrix(xp: ModuleType, cube: Any, axes: Sequence[int], matrix: Any,
                   diagonal: bool) -> Any:
     """``matrix`` (``(members or 1, 2**k, 2**k)``; bit ``j`` of its index is ``axes[j]``)
     applied to the axes ``axes`` of ``cube`` (``(members, ..., 2, ...)``), a new array."""
-    k = len(axes)
-    last = list(range(cube.ndim - k, cube.ndim))
-    moved = xp.moveaxis(cube, list(reversed(axes)), last)   # axes[0] last: index bit 0
-    shape = moved.shape
-    rows = moved.reshape(shape[0], -1, 1 << k)
+    rows = _gate_rows(xp, cube, axes)
     if diagonal:   # a diagonal per member: one elementwise product
         product = rows * xp.diagonal(matrix, axis1=-2, axis2=-1)[:, None, :]
     else:
         product = xp.matmul(rows, xp.swapaxes(matrix, -1, -2))
-    return xp.moveaxis(product.reshape(shape), last, list(reversed(axes)))
+    last = list(range(cube.ndim - len(axes), cube.ndim))
+    moved_shape = tuple(xp.moveaxis(cube, list(reversed(axes)), last).shape)
+    return xp.moveaxis(product.reshape(moved_shape), last, list(reversed(axes)))
 
 
 def apply_step(xp: ModuleType, psi: Any, kind: int, wire0: int, wire1: int, matrix: Any,
@@ -83,9 +89,33 @@ def apply_step(xp: ModuleType, psi: Any, kind: int, wire0: int, wire1: int, matr
         new = xp.zeros_like(cube) if generator else cube.copy()
         new[tuple(on)] = _apply_matrix(xp, cube[tuple(on)], [_wire_axis(n, wire1)],
                                        matrix[:, :2, :2], diagonal)
-    else:
-        new = _apply_matrix(xp, cube, [_wire_axis(n, wire0)], matrix[:, :2, :2], diagonal)
+    else:   # the amplitude pairs of a view, no axes moved: a few elementwise products
+        a, b = _components(xp, psi, kind, wire0, wire1)
+        m = [[matrix[:, i, j][:, None, None] for j in range(2)] for i in range(2)]
+        if diagonal:
+            new = xp.stack([m[0][0] * a, m[1][1] * b], axis=2)
+        else:
+            new = xp.stack([m[0][0] * a + m[0][1] * b, m[1][0] * a + m[1][1] * b], axis=2)
     return new.reshape(members, size)
+
+
+def _components(xp: ModuleType, x: Any, kind: int, wire0: int, wire1: int) -> list[Any]:
+    """The amplitudes of ``x`` (``(members, 2**n)``) that a step's matrix mixes, split by
+    its index (``2**k`` arrays, each with the members first): a ``DENSE1`` step's two
+    halves as views, a controlled step's only where the control is 1."""
+    members, size = x.shape
+    if kind == DENSE1:
+        view = x.reshape(members, size >> (wire0 + 1), 2, 1 << wire0)
+        return [view[:, :, 0], view[:, :, 1]]
+    n = size.bit_length() - 1
+    cube = x.reshape((members,) + (2,) * n)
+    if kind == CONTROLLED1:
+        on = [slice(None)] * (n + 1)
+        on[_wire_axis(n, wire0)] = slice(1, 2)
+        rows = _gate_rows(xp, cube[tuple(on)], [_wire_axis(n, wire1)])
+    else:
+        rows = _gate_rows(xp, cube, [_wire_axis(n, wire0), _wire_axis(n, wire1)])
+    return [rows[..., i] for i in range(rows.shape[-1])]
 
 
 def _diagonal_steps(mats: np.ndarray) -> np.ndarray:
@@ -112,10 +142,19 @@ def run_circuit(xp: ModuleType, psi: Any, kinds: Sequence[int], wire0: Sequence[
 
 
 def _overlap(xp: ModuleType, lam: Any, psi: Any, kind: int, wire0: int, wire1: int,
-             generator: Any) -> Any:
-    """``2 Im<lam_b|G psi_b>`` for every member ``b`` (``G`` shared, on the step's wires)."""
-    moved = apply_step(xp, psi, kind, wire0, wire1, generator[None], generator=True)
-    return 2.0 * xp.sum(xp.conj(lam) * moved, axis=1).imag
+             generator: np.ndarray) -> Any:
+    """``2 Im<lam_b|G psi_b>`` for every member ``b`` (``G``, on the host, shared; on the
+    step's wires), as ``2 Im Σ_ij G_ij Σ conj(lam_i) psi_j`` over ``G``'s nonzero entries
+    (`_components`: for a controlled step, where the control is 1, ``G`` its base's
+    generator); ``G ψ`` is never formed."""
+    lams = _components(xp, lam, kind, wire0, wire1)
+    psis = _components(xp, psi, kind, wire0, wire1)
+    block = generator[:len(lams), :len(lams)]
+    total = xp.zeros(psi.shape[0], xp.complex128)
+    for i, j in zip(*np.nonzero(block), strict=True):
+        products = xp.conj(lams[i]) * psis[j]
+        total += complex(block[i, j]) * xp.sum(products, axis=tuple(range(1, products.ndim)))
+    return 2.0 * total.imag
 
 
 def adjoint_sweep(xp: ModuleType, psi: Any, lam: Any, kinds: Sequence[int],
@@ -131,7 +170,6 @@ def adjoint_sweep(xp: ModuleType, psi: Any, lam: Any, kinds: Sequence[int],
     generator is zero."""
     out = xp.zeros((psi.shape[0], len(kinds), 2))
     undo = xp.asarray(inverses)
-    device_gens = xp.asarray(gens)
     diagonal = _diagonal_steps(inverses)
     present = np.any(gens, axis=(2, 3))
     for e, kind in enumerate(kinds):
@@ -140,11 +178,11 @@ def adjoint_sweep(xp: ModuleType, psi: Any, lam: Any, kinds: Sequence[int],
             psi, lam = psi[:, tables[w0]], lam[:, tables[w0]]
             continue
         if present[e, 0]:
-            out[:, e, 0] = _overlap(xp, lam, psi, kind, w0, w1, device_gens[e, 0])
+            out[:, e, 0] = _overlap(xp, lam, psi, kind, w0, w1, gens[e, 0])
         psi = apply_step(xp, psi, kind, w0, w1, undo[:, e], bool(diagonal[e]))
         lam = apply_step(xp, lam, kind, w0, w1, undo[:, e], bool(diagonal[e]))
         if present[e, 1]:
-            out[:, e, 1] = _overlap(xp, lam, psi, kind, w0, w1, device_gens[e, 1])
+            out[:, e, 1] = _overlap(xp, lam, psi, kind, w0, w1, gens[e, 1])
     return out
 
 
