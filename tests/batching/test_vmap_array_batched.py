@@ -102,8 +102,10 @@ def test_the_array_path_does_not_run_the_lane_kernels(program, monkeypatch):
     monkeypatch.setattr(lane_kernels, "adjoint_sweep_checkpointed", refuse)
     w, x = rng.uniform(-1, 1, (B, 4)), rng.uniform(-1, 1, B)
     with qm.batched_backend("numpy"):
-        qdiff.vmap(program)(w, x)
+        values = qdiff.vmap(program)(w, x)
         qdiff.vmap(qdiff.grad(program))(w, x)
+        mapped = qdiff.map(lambda row: program(row, x[0]), w)   # rows as one batch too
+    np.testing.assert_allclose(mapped[0], values[0], **TOL)
     with pytest.raises(AssertionError, match="lane kernels ran"):
         qdiff.vmap(program)(w, x)
 
