@@ -22,6 +22,10 @@ __all__ = ["encode_block", "op_table", "OP_DENSE1", "OP_DENSE2", "OP_DENSEK", "O
 OP_DENSE1, OP_DENSE2, OP_DENSEK, OP_DIAG, OP_PERM, OP_REAL1, OP_REAL2, OP_XPAIR = range(8)
 """Op kinds of the block kernel (see :func:`encode_block`)."""
 
+MAX_ROWMAP_BITS = 12
+"""Widest block whose diagonal gates move past permutations (a row map of 2^k entries per
+diagonal gate); wider blocks apply a waiting diagonal before each permutation."""
+
 @dataclass(eq=False)
 class _Skeleton:
     keep: tuple[Any, ...]  # gates named by id() in the cache key stay alive with the entry
@@ -124,32 +128,70 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
     local = {w: j for j, w in enumerate(ws)}
     entries: list[list[Any]] = []  # [kind, cmask, tmasks, size, payload]
     pending: dict[int, list[int]] = {}
-    diag_items: list[tuple[list[int], int, tuple[int, ...]]] = []  # (ops, cmask, tbits)
+    # diagonal gates waiting: (ops, cmask, tbits, rowmap), rowmap None or the map from a row
+    # to the row the item reads (the permutations it was moved past, see pass_permutation)
+    diag_items: list[tuple[list[int], int, tuple[int, ...], np.ndarray | None]] = []
+    support: set[int] = set()  # the row bits the waiting diagonal depends on
     specs: list[GateSpec | None] = [None] * len(ops)  # by op index
     forms: list[GateForm | None] = [None] * len(ops)
     info: list[tuple[str, bool, bool]] = [("", False, False)] * len(ops)  # kind, real,
     # rx-like (_always_xtype), by op index
 
+    def add_diagonal(op_indices: list[int], cmask: int, tbits: tuple[int, ...]) -> None:
+        diag_items.append((op_indices, cmask, tbits, None))
+        support.update(tbits)
+        support.update(b for b in range(len(ws)) if cmask >> b & 1)
+
     def emit_diagonal() -> None:
         if diag_items:
-            bits = sorted({b for _, cmask, tbits in diag_items for b in tbits}
-                          | {b for _, cmask, _ in diag_items for b in range(len(ws))
-                             if cmask >> b & 1})
+            bits = sorted(support)
             entries.append(["diagonal", 0, tuple(1 << b for b in bits), 1 << len(bits),
                             (bits, list(diag_items))])
             diag_items.clear()
+            support.clear()
+
+    def pass_permutation(index: int, cmask: int, tbits: tuple[int, ...]) -> bool:
+        # the waiting diagonal D moved past the permutation P (row t to perm[t], its phases
+        # commute with D): P D = D' P with D'(r) = D(P^-1 r), so each item reads its row
+        # through P^-1; False (nothing moved) on a block too wide for the row maps
+        if not support.intersection(tbits):
+            return True  # D does not read P's targets: they commute as they are
+        if len(ws) > MAX_ROWMAP_BITS:
+            return False
+        perm = forms[index].perm
+        inverse = np.argsort(np.asarray(perm, np.int64))
+        rows = np.arange(1 << len(ws), dtype=np.int64)
+        pattern = sum(((rows >> b) & 1) << j for j, b in enumerate(tbits))
+        moved = rows & ~sum(1 << b for b in tbits)
+        for j, b in enumerate(tbits):
+            moved |= ((inverse[pattern] >> j) & 1) << b
+        back = np.where((rows & cmask) == cmask, moved, rows)
+        for k, (op_indices, icmask, itbits, rowmap) in enumerate(diag_items):
+            diag_items[k] = (op_indices, icmask, itbits,
+                             back if rowmap is None else rowmap[back])
+        support.update(tbits)
+        support.update(b for b in range(len(ws)) if cmask >> b & 1)
+        return True
 
     def flush_all() -> None:
-        if diag_items and any(info[i][0] != "diag" for chain in pending.values()
-                              for i in chain):
-            emit_diagonal()  # diagonals gathered before the pending runs' 2x2s come first
+        if diag_items and any(info[i][0] != "diag" for bit, chain in pending.items()
+                              if bit in support for i in chain):
+            emit_diagonal()  # diagonals gathered before the pending runs' 2x2s on their
+            # wires come first (runs on other wires commute with them)
         real_heads: list[tuple[int, list[int]]] = []
         x_heads: list[tuple[int, list[int]]] = []
+        lasts = {bit: max((k for k, i in enumerate(chain) if info[i][0] != "diag"), default=-1)
+                 for bit, chain in pending.items()}
+        # a lone diagonal tail (no other diagonal waiting, no other run ending in one) would
+        # cost a sweep of its own: it folds into its run's 2x2 instead (ry, rz then a cx, as
+        # an ansatz's staircase of blocks has them: one complex sweep, not a real one and a
+        # diagonal one)
+        tails = [bit for bit, chain in pending.items() if lasts[bit] < len(chain) - 1]
+        lone = not diag_items and len(tails) == 1
         for bit in sorted(pending):
             chain = pending[bit]
-            last = max((k for k, i in enumerate(chain) if info[i][0] != "diag"), default=-1)
-            head, tail = chain[:last + 1], chain[last + 1:]
-            if head and not all(info[i][1] for i in head):
+            head, tail = chain[:lasts[bit] + 1], chain[lasts[bit] + 1:]
+            if head and (lone and tail or not all(info[i][1] for i in head)):
                 head, tail = chain, []  # a complex 2x2 anyway: fold the diagonals into it
             if head and all(info[i][1] for i in head) and not all(
                     info[i][0] in ("perm", "diag") for i in head):
@@ -159,7 +201,7 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
             elif head:
                 entries.append(["fold", 0, (1 << bit,), 4, head])
             if tail:
-                diag_items.append((tail, 0, (bit,)))
+                add_diagonal(tail, 0, (bit,))
         # real runs two by two, and runs of rx-like gates two by two: one sweep each
         for pairs, runs in (("fold2", real_heads), ("xpair", x_heads)):
             for k in range(0, len(runs) - 1, 2):
@@ -204,9 +246,15 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
                                  for i in pending.get(b, ())):
             flush_all()
         if kind == "diag":
-            diag_items.append(([index], cmask, tbits))
+            add_diagonal([index], cmask, tbits)
             continue
-        emit_diagonal()
+        # the waiting diagonal moves past a permutation (a cx ladder leaves one diagonal per
+        # layer instead of one per gate) and past a dense gate off its wires
+        if kind == "perm":
+            if not pass_permutation(index, cmask, tbits):
+                emit_diagonal()
+        elif support.intersection(tbits):
+            emit_diagonal()
         size = (1 << len(tbits)) ** (2 if kind in ("dense", "matrix") else 1)
         entries.append([kind, cmask, tuple(1 << b for b in tbits), size, index])
     flush_all()
@@ -244,9 +292,10 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
             t = np.arange(1 << len(bits))
             rows = sum(((t >> j) & 1) << b for j, b in enumerate(bits))  # local row bits
             expanded = []
-            for op_indices, icmask, tbits in items:
-                ok = (rows & icmask) == icmask
-                idx = sum(((rows >> b) & 1) << j for j, b in enumerate(tbits))
+            for op_indices, icmask, tbits, rowmap in items:
+                read = rows if rowmap is None else rowmap[rows]
+                ok = (read & icmask) == icmask
+                idx = sum(((read >> b) & 1) << j for j, b in enumerate(tbits))
                 expanded.append(([(forms[i], i) for i in op_indices], ok, idx))
             diagonals.append((int(moffs[q]), sz, expanded))
             continue
@@ -311,14 +360,20 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
     and an imaginary off-diagonal, ``OP_XPAIR``, with the arithmetic of real ones); a
     product that is diagonal or anti-diagonal becomes a diagonal or row-permutation op.
     Diagonal gates (``rz`` after a real run, ``cz``, ``rzz``, ...) merge into one diagonal
-    op over all their wires. Returns ``(kinds, cmasks, ntargets, targets, matrix offsets,
-    matrix pool, perm pool, perm offsets)``; ``targets[q]`` holds row bit masks.
+    op over all their wires, which waits past permutations (conjugated by them) and past
+    gates off its wires until a gate on its wires needs it; a lone ``rz`` after a real run,
+    which would be a diagonal sweep of its own, folds into its run's 2x2 instead. Returns
+    ``(kinds, cmasks, ntargets, targets, matrix offsets, matrix pool, perm pool, perm
+    offsets)``; ``targets[q]`` holds row bit masks.
 
     >>> from qdiff.quantum.simulator.gate_ops import GateOp
-    >>> kinds, *_ = encode_block([0, 1], [GateOp("ry", (0,), (0.3,)), GateOp("rz", (0,), (0.2,)),
-    ...                                    GateOp("rx", (1,), (0.1,)), GateOp("cx", (0, 1))])
-    >>> kinds.tolist()  # ry (real), rx (complex), rz as a diagonal op, cx a row permutation
-    [5, 0, 3, 4]
+    >>> layer = [GateOp(g, (w,), (0.3,)) for w in (0, 1) for g in ("ry", "rz")]
+    >>> kinds, *_ = encode_block([0, 1, 2], layer + [GateOp("rx", (2,), (0.1,)),
+    ...                                              GateOp("cx", (0, 1))])
+    >>> kinds.tolist()  # the ry pair (real), rx (complex), cx a row permutation, then rz, rz
+    [6, 0, 4, 3]
+    >>> encode_block([0, 1], layer[:2] + [GateOp("cx", (0, 1))])[0].tolist()  # ry rz: one 2x2
+    [0, 4]
     """
     ws = tuple(sorted(int(w) for w in wires))
     gates = [(op[0], tuple(op[1])) for op in ops]

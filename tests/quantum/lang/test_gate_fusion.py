@@ -347,17 +347,19 @@ def test_encode_block_folds_one_qubit_runs_and_classifies_them():
     kinds, cmasks, ntg, tgts, moffs, pool, *_ = encode_block([3, 4, 5, 6], ops)
     K = numba_module
     # x x (identity) and x alone cost no arithmetic; ry is real; rz, phase and cz merge into
-    # one diagonal on wires 3 and 5 (local bits 0 and 2), applied before crx
-    assert kinds.tolist() == [K.OP_DIAG, K.OP_PERM, K.OP_REAL1, K.OP_DIAG, K.OP_DENSE1,
-                              K.OP_PERM]
-    assert cmasks.tolist() == [0, 0, 0, 0, 0b1000, 0]
-    assert ntg.tolist()[3] == 2 and tgts[3].tolist() == [0b0001, 0b0100]
+    # one diagonal on wires 3 and 5, which waits past crx (off its wires) and past the swap
+    # (conjugated by it: then on wires 3, 5 and 6, local bits 0, 2 and 3)
+    assert kinds.tolist() == [K.OP_DIAG, K.OP_PERM, K.OP_REAL1, K.OP_DENSE1, K.OP_PERM,
+                              K.OP_DIAG]
+    assert cmasks.tolist() == [0, 0, 0, 0b1000, 0, 0]
+    assert ntg.tolist()[-1] == 3 and tgts[-1].tolist() == [0b0001, 0b0100, 0b1000]
     rz3, ph3, rz5 = (gate_spec(g).diagonal(t) for g, t in (("rz", 0.4), ("phase", 0.2),
                                                             ("rz", 0.3)))
+    # after the swap, what was wire 3 is wire 6: entry (a3, a5, a6) is the diagonal's (a6, a5)
     expected = np.array([rz3[a] * ph3[a] * rz5[b] * (-1 if a and b else 1)
-                         for b in (0, 1) for a in (0, 1)])
-    assert np.abs(pool[moffs[3]:moffs[3] + 4] - expected).max() < 1e-15
-    assert ntg.tolist()[-1] == 2 and tgts[-1].tolist() == [0b0001, 0b1000]
+                         for a in (0, 1) for b in (0, 1) for _ in (0, 1)])
+    assert np.abs(pool[moffs[-1]:moffs[-1] + 8] - expected).max() < 1e-15
+    assert ntg.tolist()[4] == 2 and tgts[4, :2].tolist() == [0b0001, 0b1000]
     with pytest.raises(ValueError, match="outside"):
         encode_block([3, 4], [GateOp("cx", (3, 5))])
     # real runs on two wires share one sweep; a third waits alone
