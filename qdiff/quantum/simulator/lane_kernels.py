@@ -281,12 +281,19 @@ def _block_base(counter, wires):  # pragma: no cover - compiled
 
 
 @njit(inline="always", cache=True, fastmath=_FAST)
-def _run_block(s, wire0, mats, e0, e1):  # pragma: no cover - compiled
-    # one-wire steps e0..e1 block by block
+def _run_block(s, wire0, mats, e0, e1, source):  # pragma: no cover - compiled
+    # one-wire steps e0..e1 block by block; each block's amplitudes are first copied from
+    # `source` when it is another array (the copy costs no pass of its own: the block is
+    # then in cache for its steps)
     wires, bits, offsets = _block_layout(wire0, e0, e1)
     k = wires.shape[0]
+    apart = source is not s
     for counter in range(s.shape[1] >> k):
         base = _block_base(counter, wires)
+        if apart:
+            for r in range(offsets.shape[0]):
+                s[0, base + offsets[r]] = source[0, base + offsets[r]]
+                s[1, base + offsets[r]] = source[1, base + offsets[r]]
         for e in range(e0, e1):
             b, stride, m = bits[e - e0], 1 << wire0[e], mats[e]
             for h in range(1 << (k - 1)):
@@ -299,15 +306,24 @@ NO_CHECKPOINTS = (np.zeros(0, np.int64), np.zeros((1, 1, 2, 1, 1)))
 
 
 @njit(inline="always", cache=True, fastmath=_FAST)
-def _apply_steps(s, kinds, wire0, wire1, mats, tables, e0, e1, scratch):  # pragma: no cover
-    # steps e0..e1 of one tile (a block of one-wire steps, or one other step)
+def _apply_steps(s, kinds, wire0, wire1, mats, tables, e0, e1, scratch,
+                 source):  # pragma: no cover
+    # steps e0..e1 of one tile (a block of one-wire steps, or one other step) on the
+    # states in `source`, written to `s` (the same array, or another one)
     n = s.shape[1]
     kind, m = kinds[e0], mats[e0]
     if kind == DENSE1:
-        _run_block(s, wire0, mats, e0, e1)
-    elif kind == PERMUTE:
-        _gather(s, tables[wire0[e0]], scratch)
-    elif kind == DENSE2:
+        _run_block(s, wire0, mats, e0, e1, source)
+        return
+    if kind == PERMUTE:
+        if source is s:
+            _gather(s, tables[wire0[e0]], scratch)
+        else:
+            _gather_into(s, source, tables[wire0[e0]])
+        return
+    if source is not s:
+        s[:] = source
+    if kind == DENSE2:
         for i in _quad_starts(n, wire0[e0], wire1[e0]):
             _quad(s, i, wire0[e0], wire1[e0], m)
     else:
@@ -322,24 +338,37 @@ def _apply_steps(s, kinds, wire0, wire1, mats, tables, e0, e1, scratch):  # prag
 def run_circuit(state, kinds, wire0, wire1, mats, tables, bounds, saves,
                 saved):  # pragma: no cover - compiled
     """Apply steps ``e = 0, 1, ...`` (``mats[t, e]`` the lanes' matrices) to every tile of
-    ``state``, in place, block by block (``bounds``: `one_wire_blocks`); returns ``state``.
+    ``state``, block by block (``bounds``: `one_wire_blocks`); returns ``state``.
     ``saves`` holds one entry per block boundary (or none at all): where it is not -1,
-    the state before block ``q`` (after the last one for ``q = len(bounds) - 1``) is
-    copied to ``saved[t, saves[q]]``, the checkpoints of `adjoint_sweep_checkpointed`."""
+    the state before block ``q`` (after the last one for ``q = len(bounds) - 1``) is kept
+    in ``saved[t, saves[q]]``, the checkpoints of `adjoint_sweep_checkpointed`. The run
+    goes on inside ``saved``: the block after a kept state reads it and writes the next
+    kept slot (or ``state`` when none follows), so keeping the states costs no copies.
+    ``state`` then ends at the final states only when the last boundary is not kept."""
     scratch = np.empty((state.shape[2], state.shape[3]))
+    last = bounds.shape[0] - 1
     for t in range(state.shape[0]):
-        s = state[t]
+        s, slot, kept = state[t], -1, False
         for q in range(bounds.shape[0]):
-            last = q == bounds.shape[0] - 1
             if q < saves.shape[0] and saves[q] >= 0:
-                kept = saved[t, saves[q]]
-                kept[:] = s
-                if not last and kinds[bounds[q]] == PERMUTE:  # gathered from the copy
-                    _gather_into(s, kept, tables[wire0[bounds[q]]])
-                    continue
-            if not last:
-                _apply_steps(s, kinds, wire0, wire1, mats[t], tables, bounds[q],
-                             bounds[q + 1], scratch)
+                if slot != saves[q]:        # not written there by the block before
+                    saved[t, saves[q]][:] = s
+                    slot = saves[q]
+                    s = saved[t, slot]
+                kept = True
+            if q == last:
+                break
+            target = s
+            if kept:    # leave the kept state: write the next kept slot, or `state`
+                target, slot = state[t], -1
+                for r in range(q + 1, min(saves.shape[0], bounds.shape[0])):
+                    if saves[r] >= 0:
+                        target, slot = saved[t, saves[r]], saves[r]
+                        break
+                kept = False
+            _apply_steps(target, kinds, wire0, wire1, mats[t], tables, bounds[q],
+                         bounds[q + 1], scratch, s)
+            s = target
     return state
 
 
@@ -547,7 +576,7 @@ def adjoint_sweep_checkpointed(saved, lam, kinds, wire0, wire1, mats, tables, se
                     _overlap_block(entering, a, wire0, gens, forms, acc, b0,
                                    min(b0 + overlap_wires, e1), 0)
                 for b0 in range(e0, e1, undo_wires):
-                    _run_block(a, wire0, step_mats, b0, min(b0 + undo_wires, e1))
+                    _run_block(a, wire0, step_mats, b0, min(b0 + undo_wires, e1), a)
                 leaving = saved[t, k + 1]
                 _z_overlaps(leaving, a, wire0, forms, acc, e0, e1, 1, scratch, sums)
                 for b0 in range(e0, e1, overlap_wires):
@@ -565,7 +594,7 @@ def adjoint_sweep_checkpointed(saved, lam, kinds, wire0, wire1, mats, tables, se
                         for i in range(c, c + (1 << lo)):
                             _overlap_lanes(entering, a, i, i + stride, GENERAL, g,
                                            acc[e0, 0])
-            _apply_steps(a, kinds, wire0, wire1, step_mats, tables, e0, e1, scratch)
+            _apply_steps(a, kinds, wire0, wire1, step_mats, tables, e0, e1, scratch, a)
     out *= 2.0
     return out
 
