@@ -254,6 +254,45 @@ def batched_part(part: Program, flags: tuple[bool, ...], size: int,
 
 
 @functools.lru_cache(maxsize=64)
+def angle_gather(circuit: BatchedCircuit) -> tuple[int, np.ndarray] | None:
+    """``(input, flat indices)`` when every gate angle is an element of one float64 input
+    read by one ``unpack`` (an ansatz indexing its parameter array): the angles are then
+    one gather for the whole batch, and their VJP one scatter, where the batched angles
+    program would run two equations per angle through the interpreter. None otherwise.
+
+    >>> import qdiff
+    >>> from qdiff.quantum.lang.examples import rotation   # ry(θ) on a scalar: no unpack
+    >>> angle_gather(batched_circuit(qdiff.trace(rotation, 0.1))) is None
+    True
+    """
+    angles = circuit.angles
+    if len(angles.eqns) != 1 or angles.eqns[0].primitive.name != "unpack":
+        return None
+    (eqn,) = angles.eqns
+    source = eqn.inputs[0]
+    position = {v: k for k, v in enumerate(eqn.outputs)}
+    if source not in angles.inputs or source.type.np_dtype != np.float64 \
+            or any(not isinstance(a, Var) or a not in position for a in angles.outputs):
+        return None
+    indices = np.array(eqn.params["indices"], np.int64)
+    return angles.inputs.index(source), indices[[position[a] for a in angles.outputs]]
+
+
+def angle_rows(circuit: BatchedCircuit, values: Sequence[Any], flags: tuple[bool, ...],
+               size: int) -> Sequence[Any]:
+    """Every gate angle for the batch, indexed by angle: ``(members,)`` arrays, or one
+    number where the batch shares it (the batched angles program, or `angle_gather`'s
+    one gather, ``(angles, members)``)."""
+    gather = angle_gather(circuit)
+    if gather is None:
+        return evaluate(batched_part(circuit.angles, flags, size, False), *values)
+    k, indices = gather
+    source = np.asarray(values[k], np.float64)
+    flat = source.reshape(size, -1) if flags[k] else source.reshape(1, -1)
+    return np.broadcast_to(flat[:, indices].T, (len(indices), size))
+
+
+@functools.lru_cache(maxsize=64)
 def _eigen_projectors(spec: GateSpec) -> tuple[np.ndarray, np.ndarray]:
     """The generator's eigenvalues and the projectors on its eigenvectors, flattened:
     ``(k,)`` and ``(k, k * k)``."""
@@ -284,7 +323,8 @@ def _matrix_plan(circuit: BatchedCircuit) -> tuple[np.ndarray, list[tuple[Any, .
             found = groups.setdefault(gate.acting, ([], []))
             found[0].append(g)
             found[1].append(gate.angle)
-    return fixed, [(spec, np.array(gs), idx, spec.generator_matrix().shape[0])
+    return fixed, [(spec, np.array(gs), np.array(idx, np.int64),
+                    spec.generator_matrix().shape[0])
                    for spec, (gs, idx) in groups.items()]
 
 
@@ -295,9 +335,12 @@ def member_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int) -
     fixed, groups = _matrix_plan(circuit)
     mats = np.broadcast_to(fixed, (size, *fixed.shape)).copy()
     for spec, gates, idx, k in groups:
-        theta = np.empty((size, len(idx)))                             # (size, gates)
-        for column, i in enumerate(idx):
-            theta[:, column] = angles[i]          # an angle the batch shares broadcasts
+        if isinstance(angles, np.ndarray):        # `angle_gather`'s rows: one take
+            theta = angles[idx].T
+        else:
+            theta = np.empty((size, len(idx)))                         # (size, gates)
+            for column, i in enumerate(idx):
+                theta[:, column] = angles[i]      # an angle the batch shares broadcasts
         if not np.isfinite(theta).all():
             column = int(np.flatnonzero(~np.isfinite(theta).all(axis=0))[0])
             _check_finite(circuit.gates[gates[column]], theta[:, column])
@@ -566,7 +609,7 @@ def run_batched(program: Program, values: Sequence[Any], flags: Sequence[bool],
     circuit = batched_circuit(program)
     assert circuit is not None, "run_batched needs a program batched_circuit accepts"
     flags = tuple(bool(f) for f in flags)
-    angles = evaluate(batched_part(circuit.angles, flags, size, False), *values)
+    angles = angle_rows(circuit, values, flags, size)
     psi = final_states(circuit, member_matrices(circuit, angles, size))
     readouts = readout_values(circuit, psi)
     outputs = batched_part(circuit.outputs, (*flags, *[True] * len(readouts)), size, True)
@@ -579,5 +622,5 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 
 register_batched_runner(_claims, run_batched)
 
-__all__ = ["BatchedCircuit", "CircuitGate", "batched_circuit", "final_lane_states",
-           "lane_circuit", "one_wire_runs", "products_2x2", "run_batched"]
+__all__ = ["BatchedCircuit", "CircuitGate", "angle_gather", "angle_rows", "batched_circuit",
+           "final_lane_states", "lane_circuit", "one_wire_runs", "products_2x2", "run_batched"]

@@ -32,6 +32,8 @@ from ...ir.core import Program
 from ...ir.interpreter import evaluate
 from ..execution.batched import (
     BatchedCircuit,
+    angle_gather,
+    angle_rows,
     batched_circuit,
     batched_part,
     final_lane_states,
@@ -193,6 +195,37 @@ def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
     return per_gate
 
 
+def _scatter_add(out: np.ndarray, columns: np.ndarray, values: np.ndarray) -> None:
+    """``out[:, columns[j]] += values[:, j]`` for every ``j``, repeated columns summed."""
+    if len(np.unique(columns)) == len(columns):
+        out[:, columns] += values
+    else:
+        np.add.at(out, (slice(None), columns), values)
+
+
+def _angles_vjp(circuit: BatchedCircuit, values: Sequence[Any], flags: tuple[bool, ...],
+                size: int, active: tuple[bool, ...], per_gate: np.ndarray) -> list[Any]:
+    """The cotangents of the active inputs, ``(size, *shape)`` each, from every gate
+    angle's cotangent ``per_gate`` (``(size, gates)``) through the angles program: one
+    scatter for `angle_gather`'s form, else its VJP program batched."""
+    rotations = [g for g, gate in enumerate(circuit.gates) if gate.angle is not None]
+    angle_of = np.array([circuit.gates[g].angle for g in rotations], np.int64)
+    gather = angle_gather(circuit)
+    if gather is not None:
+        source, indices = gather
+        via = [np.zeros((size, *np.shape(v)[1 if f else 0:]), np.asarray(v).dtype)
+               for v, f, a in zip(values, flags, active) if a]
+        if active[source]:
+            flat = via[sum(active[:source])].reshape(size, -1)
+            _scatter_add(flat, indices[angle_of], per_gate[:, rotations])
+        return via
+    angle_cts = np.zeros((size, len(circuit.angles.outputs)))
+    _scatter_add(angle_cts, angle_of, per_gate[:, rotations])
+    back = _vjp(circuit.angles, active, False)
+    return evaluate(batched_part(back, (*flags, *[True] * angle_cts.shape[1]), size, True),
+                    *values, *angle_cts.T)
+
+
 def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Sequence[bool],
                            size: int, argnums: ArgNums) -> tuple[Any, Any]:
     """Each member's value and gradient (with respect to ``argnums``, structured like
@@ -204,7 +237,7 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
     active = tuple(wrt_flags(program, numbers, "grad"))
     num_readouts = len(circuit.readouts)
     # forward: angles, states, expectations
-    angles = evaluate(batched_part(circuit.angles, flags, size, False), *values)
+    angles = angle_rows(circuit, values, flags, size)
     mats = member_matrices(circuit, angles, size)
     segments = checkpoint_segments(circuit, size)
     steps = lane_circuit(circuit, mats)
@@ -235,14 +268,7 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
         else:            # expval: λ = ē O ψ
             lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
     per_gate = _lane_sweep(circuit, forward, lam, inverses, size, segments)
-    angle_cts = [np.zeros(size) for _ in circuit.angles.outputs]
-    for g, gate in enumerate(circuit.gates):
-        if gate.angle is not None:
-            angle_cts[gate.angle] = angle_cts[gate.angle] + per_gate[:, g]
-    # the angles' VJP carries them to the inputs
-    back = _vjp(circuit.angles, active, False)
-    via = evaluate(batched_part(back, (*flags, *[True] * len(angle_cts)), size, True),
-                   *values, *angle_cts)
+    via = _angles_vjp(circuit, values, flags, size, active, per_gate)
     grads = [d + v for d, v in zip(direct, via)]
     return value, pytree.unflatten(wrt_tree(program, argnums, numbers), grads)
 
