@@ -527,11 +527,6 @@ def final_lane_states(circuit: BatchedCircuit, mats: np.ndarray,
     return saved
 
 
-def final_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:
-    """The circuit run from |0…0> for every member: ``(members, 2**n)``."""
-    return lane_kernels.from_lanes(final_lane_states(circuit, mats), mats.shape[0])
-
-
 @functools.lru_cache(maxsize=64)
 def observable_diagonal(num_qubits: int, obs: PauliSum,
                         wires: tuple[int, ...]) -> np.ndarray | None:
@@ -602,6 +597,37 @@ def readout_values(circuit: BatchedCircuit, psi: np.ndarray) -> list[np.ndarray]
     return values
 
 
+@functools.lru_cache(maxsize=64)
+def readout_diagonals(circuit: BatchedCircuit) -> np.ndarray | None:
+    """``(readouts, 2**n)``: each readout's observable as a real diagonal when every
+    readout is an expectation of I and Z terms (Σ Z_i), else None."""
+    rows = []
+    for obs, wires in circuit.readouts:
+        diagonal = None if obs is None else observable_diagonal(circuit.num_qubits, obs, wires)
+        if diagonal is None or np.any(diagonal.imag):
+            return None
+        rows.append(diagonal.real)
+    stacked = np.stack(rows)
+    stacked.flags.writeable = False  # shared by every call (cached)
+    return stacked
+
+
+def final_readouts(circuit: BatchedCircuit, state: np.ndarray,
+                   size: int) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """Each readout for the ``size`` members of the final states ``state`` (the lane
+    layout), as `readout_values`, and the ``(members, 2**n)`` states it converted them to:
+    None when the readouts' diagonals (`readout_diagonals`) were read on the lanes, one
+    pass for ``|ψ|²`` and one product, without converting."""
+    diagonals = readout_diagonals(circuit)
+    if diagonals is None:
+        psi = lane_kernels.from_lanes(state, size)
+        return readout_values(circuit, psi), psi
+    weights = state[:, 0] ** 2 + state[:, 1] ** 2                      # (tiles, 2**n, lanes)
+    norms = weights.sum(axis=1).reshape(-1)[:size]
+    sums = np.moveaxis(diagonals @ weights, 1, 0).reshape(len(diagonals), -1)[:, :size]
+    return list(sums / norms), None
+
+
 def run_batched(program: Program, values: Sequence[Any], flags: Sequence[bool],
                 size: int) -> list[Any]:
     """The outputs of ``program`` for a batch (``values`` flat, batch axis first where
@@ -610,8 +636,8 @@ def run_batched(program: Program, values: Sequence[Any], flags: Sequence[bool],
     assert circuit is not None, "run_batched needs a program batched_circuit accepts"
     flags = tuple(bool(f) for f in flags)
     angles = angle_rows(circuit, values, flags, size)
-    psi = final_states(circuit, member_matrices(circuit, angles, size))
-    readouts = readout_values(circuit, psi)
+    state = final_lane_states(circuit, member_matrices(circuit, angles, size))
+    readouts, _ = final_readouts(circuit, state, size)
     outputs = batched_part(circuit.outputs, (*flags, *[True] * len(readouts)), size, True)
     return evaluate(outputs, *values, *readouts)
 
@@ -623,4 +649,5 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 register_batched_runner(_claims, run_batched)
 
 __all__ = ["BatchedCircuit", "CircuitGate", "angle_gather", "angle_rows", "batched_circuit",
-           "final_lane_states", "lane_circuit", "one_wire_runs", "products_2x2", "run_batched"]
+           "final_lane_states", "final_readouts", "lane_circuit", "one_wire_runs",
+           "products_2x2", "readout_diagonals", "run_batched"]
