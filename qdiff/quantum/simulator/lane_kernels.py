@@ -511,18 +511,29 @@ def _overlap_block(p, a, wire0, gens, forms, acc, e0, e1, slot):  # pragma: no c
 
 
 @njit(cache=True, fastmath=_FAST)
-def _z_overlaps(p, a, wire0, forms, acc, e0, e1, slot, fold, sums):  # pragma: no cover
+def _z_overlaps(p, a, wire0, forms, acc, e0, e1, slot, fold, sums, source,
+                table):  # pragma: no cover - compiled
     # acc[e, slot] += Im<lam|Z psi> for the steps e0..e1 of form Z, all at once: the
     # products q_i = Im(lam_i* psi_i) in one pass, then wire by wire from the highest the
     # sums over its 0 half minus its 1 half, folding the 1 half onto the 0 half (about
-    # 2**n additions for all wires, against 2 products an amplitude for each)
+    # 2**n additions for all wires, against 2 products an amplitude for each). When
+    # `source` is another array, lam is first gathered from it (a[i] := source[table[i]],
+    # a permutation step's undoing) in the same pass.
     found = False
     for e in range(e0, e1):
         found = found or forms[e, slot] == PAULI_Z
+    apart = source is not a
     if not found:
+        if apart:
+            _gather_into(a, source, table)
         return
     n = p.shape[1]
     for i in range(n):
+        if apart:
+            row = table[i]
+            for lane in range(p.shape[2]):
+                a[0, i, lane] = source[0, row, lane]
+                a[1, i, lane] = source[1, row, lane]
         for lane in range(p.shape[2]):
             fold[i, lane] = a[0, i, lane] * p[1, i, lane] - a[1, i, lane] * p[0, i, lane]
     size, wire = n, sums.shape[0] - 1
@@ -557,28 +568,42 @@ def adjoint_sweep_checkpointed(saved, lam, kinds, wire0, wire1, mats, tables, se
     ``forms[e]`` holds the two generators' `generator_form` (a two-wire or controlled
     step's always `GENERAL` or `NO_GENERATOR`): for a Pauli form ``out`` holds the
     overlap of the Pauli matrix (the caller scales it). ``out[t, e, slot]`` is
-    ``2 Im<lam|G psi>``."""
+    ``2 Im<lam|G psi>``. A permutation step before a layer (in the sweep's order) is
+    undone by the layer's first pass over ``lam``, gathering it into a second buffer
+    while taking the products of its Z overlaps. ``lam`` ends at the initial states'."""
     n = lam.shape[2]
     scratch = np.empty((n, lam.shape[3]))
     bits = 0
     while (2 << bits) <= n:
         bits += 1
     sums = np.empty((max(1, bits), lam.shape[3]))      # one row per wire
+    spare, no_table = np.empty_like(lam[0]), np.zeros(0, np.int64)
     for t in range(lam.shape[0]):
-        a, acc, step_mats = lam[t], out[t], mats[t]
+        a, other, acc, step_mats = lam[t], spare, out[t], mats[t]
         acc[:] = 0.0
+        deferred = -1
         for k in range(segments.shape[0] - 1):
             e0, e1 = segments[k], segments[k + 1]
             kind, entering = kinds[e0], saved[t, k]
+            if kind == PERMUTE and k + 2 < segments.shape[0] \
+                    and kinds[segments[k + 1]] == DENSE1:
+                deferred = e0       # gathered by the next layer's first pass over lam
+                continue
             if kind == DENSE1:
-                _z_overlaps(entering, a, wire0, forms, acc, e0, e1, 0, scratch, sums)
+                source, table = a, no_table
+                if deferred >= 0:   # into the other buffer, read from this one
+                    source, table, a, other = a, tables[wire0[deferred]], other, a
+                    deferred = -1
+                _z_overlaps(entering, a, wire0, forms, acc, e0, e1, 0, scratch, sums, source,
+                            table)
                 for b0 in range(e0, e1, overlap_wires):
                     _overlap_block(entering, a, wire0, gens, forms, acc, b0,
                                    min(b0 + overlap_wires, e1), 0)
                 for b0 in range(e0, e1, undo_wires):
                     _run_block(a, wire0, step_mats, b0, min(b0 + undo_wires, e1), a)
                 leaving = saved[t, k + 1]
-                _z_overlaps(leaving, a, wire0, forms, acc, e0, e1, 1, scratch, sums)
+                _z_overlaps(leaving, a, wire0, forms, acc, e0, e1, 1, scratch, sums, a,
+                            no_table)
                 for b0 in range(e0, e1, overlap_wires):
                     _overlap_block(leaving, a, wire0, gens, forms, acc, b0,
                                    min(b0 + overlap_wires, e1), 1)
@@ -595,6 +620,8 @@ def adjoint_sweep_checkpointed(saved, lam, kinds, wire0, wire1, mats, tables, se
                             _overlap_lanes(entering, a, i, i + stride, GENERAL, g,
                                            acc[e0, 0])
             _apply_steps(a, kinds, wire0, wire1, step_mats, tables, e0, e1, scratch, a)
+        if a is not lam[t]:
+            lam[t][:] = a
     out *= 2.0
     return out
 
