@@ -617,15 +617,13 @@ def final_readouts(circuit: BatchedCircuit, state: np.ndarray,
     """Each readout for the ``size`` members of the final states ``state`` (the lane
     layout), as `readout_values`, and the ``(members, 2**n)`` states it converted them to:
     None when the readouts' diagonals (`readout_diagonals`) were read on the lanes, one
-    pass for ``|ψ|²`` and one product, without converting."""
+    pass (`lane_kernels.diagonal_expectations`), without converting."""
     diagonals = readout_diagonals(circuit)
     if diagonals is None:
         psi = lane_kernels.from_lanes(state, size)
         return readout_values(circuit, psi), psi
-    weights = state[:, 0] ** 2 + state[:, 1] ** 2                      # (tiles, 2**n, lanes)
-    norms = weights.sum(axis=1).reshape(-1)[:size]
-    sums = np.moveaxis(diagonals @ weights, 1, 0).reshape(len(diagonals), -1)[:, :size]
-    return list(sums / norms), None
+    sums, norms = lane_kernels.diagonal_expectations(state, diagonals)
+    return list(sums.reshape(len(diagonals), -1)[:, :size] / norms.reshape(-1)[:size]), None
 
 
 def run_batched(program: Program, values: Sequence[Any], flags: Sequence[bool],

@@ -253,3 +253,14 @@ def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(
     for b, (_, u) in enumerate(_assert_overlaps(got, psi, lam, kinds, w0, w1, inverses,
                                                 tables, gens)):
         np.testing.assert_allclose(lk.from_lanes(a, members)[b], u, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("members", [3, 70])
+def test_diagonal_expectations_are_the_members_sums_over_their_amplitudes(members):
+    psi = _states(members) * rng.uniform(0.5, 2, (members, 1))     # unnormalized too
+    diagonals = rng.normal(size=(2, 1 << N))
+    values, norms = lk.diagonal_expectations(lk.to_lanes(psi), diagonals)
+    weights = abs(psi) ** 2
+    np.testing.assert_allclose(norms.reshape(-1)[:members], weights.sum(axis=1), rtol=1e-13)
+    np.testing.assert_allclose(values.reshape(2, -1)[:, :members], diagonals @ weights.T,
+                               rtol=1e-12, atol=1e-13)
