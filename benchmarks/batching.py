@@ -4,6 +4,7 @@ the members and against PennyLane lightning with parameter broadcasting, value a
     python benchmarks/batching.py                      # n = 12, L = 10, 64 parameter sets
     python benchmarks/batching.py --quick              # n = 8, L = 5, 16 sets
     python benchmarks/batching.py --sizes 6 12 --layers 10 --batch 64 --threads 1
+    python benchmarks/batching.py --backend cupy       # vmap's simulation on the GPU
 
 Circuit: the hardware-efficient ansatz (`common.hea_program`) on n qubits, L layers, with
 the observable Σ_i Z_i; the batch holds ``--batch`` independent sets of its 2nL angles.
@@ -11,7 +12,8 @@ the observable Σ_i Z_i; the batch holds ``--batch`` independent sets of its 2nL
 Methods (each through its library's user API; times in seconds for the whole batch):
   vmap       ``qdiff.vmap(program)(W)`` (value) and ``qdiff.vmap(qdiff.value_and_grad(program))(W)``
              (each member's value and gradient): one batched simulation, one batched
-             adjoint sweep
+             adjoint sweep (``--backend``: ``auto``, the Numba lane kernels; ``numpy`` or
+             ``cupy``, the array-module simulator inside ``qm.batched_backend``)
   loop       ``[program(w) for w in W]`` and ``[qdiff.value_and_grad(program)(w) for w in W]``
   lightning  PennyLane lightning.qubit, a QNode with diff_method="adjoint" called once on the
              broadcast angles (batch on the last axis); the gradient is ``qml.grad`` of the
@@ -45,6 +47,8 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="n = 8, L = 5, 16 sets, 2 repeats")
     ap.add_argument("--no-lightning", action="store_true")
+    ap.add_argument("--backend", choices=("auto", "numpy", "cupy"), default="auto",
+                    help="vmap's batched simulator (default: the Numba lane kernels)")
     args = ap.parse_args()
     quick = args.quick
     args.sizes = args.sizes or ([8] if quick else [12])
@@ -58,14 +62,23 @@ def _observable(n: int) -> str:
     return " + ".join("I" * i + "Z" + "I" * (n - i - 1) for i in range(n))
 
 
-def qdiff_methods(n: int, layers: int, angles: Any) -> dict[str, tuple[Callable, Callable]]:
+def qdiff_methods(n: int, layers: int, angles: Any,
+                  backend: str = "auto") -> dict[str, tuple[Callable, Callable]]:
     import qdiff
+    from qdiff import quantum as qm
 
     program = common.hea_program(n, layers, _observable(n))
     both = qdiff.value_and_grad(program)
     batched, batched_both = qdiff.vmap(program), qdiff.vmap(both)
+
+    def on_backend(run: Callable) -> Callable:
+        def within() -> Any:
+            with qm.batched_backend(backend):   # results come back to the host: synchronous
+                return run(angles)
+        return within
+
     return {
-        "vmap": (lambda: batched(angles), lambda: batched_both(angles)),
+        "vmap": (on_backend(batched), on_backend(batched_both)),
         "loop": (lambda: [program(w) for w in angles], lambda: [both(w) for w in angles]),
     }
 
@@ -110,7 +123,7 @@ def main() -> None:
     for n in args.sizes:
         rng = np.random.default_rng(0)
         angles = np.stack([common.hea_angles(n, args.layers, rng) for _ in range(args.batch)])
-        methods = {**qdiff_methods(n, args.layers, angles)}
+        methods = {**qdiff_methods(n, args.layers, angles, args.backend)}
         if not args.no_lightning:
             methods.update(lightning_methods(n, args.layers, angles))
         for value, both in methods.values():
@@ -127,6 +140,7 @@ def main() -> None:
                       for other in ("loop", "lightning")] if name == "vmap" else ["", ""]
             rows.append([str(n), str(args.layers), str(args.batch), name, f"{t_value:.4f}",
                          f"{t_both:.4f}", *ratios, f"{dg:.1e}"])
+    print(f"vmap's batched simulator: {args.backend}")
     common.print_table(["n", "L", "batch", "method", "value s", "value+grad s",
                         "vmap/loop", "vmap/lightning", "max|dg|"], rows)
 

@@ -7,7 +7,8 @@
 #
 # Parts: checks (the CUDA target's cases and the CuPy tests), suite (tests/ir, tests/loops and
 # tests/classical with every program compiled for the GPU), classical (classical_ad.py),
-# quantum (gradients.py: the CuPy simulator against JAX on the same GPU).
+# quantum (gradients.py: the CuPy simulator against JAX on the same GPU; batching.py: vmap's
+# batched simulation on CuPy against a loop over the members).
 #
 # Correctness first, then timings, each part in order. Each step has a time limit and
 # writes its log as it goes, so a step cut short still reports.
@@ -69,6 +70,8 @@ classical() {
 quantum() {
     TAIL=25 step gradients 60 python benchmarks/gradients.py --sizes 20 24 26 --layers 10 \
         --observables Z --methods qdiff jax --backend cupy --repeats 3
+    TAIL=8 step batching 60 python benchmarks/batching.py --sizes 12 16 --batch 64 \
+        --backend cupy --no-lightning --repeats 3
 }
 
 for part in $parts; do "$part"; done

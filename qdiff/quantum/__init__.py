@@ -14,10 +14,12 @@ True
 from ..ir.interpreter import register_runner
 from . import compiled  # noqa: F401  (registers compiled forms of quantum programs)
 from .execution import batched, batched_branches  # noqa: F401  (register the batched runs of vmap)
+from .execution.batched_backend import batched_backend
 from .execution.options import RunOptions
 from .execution.run import TruncationError, TruncationWarning, call_quantum_program, run
 from .execution.runner import NonTerminatingLoopError, QuantumResult, needs_runner
 from .gradients import (
+    array_batched_adjoint,  # noqa: F401  (registers vmap's batched gradients on NumPy/CuPy)
     batched_adjoint,  # noqa: F401  (registers vmap's batched gradients)
     differentiation,  # noqa: F401  (registers the quantum derivative rule)
 )
@@ -52,7 +54,7 @@ register_runner(needs_runner, call_quantum_program)
 
 __all__ = [
     "GATES", "NonTerminatingLoopError", "PauliSum", "QuantumGradient", "QuantumResult",
-    "RunOptions", "TruncationError", "TruncationWarning",
+    "RunOptions", "TruncationError", "TruncationWarning", "batched_backend",
     "Register", "Wire", "apply", "expval", "from_qiskit", "gate_spec", "gradient", "jacobian",
     "known_gates",
     "mcx", "mcz", "measure", "pauli_rot", "postselect", "probs", "qubits", "reset", "run",

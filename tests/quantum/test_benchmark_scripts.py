@@ -24,6 +24,7 @@ def run_script(name: str, *args: str) -> list[list[str]]:
     ("gradients.py", ["--methods", "qdiff", "qdiff-shift", "--observables", "Z"]),
     ("jacobian.py", ["--methods", "qdiff", "qdiff-rows"]),
     ("batching.py", ["--batch", "4", "--no-lightning"]),
+    ("batching.py", ["--batch", "4", "--no-lightning", "--backend", "numpy"]),
 ])
 def test_benchmark_script_runs_and_its_methods_agree(script, args):
     rows = run_script(script, "--sizes", "5", "--layers", "1", "--repeats", "1", *args)

@@ -65,3 +65,25 @@ def test_large_state_gradient_on_the_gpu_equals_numba():
     np.testing.assert_allclose(float(gpu.value), float(cpu.value), rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(np.asarray(gpu.grad), np.asarray(cpu.grad), rtol=1e-10,
                                atol=1e-12)
+
+
+def test_vmap_on_the_gpu_equals_the_array_simulator_on_numpy():
+    # the batched simulation of `qdiff.vmap` (values and per-member gradients of every gate
+    # form) on CuPy against the same code on NumPy
+    import qdiff  # noqa: PLC0415  (this file otherwise tests `qm` alone)
+    from tests.batching.test_vmap_array_batched import every_form  # noqa: PLC0415
+
+    program = qdiff.program(every_form)
+    rng = np.random.default_rng(9)
+    w, x = rng.uniform(-1, 1, (6, 4)), rng.uniform(-1, 1, 6)
+    both = qdiff.vmap(qdiff.value_and_grad(program, argnums=(0, 1)))
+    results = {}
+    for name in (GPU, "numpy"):
+        with qm.batched_backend(name):
+            results[name] = (qdiff.vmap(program)(w, x), both(w, x))
+    (gpu_values, (gpu_value, gpu_grads)), (cpu_values, (cpu_value, cpu_grads)) = \
+        results[GPU], results["numpy"]
+    np.testing.assert_allclose(gpu_values, cpu_values, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(gpu_value, cpu_value, rtol=1e-12, atol=1e-12)
+    for g, c in zip(gpu_grads, cpu_grads, strict=True):
+        np.testing.assert_allclose(g, c, rtol=1e-10, atol=1e-12)

@@ -50,6 +50,8 @@ from ..lang.observables import PauliSum, parity
 from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
 from ..simulator import get_backend, lane_kernels
 from ..simulator.batched_kernels import CONTROLLED1, DENSE1, DENSE2, PERMUTE, run_circuit
+from . import array_batched
+from .batched_backend import batched_array_module
 
 
 @dataclass(frozen=True)
@@ -634,8 +636,14 @@ def run_batched(program: Program, values: Sequence[Any], flags: Sequence[bool],
     assert circuit is not None, "run_batched needs a program batched_circuit accepts"
     flags = tuple(bool(f) for f in flags)
     angles = angle_rows(circuit, values, flags, size)
-    state = final_lane_states(circuit, member_matrices(circuit, angles, size))
-    readouts, _ = final_readouts(circuit, state, size)
+    mats = member_matrices(circuit, angles, size)
+    xp = batched_array_module()   # None: the lane kernels; else NumPy or CuPy
+    if xp is None:
+        readouts, _ = final_readouts(circuit, final_lane_states(circuit, mats), size)
+    else:
+        psi = array_batched.final_states(xp, circuit.num_qubits,
+                                         fused_one_wire_runs(circuit, mats))
+        readouts = array_batched.readout_values(xp, circuit, psi)
     outputs = batched_part(circuit.outputs, (*flags, *[True] * len(readouts)), size, True)
     return evaluate(outputs, *values, *readouts)
 

@@ -46,6 +46,7 @@ from ..execution.batched import (
     products_2x2,
     readout_diagonals,
 )
+from ..execution.batched_backend import batched_array_module
 from ..simulator import lane_kernels
 from ..simulator.batched_kernels import DENSE1, PERMUTE
 
@@ -291,8 +292,9 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
 
 
 def _claims(program: Program, flags: Sequence[bool]) -> bool:
-    circuit = batched_circuit(program)
-    return circuit is not None and len(program.outputs) == 1 \
+    circuit = batched_circuit(program)   # on NumPy/CuPy: `array_batched_adjoint`
+    return batched_array_module() is None and circuit is not None \
+        and len(program.outputs) == 1 \
         and program.out_types[0].shape == ()
 
 

@@ -342,33 +342,42 @@ def _set_column(rows, k, v):
 
 
 @_jit_row
+def _real_on_adjacent_rows(m, v):
+    # the real 2x2 m on the row pairs (0, 1) and (2, 3) of the column v (re0, im0, ..., im3)
+    r0, i0, r1, i1, r2, i2, r3, i3 = v
+    r0, r1 = _real_pair(m, r0, r1)
+    i0, i1 = _real_pair(m, i0, i1)
+    r2, r3 = _real_pair(m, r2, r3)
+    i2, i3 = _real_pair(m, i2, i3)
+    return (r0, i0, r1, i1, r2, i2, r3, i3)
+
+
+@_jit_row
+def _swap_middle_rows(v):
+    # rows (0, 1, 2, 3) of a column as (0, 2, 1, 3): pairs (0, 2), (1, 3) become adjacent
+    r0, i0, r1, i1, r2, i2, r3, i3 = v
+    return (r0, i0, r2, i2, r1, i1, r3, i3)
+
+
+@_jit_row
+def _y_overlap_adjacent_rows(p, q):
+    # Σ over the row pairs (0, 1), (2, 3) of Re(q0^* p1 - q1^* p0): Im<λ|Yψ> on those pairs
+    p0r, p0i, p1r, p1i, p2r, p2i, p3r, p3i = p
+    q0r, q0i, q1r, q1i, q2r, q2i, q3r, q3i = q
+    return (q0r * p1r + q0i * p1i - q1r * p0r - q1i * p0i
+            + q2r * p3r + q2i * p3i - q3r * p2r - q3i * p2i)
+
+
+@_jit_row
 def _y2_column(p, q, a, b):
     # a (real, Y-type) on row pairs (0,1), (2,3), then b on (0,2), (1,3), on one column of ψ
     # (p) and of λ (q): (ψ', λ', a's derivative sum against (ψ, λ), b's against a^†(ψ, λ))
-    p0r, p0i, p1r, p1i, p2r, p2i, p3r, p3i = p
-    q0r, q0i, q1r, q1i, q2r, q2i, q3r, q3i = q
-    sa = (q0r * p1r + q0i * p1i - q1r * p0r - q1i * p0i
-          + q2r * p3r + q2i * p3i - q3r * p2r - q3i * p2i)
-    t0r, t1r = _real_pair(a, p0r, p1r)
-    t0i, t1i = _real_pair(a, p0i, p1i)
-    t2r, t3r = _real_pair(a, p2r, p3r)
-    t2i, t3i = _real_pair(a, p2i, p3i)
-    u0r, u1r = _real_pair(a, q0r, q1r)
-    u0i, u1i = _real_pair(a, q0i, q1i)
-    u2r, u3r = _real_pair(a, q2r, q3r)
-    u2i, u3i = _real_pair(a, q2i, q3i)
-    sb = (u0r * t2r + u0i * t2i - u2r * t0r - u2i * t0i
-          + u1r * t3r + u1i * t3i - u3r * t1r - u3i * t1i)
-    x0r, x2r = _real_pair(b, t0r, t2r)
-    x0i, x2i = _real_pair(b, t0i, t2i)
-    x1r, x3r = _real_pair(b, t1r, t3r)
-    x1i, x3i = _real_pair(b, t1i, t3i)
-    y0r, y2r = _real_pair(b, u0r, u2r)
-    y0i, y2i = _real_pair(b, u0i, u2i)
-    y1r, y3r = _real_pair(b, u1r, u3r)
-    y1i, y3i = _real_pair(b, u1i, u3i)
-    return ((x0r, x0i, x1r, x1i, x2r, x2i, x3r, x3i),
-            (y0r, y0i, y1r, y1i, y2r, y2i, y3r, y3i), sa, sb)
+    sa = _y_overlap_adjacent_rows(p, q)
+    t = _swap_middle_rows(_real_on_adjacent_rows(a, p))
+    u = _swap_middle_rows(_real_on_adjacent_rows(a, q))
+    sb = _y_overlap_adjacent_rows(t, u)
+    return (_swap_middle_rows(_real_on_adjacent_rows(b, t)),
+            _swap_middle_rows(_real_on_adjacent_rows(b, u)), sa, sb)
 
 
 @_jit_row
