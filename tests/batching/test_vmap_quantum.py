@@ -314,3 +314,31 @@ def test_a_large_checkpoint_workspace_is_not_kept_after_the_call(monkeypatch):
     large = batched._workspace((64, 8))
     assert large.shape == (64, 8) and batched._workspace((64, 8)) is not large
     assert getattr(batched._WORKSPACES, "array", None) is None
+
+
+def indexed_ansatz(w, x):
+    """Every angle an element of the parameter array `w`, one of them on two gates."""
+    q = qm.qubits(3)
+    qm.ry(w[0, 0], q[0]); qm.ry(w[0, 1], q[1]); qm.rx(w[1, 2], q[2])
+    qm.cx(q[0], q[1]); qm.crz(w[1, 0], q[1], q[2]); qm.rz(w[0, 1], q[2])
+    return qm.expval("ZZI + 0.5*XIY", q) * x
+
+
+def test_angles_gathered_from_a_parameter_array_have_the_gradients_of_a_loop():
+    from qdiff.quantum.execution.batched import angle_gather
+    program = qdiff.program(indexed_ansatz)
+    w, x = rng.uniform(-1, 1, (B, 2, 3)), rng.uniform(0.5, 1, B)
+    assert angle_gather(batched_circuit(program.trace(w[0], x[0]))) is not None
+    for axes, args in (((0, 0), (w, x)), ((None, 0), (w[0], x)), ((0, None), (w, 0.7))):
+        rows = [[a if ax is None else a[b] for a, ax in zip(args, axes)] for b in range(B)]
+        for argnums in (0, (0, 1), 1):
+            both = qdiff.value_and_grad(program, argnums=argnums)
+            value, grads = qdiff.vmap(both, in_axes=axes)(*args)
+            want = [both(*row) for row in rows]
+            np.testing.assert_allclose(value, [v for v, _ in want], rtol=1e-12, atol=1e-12)
+            grads, = (grads,) if isinstance(argnums, tuple) else ((grads,),)
+            for k, g in enumerate(grads):
+                r = [gs[k] if isinstance(argnums, tuple) else gs for _, gs in want]
+                np.testing.assert_allclose(g, np.stack(r), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(qdiff.vmap(program, in_axes=axes)(*args),
+                                   _loop(program, *args, axes=axes), rtol=1e-12, atol=1e-12)

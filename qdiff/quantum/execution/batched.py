@@ -256,6 +256,45 @@ def batched_part(part: Program, flags: tuple[bool, ...], size: int,
 
 
 @functools.lru_cache(maxsize=64)
+def angle_gather(circuit: BatchedCircuit) -> tuple[int, np.ndarray] | None:
+    """``(input, flat indices)`` when every gate angle is an element of one float64 input
+    read by one ``unpack`` (an ansatz indexing its parameter array): the angles are then
+    one gather for the whole batch, and their VJP one scatter, where the batched angles
+    program would run two equations per angle through the interpreter. None otherwise.
+
+    >>> import qdiff
+    >>> from qdiff.quantum.lang.examples import rotation   # ry(θ) on a scalar: no unpack
+    >>> angle_gather(batched_circuit(qdiff.trace(rotation, 0.1))) is None
+    True
+    """
+    angles = circuit.angles
+    if len(angles.eqns) != 1 or angles.eqns[0].primitive.name != "unpack":
+        return None
+    (eqn,) = angles.eqns
+    source = eqn.inputs[0]
+    position = {v: k for k, v in enumerate(eqn.outputs)}
+    if source not in angles.inputs or source.type.np_dtype != np.float64 \
+            or any(not isinstance(a, Var) or a not in position for a in angles.outputs):
+        return None
+    indices = np.array(eqn.params["indices"], np.int64)
+    return angles.inputs.index(source), indices[[position[a] for a in angles.outputs]]
+
+
+def angle_rows(circuit: BatchedCircuit, values: Sequence[Any], flags: tuple[bool, ...],
+               size: int) -> Sequence[Any]:
+    """Every gate angle for the batch, indexed by angle: ``(members,)`` arrays, or one
+    number where the batch shares it (the batched angles program, or `angle_gather`'s
+    one gather, ``(angles, members)``)."""
+    gather = angle_gather(circuit)
+    if gather is None:
+        return evaluate(batched_part(circuit.angles, flags, size, False), *values)
+    k, indices = gather
+    source = np.asarray(values[k], np.float64)
+    flat = source.reshape(size, -1) if flags[k] else source.reshape(1, -1)
+    return np.broadcast_to(flat[:, indices].T, (len(indices), size))
+
+
+@functools.lru_cache(maxsize=64)
 def _eigen_projectors(spec: GateSpec) -> tuple[np.ndarray, np.ndarray]:
     """The generator's eigenvalues and the projectors on its eigenvectors, flattened:
     ``(k,)`` and ``(k, k * k)``."""
@@ -286,7 +325,8 @@ def _matrix_plan(circuit: BatchedCircuit) -> tuple[np.ndarray, list[tuple[Any, .
             found = groups.setdefault(gate.acting, ([], []))
             found[0].append(g)
             found[1].append(gate.angle)
-    return fixed, [(spec, np.array(gs), idx, spec.generator_matrix().shape[0])
+    return fixed, [(spec, np.array(gs), np.array(idx, np.int64),
+                    spec.generator_matrix().shape[0])
                    for spec, (gs, idx) in groups.items()]
 
 
@@ -297,9 +337,12 @@ def member_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int) -
     fixed, groups = _matrix_plan(circuit)
     mats = np.broadcast_to(fixed, (size, *fixed.shape)).copy()
     for spec, gates, idx, k in groups:
-        theta = np.empty((size, len(idx)))                             # (size, gates)
-        for column, i in enumerate(idx):
-            theta[:, column] = angles[i]          # an angle the batch shares broadcasts
+        if isinstance(angles, np.ndarray):        # `angle_gather`'s rows: one take
+            theta = angles[idx].T
+        else:
+            theta = np.empty((size, len(idx)))                         # (size, gates)
+            for column, i in enumerate(idx):
+                theta[:, column] = angles[i]      # an angle the batch shares broadcasts
         if not np.isfinite(theta).all():
             column = int(np.flatnonzero(~np.isfinite(theta).all(axis=0))[0])
             _check_finite(circuit.gates[gates[column]], theta[:, column])
@@ -486,11 +529,6 @@ def final_lane_states(circuit: BatchedCircuit, mats: np.ndarray,
     return saved
 
 
-def final_states(circuit: BatchedCircuit, mats: np.ndarray) -> np.ndarray:
-    """The circuit run from |0…0> for every member: ``(members, 2**n)``."""
-    return lane_kernels.from_lanes(final_lane_states(circuit, mats), mats.shape[0])
-
-
 @functools.lru_cache(maxsize=64)
 def observable_diagonal(num_qubits: int, obs: PauliSum,
                         wires: tuple[int, ...]) -> np.ndarray | None:
@@ -561,6 +599,35 @@ def readout_values(circuit: BatchedCircuit, psi: np.ndarray) -> list[np.ndarray]
     return values
 
 
+@functools.lru_cache(maxsize=64)
+def readout_diagonals(circuit: BatchedCircuit) -> np.ndarray | None:
+    """``(readouts, 2**n)``: each readout's observable as a real diagonal when every
+    readout is an expectation of I and Z terms (Σ Z_i), else None."""
+    rows = []
+    for obs, wires in circuit.readouts:
+        diagonal = None if obs is None else observable_diagonal(circuit.num_qubits, obs, wires)
+        if diagonal is None or np.any(diagonal.imag):
+            return None
+        rows.append(diagonal.real)
+    stacked = np.stack(rows)
+    stacked.flags.writeable = False  # shared by every call (cached)
+    return stacked
+
+
+def final_readouts(circuit: BatchedCircuit, state: np.ndarray,
+                   size: int) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """Each readout for the ``size`` members of the final states ``state`` (the lane
+    layout), as `readout_values`, and the ``(members, 2**n)`` states it converted them to:
+    None when the readouts' diagonals (`readout_diagonals`) were read on the lanes, one
+    pass (`lane_kernels.diagonal_expectations`), without converting."""
+    diagonals = readout_diagonals(circuit)
+    if diagonals is None:
+        psi = lane_kernels.from_lanes(state, size)
+        return readout_values(circuit, psi), psi
+    sums, norms = lane_kernels.diagonal_expectations(state, diagonals)
+    return list(sums.reshape(len(diagonals), -1)[:, :size] / norms.reshape(-1)[:size]), None
+
+
 def run_batched(program: Program, values: Sequence[Any], flags: Sequence[bool],
                 size: int) -> list[Any]:
     """The outputs of ``program`` for a batch (``values`` flat, batch axis first where
@@ -568,11 +635,11 @@ def run_batched(program: Program, values: Sequence[Any], flags: Sequence[bool],
     circuit = batched_circuit(program)
     assert circuit is not None, "run_batched needs a program batched_circuit accepts"
     flags = tuple(bool(f) for f in flags)
-    angles = evaluate(batched_part(circuit.angles, flags, size, False), *values)
+    angles = angle_rows(circuit, values, flags, size)
     mats = member_matrices(circuit, angles, size)
     xp = batched_array_module()   # None: the lane kernels; else NumPy or CuPy
     if xp is None:
-        readouts = readout_values(circuit, final_states(circuit, mats))
+        readouts, _ = final_readouts(circuit, final_lane_states(circuit, mats), size)
     else:
         psi = array_batched.final_states(xp, circuit.num_qubits,
                                          fused_one_wire_runs(circuit, mats))
@@ -587,5 +654,6 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 
 register_batched_runner(_claims, run_batched)
 
-__all__ = ["BatchedCircuit", "CircuitGate", "batched_circuit", "final_lane_states",
-           "lane_circuit", "one_wire_runs", "products_2x2", "run_batched"]
+__all__ = ["BatchedCircuit", "CircuitGate", "angle_gather", "angle_rows", "batched_circuit",
+           "final_lane_states", "final_readouts", "lane_circuit", "one_wire_runs",
+           "products_2x2", "readout_diagonals", "run_batched"]

@@ -32,16 +32,19 @@ from ...ir.core import Program
 from ...ir.interpreter import evaluate
 from ..execution.batched import (
     BatchedCircuit,
+    angle_gather,
+    angle_rows,
     batched_circuit,
     batched_part,
     final_lane_states,
+    final_readouts,
     lane_circuit,
     member_matrices,
     observable_rows,
     one_wire_runs,
     outcome_index,
     products_2x2,
-    readout_values,
+    readout_diagonals,
 )
 from ..execution.batched_backend import batched_array_module
 from ..simulator import lane_kernels
@@ -167,7 +170,7 @@ def _step_inverses(later: np.ndarray, earlier: np.ndarray, mats: np.ndarray) -> 
 def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
                 inverses: np.ndarray, size: int, segments: np.ndarray | None) -> np.ndarray:
     """Every gate angle's cotangent for each of ``size`` members, ``(size, gates)``, from
-    the adjoint vectors ``lam`` (``(size, 2**n)``), each step's inverse in the lane layout,
+    the adjoint vectors ``lam`` (the lane layout), each step's inverse in the lane layout,
     and either the final states (members along the lanes; ``segments`` None) or the
     forward run's checkpoints at ``segments`` (`adjoint_sweep_checkpointed`)."""
     kinds, first, last, later, earlier, tables = _sweep_plan(circuit)
@@ -177,13 +180,13 @@ def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
     if segments is None:
         bounds = lane_kernels.one_wire_blocks(kinds, first,
                                               lane_kernels.block_wires(lanes, 2))
-        lane_kernels.adjoint_sweep(psi, lane_kernels.to_lanes(lam), kinds, first, last,
+        lane_kernels.adjoint_sweep(psi, lam, kinds, first, last,
                                    inverses, tables, bounds, step_gens, out)
         scales = 1.0
     else:
         forms, scales = _step_forms(circuit)
         lane_kernels.adjoint_sweep_checkpointed(
-            psi, lane_kernels.to_lanes(lam), kinds, first, last, inverses, tables, segments,
+            psi, lam, kinds, first, last, inverses, tables, segments,
             lane_kernels.block_wires(lanes, 1), lane_kernels.block_wires(lanes, 2),
             step_gens, forms, out)
     per_step = np.moveaxis(out, 3, 1).reshape(-1, len(kinds), 2)[:size] * scales
@@ -192,6 +195,59 @@ def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
         steps = np.flatnonzero(gates >= 0)
         per_gate[:, gates[steps]] = per_step[:, steps, column]
     return per_gate
+
+
+def _adjoint_vectors(circuit: BatchedCircuit, state: np.ndarray, psi: np.ndarray | None,
+                     readout_cts: Sequence[np.ndarray], size: int) -> np.ndarray:
+    """``λ = Σ_r ē_r O_r ψ`` (``p̄_j(i) ψ_i`` per amplitude for probabilities) in the lane
+    layout, from the final states ``state`` (lanes) or, when `final_readouts` converted
+    them, ``psi``: on the lanes, without converting, where the readouts are diagonals."""
+    if psi is None:     # Σ_r ē_r d_r, one weight per amplitude and member
+        tiles, lanes = state.shape[0], state.shape[-1]
+        cts = np.zeros((len(readout_cts), tiles * lanes))
+        for r, ct in enumerate(readout_cts):
+            cts[r, :size] = ct
+        weights = readout_diagonals(circuit).T @ cts                 # (2**n, members)
+        lam = state * np.moveaxis(weights.reshape(-1, tiles, lanes), 1, 0)[:, None]
+        return np.ascontiguousarray(lam)
+    lam = np.zeros_like(psi)
+    for (obs, wires), ct in zip(circuit.readouts, readout_cts):
+        if obs is None:  # probs: λ_i = p̄_j(i) ψ_i
+            lam += ct[:, outcome_index(circuit.num_qubits, wires)] * psi
+        else:            # expval: λ = ē O ψ
+            lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
+    return lane_kernels.to_lanes(lam)
+
+
+def _scatter_add(out: np.ndarray, columns: np.ndarray, values: np.ndarray) -> None:
+    """``out[:, columns[j]] += values[:, j]`` for every ``j``, repeated columns summed."""
+    if len(np.unique(columns)) == len(columns):
+        out[:, columns] += values
+    else:
+        np.add.at(out, (slice(None), columns), values)
+
+
+def _angles_vjp(circuit: BatchedCircuit, values: Sequence[Any], flags: tuple[bool, ...],
+                size: int, active: tuple[bool, ...], per_gate: np.ndarray) -> list[Any]:
+    """The cotangents of the active inputs, ``(size, *shape)`` each, from every gate
+    angle's cotangent ``per_gate`` (``(size, gates)``) through the angles program: one
+    scatter for `angle_gather`'s form, else its VJP program batched."""
+    rotations = [g for g, gate in enumerate(circuit.gates) if gate.angle is not None]
+    angle_of = np.array([circuit.gates[g].angle for g in rotations], np.int64)
+    gather = angle_gather(circuit)
+    if gather is not None:
+        source, indices = gather
+        via = [np.zeros((size, *np.shape(v)[1 if f else 0:]), np.asarray(v).dtype)
+               for v, f, a in zip(values, flags, active) if a]
+        if active[source]:
+            flat = via[sum(active[:source])].reshape(size, -1)
+            _scatter_add(flat, indices[angle_of], per_gate[:, rotations])
+        return via
+    angle_cts = np.zeros((size, len(circuit.angles.outputs)))
+    _scatter_add(angle_cts, angle_of, per_gate[:, rotations])
+    back = _vjp(circuit.angles, active, False)
+    return evaluate(batched_part(back, (*flags, *[True] * angle_cts.shape[1]), size, True),
+                    *values, *angle_cts.T)
 
 
 def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Sequence[bool],
@@ -205,23 +261,22 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
     active = tuple(wrt_flags(program, numbers, "grad"))
     num_readouts = len(circuit.readouts)
     # forward: angles, states, expectations
-    angles = evaluate(batched_part(circuit.angles, flags, size, False), *values)
+    angles = angle_rows(circuit, values, flags, size)
     mats = member_matrices(circuit, angles, size)
     segments = checkpoint_segments(circuit, size)
     steps = lane_circuit(circuit, mats)
     if segments is None:
-        forward = final_lane_states(circuit, mats, steps=steps)
-        psi = lane_kernels.from_lanes(forward, size)
+        forward = final = final_lane_states(circuit, mats, steps=steps)
         inverses = lane_kernels.to_lanes(_step_inverses(*_sweep_plan(circuit)[3:5], mats))
     else:   # the states entering each segment of the sweep, the final ones first
         forward = final_lane_states(circuit, mats, len(_sweep_plan(circuit)[0]) - segments,
                                     steps)
-        psi = lane_kernels.from_lanes(forward[:, 0], size)
+        final = forward[:, 0]
         # each step undoes one entry of the forward run: its matrices' adjoints
         forward_mats = steps[3][:, ::-1]
         inverses = np.ascontiguousarray(forward_mats.swapaxes(3, 4))
         inverses[:, :, 1] *= -1.0
-    readouts = readout_values(circuit, psi)
+    readouts, psi = final_readouts(circuit, final, size)
     # the outputs' VJP: value, direct input cotangents, expectation cotangents
     backward = _vjp(circuit.outputs, (*active, *[True] * num_readouts), True)
     seed = np.ones((), np.float64)
@@ -229,21 +284,9 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
                     *values, *readouts, seed)
     value, direct, readout_cts = outs[0], outs[1:1 + sum(active)], outs[1 + sum(active):]
     # the adjoint sweep: λ = Σ_r ē_r O_r ψ, then every gate angle's cotangent
-    lam = np.zeros_like(psi)
-    for (obs, wires), ct in zip(circuit.readouts, readout_cts):
-        if obs is None:  # probs: λ_i = p̄_j(i) ψ_i
-            lam += ct[:, outcome_index(circuit.num_qubits, wires)] * psi
-        else:            # expval: λ = ē O ψ
-            lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
+    lam = _adjoint_vectors(circuit, final, psi, readout_cts, size)
     per_gate = _lane_sweep(circuit, forward, lam, inverses, size, segments)
-    angle_cts = [np.zeros(size) for _ in circuit.angles.outputs]
-    for g, gate in enumerate(circuit.gates):
-        if gate.angle is not None:
-            angle_cts[gate.angle] = angle_cts[gate.angle] + per_gate[:, g]
-    # the angles' VJP carries them to the inputs
-    back = _vjp(circuit.angles, active, False)
-    via = evaluate(batched_part(back, (*flags, *[True] * len(angle_cts)), size, True),
-                   *values, *angle_cts)
+    via = _angles_vjp(circuit, values, flags, size, active, per_gate)
     grads = [d + v for d, v in zip(direct, via)]
     return value, pytree.unflatten(wrt_tree(program, argnums, numbers), grads)
 

@@ -281,12 +281,19 @@ def _block_base(counter, wires):  # pragma: no cover - compiled
 
 
 @njit(inline="always", cache=True, fastmath=_FAST)
-def _run_block(s, wire0, mats, e0, e1):  # pragma: no cover - compiled
-    # one-wire steps e0..e1 block by block
+def _run_block(s, wire0, mats, e0, e1, source):  # pragma: no cover - compiled
+    # one-wire steps e0..e1 block by block; each block's amplitudes are first copied from
+    # `source` when it is another array (the copy costs no pass of its own: the block is
+    # then in cache for its steps)
     wires, bits, offsets = _block_layout(wire0, e0, e1)
     k = wires.shape[0]
+    apart = source is not s
     for counter in range(s.shape[1] >> k):
         base = _block_base(counter, wires)
+        if apart:
+            for r in range(offsets.shape[0]):
+                s[0, base + offsets[r]] = source[0, base + offsets[r]]
+                s[1, base + offsets[r]] = source[1, base + offsets[r]]
         for e in range(e0, e1):
             b, stride, m = bits[e - e0], 1 << wire0[e], mats[e]
             for h in range(1 << (k - 1)):
@@ -299,15 +306,24 @@ NO_CHECKPOINTS = (np.zeros(0, np.int64), np.zeros((1, 1, 2, 1, 1)))
 
 
 @njit(inline="always", cache=True, fastmath=_FAST)
-def _apply_steps(s, kinds, wire0, wire1, mats, tables, e0, e1, scratch):  # pragma: no cover
-    # steps e0..e1 of one tile (a block of one-wire steps, or one other step)
+def _apply_steps(s, kinds, wire0, wire1, mats, tables, e0, e1, scratch,
+                 source):  # pragma: no cover
+    # steps e0..e1 of one tile (a block of one-wire steps, or one other step) on the
+    # states in `source`, written to `s` (the same array, or another one)
     n = s.shape[1]
     kind, m = kinds[e0], mats[e0]
     if kind == DENSE1:
-        _run_block(s, wire0, mats, e0, e1)
-    elif kind == PERMUTE:
-        _gather(s, tables[wire0[e0]], scratch)
-    elif kind == DENSE2:
+        _run_block(s, wire0, mats, e0, e1, source)
+        return
+    if kind == PERMUTE:
+        if source is s:
+            _gather(s, tables[wire0[e0]], scratch)
+        else:
+            _gather_into(s, source, tables[wire0[e0]])
+        return
+    if source is not s:
+        s[:] = source
+    if kind == DENSE2:
         for i in _quad_starts(n, wire0[e0], wire1[e0]):
             _quad(s, i, wire0[e0], wire1[e0], m)
     else:
@@ -322,24 +338,37 @@ def _apply_steps(s, kinds, wire0, wire1, mats, tables, e0, e1, scratch):  # prag
 def run_circuit(state, kinds, wire0, wire1, mats, tables, bounds, saves,
                 saved):  # pragma: no cover - compiled
     """Apply steps ``e = 0, 1, ...`` (``mats[t, e]`` the lanes' matrices) to every tile of
-    ``state``, in place, block by block (``bounds``: `one_wire_blocks`); returns ``state``.
+    ``state``, block by block (``bounds``: `one_wire_blocks`); returns ``state``.
     ``saves`` holds one entry per block boundary (or none at all): where it is not -1,
-    the state before block ``q`` (after the last one for ``q = len(bounds) - 1``) is
-    copied to ``saved[t, saves[q]]``, the checkpoints of `adjoint_sweep_checkpointed`."""
+    the state before block ``q`` (after the last one for ``q = len(bounds) - 1``) is kept
+    in ``saved[t, saves[q]]``, the checkpoints of `adjoint_sweep_checkpointed`. The run
+    goes on inside ``saved``: the block after a kept state reads it and writes the next
+    kept slot (or ``state`` when none follows), so keeping the states costs no copies.
+    ``state`` then ends at the final states only when the last boundary is not kept."""
     scratch = np.empty((state.shape[2], state.shape[3]))
+    last = bounds.shape[0] - 1
     for t in range(state.shape[0]):
-        s = state[t]
+        s, slot, kept = state[t], -1, False
         for q in range(bounds.shape[0]):
-            last = q == bounds.shape[0] - 1
             if q < saves.shape[0] and saves[q] >= 0:
-                kept = saved[t, saves[q]]
-                kept[:] = s
-                if not last and kinds[bounds[q]] == PERMUTE:  # gathered from the copy
-                    _gather_into(s, kept, tables[wire0[bounds[q]]])
-                    continue
-            if not last:
-                _apply_steps(s, kinds, wire0, wire1, mats[t], tables, bounds[q],
-                             bounds[q + 1], scratch)
+                if slot != saves[q]:        # not written there by the block before
+                    saved[t, saves[q]][:] = s
+                    slot = saves[q]
+                    s = saved[t, slot]
+                kept = True
+            if q == last:
+                break
+            target = s
+            if kept:    # leave the kept state: write the next kept slot, or `state`
+                target, slot = state[t], -1
+                for r in range(q + 1, min(saves.shape[0], bounds.shape[0])):
+                    if saves[r] >= 0:
+                        target, slot = saved[t, saves[r]], saves[r]
+                        break
+                kept = False
+            _apply_steps(target, kinds, wire0, wire1, mats[t], tables, bounds[q],
+                         bounds[q + 1], scratch, s)
+            s = target
     return state
 
 
@@ -399,6 +428,33 @@ def adjoint_sweep(psi, lam, kinds, wire0, wire1, mats, tables, bounds, gens,
                             _undo_pair(p, a, i, i + stride, m, g_later, g_earlier, acc[e])
     out *= 2.0
     return out
+
+
+@njit(cache=True, fastmath=_FAST)
+def diagonal_expectations(state, diagonals):  # pragma: no cover - compiled
+    """``(values, norms)`` of every tile's members in one pass over ``state``
+    (``(tiles, 2, 2**n, lanes)``): ``values[r, t, l] = Σ_i diagonals[r, i] |ψ_i|²`` and
+    ``norms[t, l] = Σ_i |ψ_i|²``, for real diagonals ``(readouts, 2**n)``.
+
+    >>> values, norms = diagonal_expectations(to_lanes(np.array([[0.6, 0.8j]])),
+    ...                                       np.array([[1.0, -1.0]]))
+    >>> np.round(values[0, 0], 12).tolist(), np.round(norms[0], 12).tolist()
+    ([-0.28], [1.0])
+    """
+    tiles, n, lanes = state.shape[0], state.shape[2], state.shape[3]
+    values = np.zeros((diagonals.shape[0], tiles, lanes))
+    norms = np.zeros((tiles, lanes))
+    weight = np.empty(lanes)
+    for t in range(tiles):
+        for i in range(n):
+            for lane in range(lanes):
+                weight[lane] = state[t, 0, i, lane] ** 2 + state[t, 1, i, lane] ** 2
+                norms[t, lane] += weight[lane]
+            for r in range(diagonals.shape[0]):
+                d = diagonals[r, i]
+                for lane in range(lanes):
+                    values[r, t, lane] += d * weight[lane]
+    return values, norms
 
 
 # The form of a one-wire gate's generator, the same for every member (the circuit is
@@ -482,18 +538,29 @@ def _overlap_block(p, a, wire0, gens, forms, acc, e0, e1, slot):  # pragma: no c
 
 
 @njit(cache=True, fastmath=_FAST)
-def _z_overlaps(p, a, wire0, forms, acc, e0, e1, slot, fold, sums):  # pragma: no cover
+def _z_overlaps(p, a, wire0, forms, acc, e0, e1, slot, fold, sums, source,
+                table):  # pragma: no cover - compiled
     # acc[e, slot] += Im<lam|Z psi> for the steps e0..e1 of form Z, all at once: the
     # products q_i = Im(lam_i* psi_i) in one pass, then wire by wire from the highest the
     # sums over its 0 half minus its 1 half, folding the 1 half onto the 0 half (about
-    # 2**n additions for all wires, against 2 products an amplitude for each)
+    # 2**n additions for all wires, against 2 products an amplitude for each). When
+    # `source` is another array, lam is first gathered from it (a[i] := source[table[i]],
+    # a permutation step's undoing) in the same pass.
     found = False
     for e in range(e0, e1):
         found = found or forms[e, slot] == PAULI_Z
+    apart = source is not a
     if not found:
+        if apart:
+            _gather_into(a, source, table)
         return
     n = p.shape[1]
     for i in range(n):
+        if apart:
+            row = table[i]
+            for lane in range(p.shape[2]):
+                a[0, i, lane] = source[0, row, lane]
+                a[1, i, lane] = source[1, row, lane]
         for lane in range(p.shape[2]):
             fold[i, lane] = a[0, i, lane] * p[1, i, lane] - a[1, i, lane] * p[0, i, lane]
     size, wire = n, sums.shape[0] - 1
@@ -528,28 +595,42 @@ def adjoint_sweep_checkpointed(saved, lam, kinds, wire0, wire1, mats, tables, se
     ``forms[e]`` holds the two generators' `generator_form` (a two-wire or controlled
     step's always `GENERAL` or `NO_GENERATOR`): for a Pauli form ``out`` holds the
     overlap of the Pauli matrix (the caller scales it). ``out[t, e, slot]`` is
-    ``2 Im<lam|G psi>``."""
+    ``2 Im<lam|G psi>``. A permutation step before a layer (in the sweep's order) is
+    undone by the layer's first pass over ``lam``, gathering it into a second buffer
+    while taking the products of its Z overlaps. ``lam`` ends at the initial states'."""
     n = lam.shape[2]
     scratch = np.empty((n, lam.shape[3]))
     bits = 0
     while (2 << bits) <= n:
         bits += 1
     sums = np.empty((max(1, bits), lam.shape[3]))      # one row per wire
+    spare, no_table = np.empty_like(lam[0]), np.zeros(0, np.int64)
     for t in range(lam.shape[0]):
-        a, acc, step_mats = lam[t], out[t], mats[t]
+        a, other, acc, step_mats = lam[t], spare, out[t], mats[t]
         acc[:] = 0.0
+        deferred = -1
         for k in range(segments.shape[0] - 1):
             e0, e1 = segments[k], segments[k + 1]
             kind, entering = kinds[e0], saved[t, k]
+            if kind == PERMUTE and k + 2 < segments.shape[0] \
+                    and kinds[segments[k + 1]] == DENSE1:
+                deferred = e0       # gathered by the next layer's first pass over lam
+                continue
             if kind == DENSE1:
-                _z_overlaps(entering, a, wire0, forms, acc, e0, e1, 0, scratch, sums)
+                source, table = a, no_table
+                if deferred >= 0:   # into the other buffer, read from this one
+                    source, table, a, other = a, tables[wire0[deferred]], other, a
+                    deferred = -1
+                _z_overlaps(entering, a, wire0, forms, acc, e0, e1, 0, scratch, sums, source,
+                            table)
                 for b0 in range(e0, e1, overlap_wires):
                     _overlap_block(entering, a, wire0, gens, forms, acc, b0,
                                    min(b0 + overlap_wires, e1), 0)
                 for b0 in range(e0, e1, undo_wires):
-                    _run_block(a, wire0, step_mats, b0, min(b0 + undo_wires, e1))
+                    _run_block(a, wire0, step_mats, b0, min(b0 + undo_wires, e1), a)
                 leaving = saved[t, k + 1]
-                _z_overlaps(leaving, a, wire0, forms, acc, e0, e1, 1, scratch, sums)
+                _z_overlaps(leaving, a, wire0, forms, acc, e0, e1, 1, scratch, sums, a,
+                            no_table)
                 for b0 in range(e0, e1, overlap_wires):
                     _overlap_block(leaving, a, wire0, gens, forms, acc, b0,
                                    min(b0 + overlap_wires, e1), 1)
@@ -565,12 +646,15 @@ def adjoint_sweep_checkpointed(saved, lam, kinds, wire0, wire1, mats, tables, se
                         for i in range(c, c + (1 << lo)):
                             _overlap_lanes(entering, a, i, i + stride, GENERAL, g,
                                            acc[e0, 0])
-            _apply_steps(a, kinds, wire0, wire1, step_mats, tables, e0, e1, scratch)
+            _apply_steps(a, kinds, wire0, wire1, step_mats, tables, e0, e1, scratch, a)
+        if a is not lam[t]:
+            lam[t][:] = a
     out *= 2.0
     return out
 
 
 __all__ = ["BLOCK_BYTES", "CONTROLLED1", "DENSE1", "DENSE2", "GENERAL", "MAX_LANES",
            "NO_CHECKPOINTS", "NO_GENERATOR", "PAULI_X", "PAULI_Y", "PAULI_Z", "PERMUTE",
-           "adjoint_sweep", "adjoint_sweep_checkpointed", "block_wires", "from_lanes",
+           "adjoint_sweep", "adjoint_sweep_checkpointed", "block_wires", "diagonal_expectations",
+           "from_lanes",
            "generator_form", "one_wire_blocks", "run_circuit", "to_lanes"]

@@ -148,23 +148,34 @@ def _assert_overlaps(got, psi, lam, kinds, w0, w1, mats, tables, gens):
     return final
 
 
-def test_the_forward_run_keeps_the_states_before_the_blocks_it_is_told_to():
+def _run_to(psi, kinds, w0, w1, mats, tables, bounds, q):
+    # the states before block q by a run without checkpoints
+    want = lk.to_lanes(psi)
+    lk.run_circuit(want, kinds[:bounds[q]], w0[:bounds[q]], w1[:bounds[q]],
+                   lk.to_lanes(mats[:, :bounds[q]]), tables, bounds[:q + 1],
+                   *lk.NO_CHECKPOINTS)
+    return want[0]
+
+
+@pytest.mark.parametrize("kept", [{0: 3, 2: 0, 5: 2, -1: 1},     # the final states too
+                                  {1: 1, 2: 0, 5: 2}])           # the run ends in `state`
+def test_the_forward_run_keeps_the_states_before_the_blocks_it_is_told_to(kept):
     kinds, w0, w1, mats, tables = random_steps(5)
     psi = _states(5)
     bounds = lk.one_wire_blocks(kinds, w0, 2)
+    kept = {q % len(bounds): slot for q, slot in kept.items()}
     saves = np.full(len(bounds), -1, np.int64)
-    saves[[0, 2, 5, len(bounds) - 1]] = [3, 0, 2, 1]      # before a PERMUTE step too
-    assert kinds[bounds[5]] == lk.PERMUTE
-    saved = np.zeros((1, 4, 2, 1 << N, 5))
-    final = lk.run_circuit(lk.to_lanes(psi), kinds, w0, w1, lk.to_lanes(mats), tables, bounds,
+    saves[list(kept)] = list(kept.values())
+    assert kinds[bounds[5]] == lk.PERMUTE                  # before a PERMUTE step too
+    saved = np.zeros((1, len(kept), 2, 1 << N, 5))
+    state = lk.run_circuit(lk.to_lanes(psi), kinds, w0, w1, lk.to_lanes(mats), tables, bounds,
                            saves, saved)
-    for slot, q in ((3, 0), (0, 2), (2, 5), (1, len(bounds) - 1)):
-        want = lk.to_lanes(psi)
-        lk.run_circuit(want, kinds[:bounds[q]], w0[:bounds[q]], w1[:bounds[q]],
-                       lk.to_lanes(mats[:, :bounds[q]]), tables, bounds[:q + 1],
-                       *lk.NO_CHECKPOINTS)
-        np.testing.assert_allclose(saved[0, slot], want[0], rtol=1e-12, atol=1e-12)
-    np.testing.assert_array_equal(saved[0, 1], final[0])
+    for q, slot in kept.items():
+        np.testing.assert_allclose(saved[0, slot], _run_to(psi, kinds, w0, w1, mats, tables,
+                                                           bounds, q), rtol=1e-12, atol=1e-12)
+    if len(bounds) - 1 not in kept:
+        np.testing.assert_allclose(state[0], _run_to(psi, kinds, w0, w1, mats, tables, bounds,
+                                                     len(bounds) - 1), rtol=1e-12, atol=1e-12)
 
 
 PAULIS = {lk.PAULI_X: np.array([[0, 1], [1, 0]]), lk.PAULI_Y: np.array([[0, -1j], [1j, 0]]),
@@ -242,3 +253,14 @@ def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(
     for b, (_, u) in enumerate(_assert_overlaps(got, psi, lam, kinds, w0, w1, inverses,
                                                 tables, gens)):
         np.testing.assert_allclose(lk.from_lanes(a, members)[b], u, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("members", [3, 70])
+def test_diagonal_expectations_are_the_members_sums_over_their_amplitudes(members):
+    psi = _states(members) * rng.uniform(0.5, 2, (members, 1))     # unnormalized too
+    diagonals = rng.normal(size=(2, 1 << N))
+    values, norms = lk.diagonal_expectations(lk.to_lanes(psi), diagonals)
+    weights = abs(psi) ** 2
+    np.testing.assert_allclose(norms.reshape(-1)[:members], weights.sum(axis=1), rtol=1e-13)
+    np.testing.assert_allclose(values.reshape(2, -1)[:, :members], diagonals @ weights.T,
+                               rtol=1e-12, atol=1e-13)
