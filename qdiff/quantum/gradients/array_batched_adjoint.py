@@ -7,7 +7,8 @@ The sweep is the lane kernels' (`batched_adjoint`): the same steps from `_sweep_
 gate's overlap on the incoming states and the earlier one's on the outgoing ones, a
 permutation run undone by its inverse table), the same inverses and generators; only the
 states live on the array module as ``(members, 2**n)`` arrays. The classical parts are
-differentiated and batched as for the lane kernels.
+differentiated and batched as for the lane kernels, by the same function
+(`batched_adjoint.value_and_grad_simulated`).
 
 >>> import qdiff
 >>> from qdiff.quantum.lang.examples import rotation   # <Z> after ry(θ): cos θ
@@ -19,28 +20,30 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from ...autodiff.arguments import ArgNums, argnum_tuple, wrt_flags, wrt_tree
+from ...autodiff.arguments import ArgNums
 from ...batching import register_batched_gradient
-from ...ir import pytree
 from ...ir.core import Program
-from ...ir.interpreter import evaluate
 from ..execution import array_batched
 from ..execution.batched import (
+    BatchedCircuit,
     batched_circuit,
-    batched_part,
     fused_one_wire_runs,
-    member_matrices,
     outcome_index,
 )
 from ..execution.batched_backend import batched_array_module
 from ..simulator import array_batched as kernels
-from .batched_adjoint import _step_generators, _step_inverses, _sweep_plan, _vjp
+from .batched_adjoint import (
+    _step_generators,
+    _step_inverses,
+    _sweep_plan,
+    value_and_grad_simulated,
+)
 
 __all__ = ["array_value_and_grad"]
 
@@ -65,38 +68,24 @@ def array_value_and_grad(xp: ModuleType, program: Program, values: Sequence[Any]
                          argnums: ArgNums) -> tuple[Any, Any]:
     """Each member's value and gradient (with respect to ``argnums``, structured like
     them) of a scalar-valued ``program``, batch axis first, simulated on ``xp``."""
-    circuit = batched_circuit(program)
-    assert circuit is not None, "batched gradients need a program batched_circuit accepts"
-    flags = tuple(bool(f) for f in flags)
-    numbers = argnum_tuple(argnums, program, "grad")
-    active = tuple(wrt_flags(program, numbers, "grad"))
-    num_readouts, n = len(circuit.readouts), circuit.num_qubits
-    angles = evaluate(batched_part(circuit.angles, flags, size, False), *values)
-    mats = member_matrices(circuit, angles, size)
-    psi = array_batched.final_states(xp, n, fused_one_wire_runs(circuit, mats))
-    readouts = array_batched.readout_values(xp, circuit, psi)
-    # the outputs' VJP: value, direct input cotangents, readout cotangents
-    backward = _vjp(circuit.outputs, (*active, *[True] * num_readouts), True)
-    outs = evaluate(batched_part(backward, (*flags, *[True] * num_readouts, False), size, True),
-                    *values, *readouts, np.ones((), np.float64))
-    value, direct, readout_cts = outs[0], outs[1:1 + sum(active)], outs[1 + sum(active):]
-    lam = xp.zeros_like(psi)   # λ = Σ_r ē_r O_r ψ
-    for (obs, wires), ct in zip(circuit.readouts, readout_cts):
-        ct = xp.asarray(np.asarray(ct, np.float64))
-        if obs is None:   # probs: λ_i = p̄_j(i) ψ_i
-            lam += ct[:, xp.asarray(outcome_index(n, wires))] * psi
-        else:
-            lam += ct[:, None] * array_batched.observable_rows(xp, psi, n, obs, wires)
-    per_gate = _gate_cotangents(xp, circuit, mats, psi, lam)
-    angle_cts = [np.zeros(size) for _ in circuit.angles.outputs]
-    for g, gate in enumerate(circuit.gates):
-        if gate.angle is not None:
-            angle_cts[gate.angle] = angle_cts[gate.angle] + per_gate[:, g]
-    back = _vjp(circuit.angles, active, False)
-    via = evaluate(batched_part(back, (*flags, *[True] * len(angle_cts)), size, True),
-                   *values, *angle_cts)
-    grads = [d + v for d, v in zip(direct, via)]
-    return value, pytree.unflatten(wrt_tree(program, argnums, numbers), grads)
+
+    def simulate(circuit: BatchedCircuit, mats: np.ndarray, size: int) -> tuple[
+            Sequence[Any], Callable[[Sequence[Any]], np.ndarray]]:
+        n = circuit.num_qubits
+        psi = array_batched.final_states(xp, n, fused_one_wire_runs(circuit, mats))
+
+        def sweep(readout_cts: Sequence[Any]) -> np.ndarray:
+            lam = xp.zeros_like(psi)   # λ = Σ_r ē_r O_r ψ
+            for (obs, wires), ct in zip(circuit.readouts, readout_cts):
+                ct = xp.asarray(np.asarray(ct, np.float64))
+                if obs is None:   # probs: λ_i = p̄_j(i) ψ_i
+                    lam += ct[:, xp.asarray(outcome_index(n, wires))] * psi
+                else:
+                    lam += ct[:, None] * array_batched.observable_rows(xp, psi, n, obs, wires)
+            return _gate_cotangents(xp, circuit, mats, psi, lam)
+        return array_batched.readout_values(xp, circuit, psi), sweep
+
+    return value_and_grad_simulated(simulate, program, values, flags, size, argnums)
 
 
 def _claims(program: Program, flags: Sequence[bool]) -> bool:

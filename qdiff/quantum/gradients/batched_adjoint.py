@@ -19,7 +19,7 @@ True
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -250,19 +250,42 @@ def _angles_vjp(circuit: BatchedCircuit, values: Sequence[Any], flags: tuple[boo
                     *values, *angle_cts.T)
 
 
-def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Sequence[bool],
-                           size: int, argnums: ArgNums) -> tuple[Any, Any]:
+Simulation = Callable[[BatchedCircuit, np.ndarray, int],
+                      tuple[Sequence[Any], Callable[[Sequence[Any]], np.ndarray]]]
+
+
+def value_and_grad_simulated(simulate: Simulation, program: Program, values: Sequence[Any],
+                             flags: Sequence[bool], size: int,
+                             argnums: ArgNums) -> tuple[Any, Any]:
     """Each member's value and gradient (with respect to ``argnums``, structured like
-    them) of a scalar-valued ``program``, batch axis first."""
+    them) of a scalar-valued ``program``, batch axis first, around a batched simulation:
+    ``simulate(circuit, member_matrices, size)`` runs the circuit and returns its readouts'
+    values and a function taking their cotangents to every gate angle's cotangent,
+    ``(size, gates)`` (the lane kernels' sweep here, the array module's in
+    `array_batched_adjoint`). The classical parts around it are differentiated by
+    reverse mode and batched."""
     circuit = batched_circuit(program)
     assert circuit is not None, "batched gradients need a program batched_circuit accepts"
     flags = tuple(bool(f) for f in flags)
     numbers = argnum_tuple(argnums, program, "grad")
     active = tuple(wrt_flags(program, numbers, "grad"))
     num_readouts = len(circuit.readouts)
-    # forward: angles, states, expectations
-    angles = angle_rows(circuit, values, flags, size)
-    mats = member_matrices(circuit, angles, size)
+    mats = member_matrices(circuit, angle_rows(circuit, values, flags, size), size)
+    readouts, sweep = simulate(circuit, mats, size)
+    # the outputs' VJP: value, direct input cotangents, expectation cotangents
+    backward = _vjp(circuit.outputs, (*active, *[True] * num_readouts), True)
+    seed = np.ones((), np.float64)
+    outs = evaluate(batched_part(backward, (*flags, *[True] * num_readouts, False), size, True),
+                    *values, *readouts, seed)
+    value, direct, readout_cts = outs[0], outs[1:1 + sum(active)], outs[1 + sum(active):]
+    via = _angles_vjp(circuit, values, flags, size, active, sweep(readout_cts))
+    grads = [d + v for d, v in zip(direct, via)]
+    return value, pytree.unflatten(wrt_tree(program, argnums, numbers), grads)
+
+
+def _lane_simulation(circuit: BatchedCircuit, mats: np.ndarray, size: int) -> tuple[
+        Sequence[Any], Callable[[Sequence[Any]], np.ndarray]]:
+    # the forward run on the lanes, keeping what the sweep reads; the sweep itself
     segments = checkpoint_segments(circuit, size)
     steps = lane_circuit(circuit, mats)
     if segments is None:
@@ -277,18 +300,19 @@ def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Seque
         inverses = np.ascontiguousarray(forward_mats.swapaxes(3, 4))
         inverses[:, :, 1] *= -1.0
     readouts, psi = final_readouts(circuit, final, size)
-    # the outputs' VJP: value, direct input cotangents, expectation cotangents
-    backward = _vjp(circuit.outputs, (*active, *[True] * num_readouts), True)
-    seed = np.ones((), np.float64)
-    outs = evaluate(batched_part(backward, (*flags, *[True] * num_readouts, False), size, True),
-                    *values, *readouts, seed)
-    value, direct, readout_cts = outs[0], outs[1:1 + sum(active)], outs[1 + sum(active):]
-    # the adjoint sweep: λ = Σ_r ē_r O_r ψ, then every gate angle's cotangent
-    lam = _adjoint_vectors(circuit, final, psi, readout_cts, size)
-    per_gate = _lane_sweep(circuit, forward, lam, inverses, size, segments)
-    via = _angles_vjp(circuit, values, flags, size, active, per_gate)
-    grads = [d + v for d, v in zip(direct, via)]
-    return value, pytree.unflatten(wrt_tree(program, argnums, numbers), grads)
+
+    def sweep(readout_cts: Sequence[Any]) -> np.ndarray:
+        # λ = Σ_r ē_r O_r ψ, then every gate angle's cotangent
+        lam = _adjoint_vectors(circuit, final, psi, readout_cts, size)
+        return _lane_sweep(circuit, forward, lam, inverses, size, segments)
+    return readouts, sweep
+
+
+def batched_value_and_grad(program: Program, values: Sequence[Any], flags: Sequence[bool],
+                           size: int, argnums: ArgNums) -> tuple[Any, Any]:
+    """Each member's value and gradient (with respect to ``argnums``, structured like
+    them) of a scalar-valued ``program``, batch axis first, on the lane kernels."""
+    return value_and_grad_simulated(_lane_simulation, program, values, flags, size, argnums)
 
 
 def _claims(program: Program, flags: Sequence[bool]) -> bool:
@@ -300,4 +324,5 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 
 register_batched_gradient(_claims, batched_value_and_grad)
 
-__all__ = ["CHECKPOINT_BYTES", "batched_value_and_grad", "checkpoint_segments"]
+__all__ = ["CHECKPOINT_BYTES", "batched_value_and_grad", "checkpoint_segments",
+           "value_and_grad_simulated"]
