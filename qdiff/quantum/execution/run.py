@@ -212,9 +212,19 @@ def run_leaves(program: Program, leaves: Sequence[Any],
 
 
 def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> QuantumResult:
+    if _sums_outputs(program):  # a long loop's exits need not wait for its end
+        runner.exits_to_end(program)
     return enumerated_result(runner, program, runner.run_program(program, [(1.0, values)]),
                              "exact")
 
+
+
+def _sums_outputs(program: Program) -> bool:
+    """Whether the exact value of every output of ``program`` is a weighted sum of real
+    numbers over its branches (no drawn samples, no complex outputs): then its loops' exits
+    may be summed early (`BranchRunner.exits_to_end`)."""
+    return all(getattr(a.type, "np_dtype", np.dtype(float)).kind != "c" for a in program.outputs) \
+        and not any(e.primitive.name == "sample" for e in program.all_eqns())
 
 
 # independent repetitions of a shot-estimated run whose spread is its standard error

@@ -29,6 +29,7 @@ from ..lang import primitives as qp
 from ..lang.fusion import fused_gate_p
 from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
 from ..simulator import get_backend
+from .loop_exits import FOLD_EXITS, FoldedExits, LoopExits, foldable_loops, run_exits
 from .options import DEFAULTS, RunOptions
 from .reference import (
     apply_fused_gate_eqn,
@@ -139,6 +140,10 @@ class RunAccounting:
         # where a certificate reads them (exact mode)
         self.loop_masses: list[tuple[list[float], list[float], list[float]]] = []
         self.keeps_loop_masses = False
+        # the ids of the program's top-level while equations where known (`exits_to_end`):
+        # the certificate reads no other loop's masses (a nested loop on a measurement is
+        # outside it), so the runs of nested loops are not kept; None: every loop's are
+        self.top_loops: set[int] | None = None
 
     @property
     def rng(self) -> np.random.Generator:
@@ -164,7 +169,8 @@ class RunAccounting:
         entering: list[float] = []
         exited: list[float] = []
         going_on: list[float] = []
-        if self.keeps_loop_masses and eqn.params["max_iter"] is None:
+        if self.keeps_loop_masses and eqn.params["max_iter"] is None and (
+                self.top_loops is None or id(eqn) in self.top_loops):
             self.loop_masses.append((entering, exited, going_on))
         return entering, exited, going_on
 
@@ -209,6 +215,12 @@ class BranchRunner(RunAccounting):
         # sample mode without mid-circuit measurements: readouts are estimated from this
         # many shots each (`shot_readouts`); None reads them exactly
         self.readout_shots: int | None = None
+        # the exits of the top program's while loops may run to its end while the loop
+        # still runs (`exits_to_end`, `loop_exits`): their contribution is kept in `folded`
+        self._foldable: dict[int, tuple[Program, int, list[Any]]] = {}
+        self._entering: LoopExits | None = None
+        self._folding = False
+        self.folded = FoldedExits()
 
     # -- programs ---------------------------------------------------------------------------
     def run_program(self, program: Program, items: list[Item]) -> list[Item]:
@@ -227,7 +239,38 @@ class BranchRunner(RunAccounting):
             branches = self._step(eqn, branches)
         return [(w, [_read(env, a) for a in program.outputs]) for w, env in branches]
 
+    def exits_to_end(self, program: Program) -> None:
+        """Let the exits of ``program``'s top-level while loops run to its end while the
+        loop runs (`loop_exits.foldable_loops`): run ``program`` next."""
+        if self.fuse:
+            program = fused_program(program, self.backend, self.fusion_width)[0]
+        self._foldable = {key: (program, index, reads)
+                          for key, (index, reads) in foldable_loops(program).items()}
+        self.top_loops = {id(e) for e in program.eqns if e.primitive is while_p}
+
+    def fold_exits(self, exits: LoopExits, items: list[Item]) -> None:
+        """Run a loop's exits ``items`` to the program's end and add what they contribute
+        to `folded`."""
+        self._folding = True
+        try:
+            self.folded.add(run_exits(self, exits, items))
+        finally:
+            self._folding = False
+
     def _step(self, eqn: Eqn, branches: list[tuple[float, dict]]) -> list[tuple[float, dict]]:
+        found = self._foldable.get(id(eqn))
+        if found is None or self._folding or found[0].eqns[found[1]] is not eqn:
+            return self._step_branches(eqn, branches)
+        program, index, reads = found
+        result = []
+        for branch in branches:  # the loop's exits go on with their own branch's values
+            self._entering = LoopExits(program, index, {v: branch[1][v] for v in reads})
+            result.extend(self._step_branches(eqn, [branch]))
+        self._entering = None
+        return result
+
+    def _step_branches(self, eqn: Eqn, branches: list[tuple[float, dict]]
+                       ) -> list[tuple[float, dict]]:
         handler = HANDLERS.get(eqn.primitive) if _eqn_is_quantum(eqn) else None
         result = []
         gate = eqn.primitive in GATE_PRIMITIVES
@@ -252,13 +295,23 @@ class BranchRunner(RunAccounting):
 
     def start_rounds(self, eqn: Eqn, cond_consts: list[Any], body_consts: list[Any]) -> Any:
         """A hook at the start of a while loop's run: what it returns, `end_round` gets
-        after each round (the adjoint recorder's checkpoints); None here."""
-        return None
+        after each round (the adjoint recorder's checkpoints); here where the loop's exits
+        go on (`exits_to_end`), or None."""
+        exits, self._entering = self._entering, None  # a loop inside this one has none
+        return exits
 
     def end_round(self, rounds: Any, live: list[Item], finished: list[Item]) -> None:
         """A hook after each round of a while loop: the live branches, and every branch
         that exited so far (the adjoint recorder may take exits out of ``finished``: it runs
-        them to the program's end at once)."""
+        them to the program's end at once). Here, once more than `FOLD_EXITS` distinct
+        exits are held, they run to the program's end (`fold_exits`): memory bounded in
+        the rounds."""
+        if rounds is None or len(finished) < FOLD_EXITS:
+            return
+        finished[:] = self.merge(finished)
+        if len(finished) >= FOLD_EXITS // 2:
+            self.fold_exits(rounds, finished[:])
+            del finished[:]
 
     def merge(self, items: list[Item]) -> list[Item]:
         """Merge identical branches (`merge_branches`); the adjoint recorder records it."""
@@ -584,6 +637,10 @@ def enumerated_outputs(runner: Any, program: Program,
     success = 1.0 - runner.postselected_away
     if runner.postselected_away > 0 and success <= runner.tol:
         raise QdiffError("postselection succeeds with probability 0: the value is undefined")
+    folded = getattr(runner, "folded", None)
+    if folded is not None and folded.branches:  # exits summed while their loop ran
+        outputs = _combine(items, runner) or [np.zeros(a.type.shape) for a in program.outputs]
+        return [(o + s) / success for o, s in zip(outputs, folded.sums)], success
     if not items:
         return [np.zeros(a.type.shape) for a in program.outputs], success
     return _combine(items, runner, success), success
@@ -595,7 +652,8 @@ def enumerated_result(runner: Any, program: Program, items: list[Item],
     postselection, with the mass the runner dropped, cut off or aborted."""
     outputs, success = enumerated_outputs(runner, program, items)
     return QuantumResult(
-        values=_structure(program, outputs), mode=mode, num_branches=len(items),
+        values=_structure(program, outputs), mode=mode,
+        num_branches=len(items) + getattr(getattr(runner, "folded", None), "branches", 0),
         dropped_mass=runner.dropped, unterminated_mass=runner.unterminated,
         aborted_mass=runner.aborted, postselection_probability=success)
 

@@ -61,15 +61,11 @@ from ..lang.gates import gate_spec
 from ..lang.primitives import measure_p, pauli_sum_of
 from ..simulator import GateOp, available_memory_bytes
 from .loop_segments import (
-    FoldedExits,
-    LoopExits,
     LoopRounds,
     close_segment,
-    foldable_loops,
     holds_cotangents,
     open_segment,
     replay_segment,
-    run_exits,
     segment_full,
 )
 
@@ -124,10 +120,6 @@ class AdjointRunner(BranchRunner):
         # with checkpoints, the exits of the top program's while loops whose segment closes
         # run to the program's end at once (`exits_to_end`): the forward pass keeps their
         # contribution to the values (`folded`), the replay of the segment regenerates them
-        self._foldable: dict[int, tuple[Program, int, list[Any]]] = {}
-        self._entering: LoopExits | None = None
-        self._folding = False
-        self.folded = FoldedExits()
 
     # -- nodes: a value's node is its object's identity (each output is a fresh object) ------
     def node(self, obj: Any) -> int | None:
@@ -257,24 +249,6 @@ class AdjointRunner(BranchRunner):
         return merged
 
     # -- while loops: rounds in checkpointed segments (`loop_segments`) ----------------------
-    def exits_to_end(self, program: Program) -> None:
-        """Let the exits of ``program``'s top-level while loops run to its end when their
-        segment closes (`loop_segments.foldable_loops`): run ``program`` next."""
-        self._foldable = {key: (program, index, reads)
-                          for key, (index, reads) in foldable_loops(program).items()}
-
-    def _step(self, eqn: Eqn, branches: list[tuple[float, dict]]) -> list[tuple[float, dict]]:
-        found = self._foldable.get(id(eqn))
-        if found is None or self._folding or found[0].eqns[found[1]] is not eqn:
-            return super()._step(eqn, branches)
-        program, index, reads = found
-        result = []
-        for branch in branches:  # the loop's exits go on with their own branch's values
-            self._entering = LoopExits(program, index, {v: branch[1][v] for v in reads})
-            result.extend(super()._step(eqn, [branch]))
-        self._entering = None
-        return result
-
     def start_rounds(self, eqn: Eqn, cond_consts: list[Any], body_consts: list[Any]) -> Any:
         exits, self._entering = self._entering, None  # a loop inside this one has none
         if not self.checkpoints:
@@ -295,11 +269,7 @@ class AdjointRunner(BranchRunner):
             if rounds.exits is not None:  # the segment's exits: run to the end, summed
                 leaving = finished[segment.first_finished:]
                 del finished[segment.first_finished:]
-                self._folding = True
-                try:
-                    self.folded.add(run_exits(self, rounds.exits, leaving))
-                finally:
-                    self._folding = False
+                self.fold_exits(rounds.exits, leaving)
                 self.flush()
             close_segment(self, segment, live, finished)
             self.records.append(Record("segment", None, segment.in_nodes, [],

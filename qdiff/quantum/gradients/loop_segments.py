@@ -17,7 +17,7 @@ to rounding (the same operations in the same order: equal to 1e-12 in the tests)
 
 In exact mode each round's exits are branches of their own (a counter makes each exit
 distinct): kept, they and their records after the loop grow with the rounds. For a loop at
-the top of the recorded program (`foldable_loops`), the exits of a closing segment run to
+the top of the recorded program (`execution.loop_exits`), the exits of a closing segment run to
 the program's end at once (`run_exits`): the forward pass keeps their final branches' mass
 and weighted outputs only (`FoldedExits`), and the replay runs them to the end again and
 seeds their final branches (the sweep's ``final_seeds``), so their cotangents go back
@@ -47,11 +47,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from ...ir.control_flow import while_p
-from ...ir.core import Eqn, Program, Var
-from ...ir.types import QState
+from ...ir.core import Eqn
+from ..execution.loop_exits import LoopExits, run_exits
 from ..execution.runner import Item, loop_body, loop_test
 
 SEGMENT_BYTES = 8 << 20
@@ -59,35 +56,6 @@ SEGMENT_BYTES = 8 << 20
 
 RECORD_BYTES = 2048
 """What one record takes besides its states (Python objects; measured on the walk)."""
-
-
-@dataclass
-class LoopExits:
-    """Where the exits of a while loop at the top of the recorded program go on: the
-    program, the loop's index in it, and the values of the branch that entered the loop
-    which the rest of the program reads."""
-
-    program: Program
-    index: int
-    env: dict[Var, Any]
-
-
-@dataclass
-class FoldedExits:
-    """What the exits run to the program's end during the forward pass (`run_exits`)
-    contributed: their final branches' mass and weighted outputs Σ w·g, nothing else."""
-
-    mass: float = 0.0
-    sums: list[np.ndarray] = field(default_factory=list)
-    branches: int = 0
-
-    def add(self, finals: list[Item]) -> None:
-        """Add final (weight, outputs) branches."""
-        for w, outs in finals:
-            terms = [w * np.asarray(o, np.float64) for o in outs]
-            self.sums = [a + b for a, b in zip(self.sums, terms)] if self.sums else terms
-            self.mass += w
-            self.branches += 1
 
 
 @dataclass
@@ -131,40 +99,6 @@ def loop_consts(loop: LoopRounds | LoopSegment) -> list[Any]:
     the rest of the program reads when its exits run there."""
     env = [] if loop.exits is None else list(loop.exits.env.values())
     return [*loop.cond_consts, *loop.body_consts, *env]
-
-
-def foldable_loops(program: Program) -> dict[int, tuple[int, list[Var]]]:
-    """The while equations at the top of ``program`` whose exits can run to its end on their
-    own, by id: their index and the vars defined before them that the rest of the program
-    reads (none may be a state: those are the loop's to consume).
-
-    >>> import qdiff
-    >>> from qdiff.quantum.lang.examples import repeat_until_one
-    >>> program = qdiff.trace(repeat_until_one, 0.7)
-    >>> [program.eqns[i].primitive.name for i, _ in foldable_loops(program).values()]
-    ['while']
-    """
-    found = {}
-    for index, eqn in enumerate(program.eqns):
-        if eqn.primitive is not while_p:
-            continue
-        defined = {v for later in program.eqns[index:] for v in later.outputs}
-        atoms = [a for later in program.eqns[index + 1:] for a in later.inputs]
-        reads = [a for a in dict.fromkeys([*atoms, *program.outputs])
-                 if isinstance(a, Var) and a not in defined]
-        if not any(isinstance(v.type, QState) for v in reads):
-            found[id(eqn)] = (index, reads)
-    return found
-
-
-def run_exits(runner: Any, exits: LoopExits, items: list[Item]) -> list[Item]:
-    """Run a loop's exits ``items`` (weight, the loop's outputs) to the program's end, the
-    identical ones merged first (as the loop merges the exits it returns): the final
-    (weight, program outputs) branches they make."""
-    outputs = exits.program.eqns[exits.index].outputs
-    branches = [(w, {**exits.env, **dict(zip(outputs, values))})
-                for w, values in runner.merge(items)]
-    return runner.run_equations(exits.program, exits.index + 1, branches)
 
 
 def _is_state(value: Any) -> bool:
