@@ -42,7 +42,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from .statements import parse_statement, viewed_names
+from .statements import parse_statement
 
 HOST, DEVICE = "host", "device"
 
