@@ -210,6 +210,19 @@ def test_row_of_a_host_array_goes_over_with_its_array_once():
     assert residency.statement("t = r + 1.0") == ["r = x[i]", "t = r + 1.0"]  # no copy back
 
 
+def test_view_not_yet_taken_is_taken_before_its_base_changes():
+    from qdiff.compiler.cuda.residency import Residency  # noqa: PLC0415
+
+    residency = Residency([])
+    residency.allocated("y", rank=2)
+    assert residency.statement("r = y[0]") == []
+    # the base gets a new value: the view of the old one is taken first (on the device,
+    # where y is), then read on the host from there
+    assert residency.statement("y = np.zeros((2, 2))") == ["r_d = y_d[0]",
+                                                            "y = np.zeros((2, 2))"]
+    assert residency.statement("t = r * 2.0") == ["r = rtc.download(r_d)", "t = r * 2.0"]
+
+
 def test_host_statement_between_kernels_gets_one_download_and_one_upload():
     from tests.compiler.cuda_cases import _host_gather_between  # noqa: PLC0415
 

@@ -10,16 +10,17 @@ array is then valid on both sides); a host statement that assigns or may write a
 leaves only its host copy valid. ``y = x.reshape(...)``, ``y = x`` and ``y = x.copy()`` of
 an array valid only on the device are done on the device instead (`rewrite`).
 
-Slices (basic indexing: ``y = x[i]``, ``y = x[a:b]``) and reshapes of an array valid on the
-device are device views (``y_d = x_d[i]``; with the host view too where ``x`` is valid on
-both sides), so that a host loop over the rows of a device array feeding kernels copies
-nothing per iteration; an element read (``v = x[i, j]`` of all of ``x``'s axes) of an array
-only on the device brings that element back alone (`rtc.element`). A slice taken on the
-host of a host array stays a recipe: when a kernel needs it, ``x`` goes over (once, before
-the loops that do not change it) and the slice is taken there (`Residency.on_device`). The
-rank of each array name (`Residency.ranks`: from the arguments' types, the allocations'
-shapes and the statements making views) tells a slice from an element read; a name of
-unknown rank keeps the host path.
+Slices (basic indexing: ``y = x[i]``, ``y = x[a:b]``) and reshapes are not written where
+they are met: each is a recipe, taken on the side that reads ``y`` when it does
+(``y_d = x_d[i]`` for a kernel, ``x`` going over first where it is only on the host, once,
+before the loops that do not change it; ``y = x[i]`` for a host statement where ``x`` is
+on the host, else the device view and a download of it), so that a host loop over the
+rows of an array feeding kernels copies nothing per iteration and relies on no host copy
+it does not read. An element read (``v = x[i, j]``, all of ``x``'s axes) of an array only
+on the device brings that element back alone (`rtc.element`). The rank of each name
+(`Residency.ranks`: from the arguments' types, the allocations' shapes and the statements
+making views) tells a slice from an element read; a name of unknown rank keeps the host
+path. A view not yet taken is taken before a statement changes its base or its index.
 
 Device arrays that share memory (a reshaped view, an alias) are kept in one class: a kernel
 writing one leaves the host copies of all of them stale.
@@ -102,8 +103,8 @@ class Residency:
         self.unless_read: set[str] = set()
         # the number of axes of each name known to be an array (0: a host integer index)
         self.ranks: dict[str, int] = {}
-        # host slices and reshapes of host arrays: name -> (base, the view's text after the
-        # base's name, the names that text reads), taken on the device if a kernel reads it
+        # slices and reshapes: name -> (base, the view's text after the base's name, the
+        # names that text reads), taken on a side when that side reads the name
         self.recipes: dict[str, tuple[str, str, frozenset[str]]] = {}
 
     # ------------------------------------------------------------------ state
@@ -258,13 +259,17 @@ class Residency:
         is only on the device, then the statement (or its device form, `rewrite`)."""
         parsed = parse_statement(text)
         self.outside.update(n for n in parsed.reads if n not in self.defined)
+        # views not yet taken whose base or index this statement changes are taken first
+        changed = {*parsed.assigns, *parsed.writes}
+        settled = self._settle([view for view, (base, _, reads) in self.recipes.items()
+                                if base in changed or reads & changed])
         if self._deferred_view(text):
-            return []
+            return settled
         rewritten = self.rewrite(text)
         if rewritten is not None:
-            return rewritten
+            return [*settled, *rewritten]
         stripped = text.strip()
-        moves = []
+        moves = settled
         for name in parsed.reads:
             if HOST in self.sides(name):
                 self._use(name, HOST)
