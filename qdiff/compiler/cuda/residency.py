@@ -156,7 +156,7 @@ class Residency:
     def _transfer(self, name: str, side: str, hoist: bool = True) -> list[str]:
         """Make ``name`` valid on ``side`` too; return the statement to write here, or none
         where it went before the outermost enclosing block that has not changed ``name``."""
-        if name in self.recipes and (side == DEVICE or self._host_reachable(name)):
+        if name in self.recipes and (side == DEVICE or self._reachable(name, HOST)):
             return self._view_on_device(name) if side == DEVICE else self._view_on_host(name)
         if not self.sides(name):  # a view on neither side: taken on the device, brought back
             return [*self._view_on_device(name), *self._transfer(name, HOST, hoist=False)]
@@ -225,11 +225,11 @@ class Residency:
         self._made(name, self.sides(name) | {DEVICE}, touched=False)
         return [*moves, f"{device_name(name)} = {device_name(base)}{suffix}"]
 
-    def _host_reachable(self, name: str) -> bool:
-        """Whether the view ``name`` can be taken on the host without a transfer."""
+    def _reachable(self, name: str, side: str) -> bool:
+        """Whether the view ``name`` can be taken on ``side`` without a transfer."""
         recipe = self.recipes.get(name)
-        return recipe is not None and (HOST in self.sides(recipe[0])
-                                       or self._host_reachable(recipe[0]))
+        return recipe is not None and (side in self.sides(recipe[0])
+                                       or self._reachable(recipe[0], side))
 
     def _view_on_host(self, name: str) -> list[str]:
         """The statements taking the view ``name`` on the host from its recipe (its base is
@@ -262,7 +262,7 @@ class Residency:
         # views not yet taken whose base or index this statement changes are taken first
         changed = {*parsed.assigns, *parsed.writes}
         settled = self._settle([view for view, (base, _, reads) in self.recipes.items()
-                                if base in changed or reads & changed])
+                                if base in changed or reads & changed], free=True)
         if self._deferred_view(text):
             return settled
         rewritten = self.rewrite(text)
@@ -350,7 +350,7 @@ class Residency:
         if view is not None:  # one element (a view of axes would have been deferred)
             source, suffix, _ = view
             if self.rank_of(value) != 0 or not suffix.startswith("[") \
-                    or HOST in self.sides(source) or self._host_reachable(source):
+                    or HOST in self.sides(source) or self._reachable(source, HOST):
                 return None
             moves = [] if DEVICE in self.sides(source) else self._transfer(source, DEVICE)
             self._use(source, DEVICE)
@@ -379,14 +379,22 @@ class Residency:
         self.view(target, source, rank)
         return [*settled, f"{indent}{new} = {old}"]
 
-    def _settle(self, names: list[str]) -> list[str]:
-        """The statements taking each deferred view among ``names`` that is on neither side
-        on one: the host where its base is there, else the device."""
+    def _settle(self, names: list[str], free: bool = False) -> list[str]:
+        """The statements taking each view among ``names`` that is on neither side on one:
+        the host where its base is there, else the device. ``free``: on the device where
+        its base is there (no transfer, and a loop body relies on no host copy for it),
+        and dropped by `prune` where nothing reads it."""
         lines = []
         for name in names:
-            if name in self.recipes and not self.sides(name):
-                lines += (self._view_on_host(name) if self._host_reachable(name)
-                          else self._view_on_device(name))
+            if name not in self.recipes or self.sides(name):
+                continue
+            if free and self._reachable(name, DEVICE) or not self._reachable(name, HOST):
+                taken = self._view_on_device(name)
+            else:
+                taken = self._view_on_host(name)
+            if free:
+                self.unless_read.update(line.strip() for line in taken)
+            lines += taken
         return lines
 
     # ------------------------------------------------------------------ ranks and views
