@@ -66,6 +66,9 @@ def test_cuda_backend_without_a_gpu_is_refused_clearly(monkeypatch):
     from numba import cuda  # noqa: PLC0415  (optional; imported only where it is tested)
 
     monkeypatch.setattr(cuda, "is_available", lambda: False)  # as on a machine without one
+    # the hint names the simulator unless it is already on (as in a run of this file with
+    # NUMBA_ENABLE_CUDASIM=1, where this test failed on the message)
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
     f = qdiff.jit(lambda x: qnp.sum(x * x), backend="numba-cuda")
     with pytest.raises(QdiffError, match="needs a CUDA GPU.*NUMBA_ENABLE_CUDASIM=1"):
         f(np.ones(3))
