@@ -206,8 +206,8 @@ def qdiff_engine(jit: bool, backend: str = "numba") -> Callable[[Workload], tupl
             gradient(*w.args)
             t = last_call()
             print(f"  {w.name} {w.size}: one gradient call copies {t.uploads} arrays to the GPU "
-                  f"({t.upload_bytes} bytes) and {t.downloads} back ({t.download_bytes} bytes)",
-                  file=sys.stderr, flush=True)
+                  f"({t.upload_bytes} bytes) and {t.downloads} back ({t.download_bytes} bytes), "
+                  f"and allocates {t.allocations} device arrays", file=sys.stderr, flush=True)
         return measured
 
     return run

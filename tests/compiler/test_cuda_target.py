@@ -66,6 +66,9 @@ def test_cuda_backend_without_a_gpu_is_refused_clearly(monkeypatch):
     from numba import cuda  # noqa: PLC0415  (optional; imported only where it is tested)
 
     monkeypatch.setattr(cuda, "is_available", lambda: False)  # as on a machine without one
+    # the hint names the simulator unless it is already on (as in a run of this file with
+    # NUMBA_ENABLE_CUDASIM=1, where this test failed on the message)
+    monkeypatch.delenv("NUMBA_ENABLE_CUDASIM", raising=False)
     f = qdiff.jit(lambda x: qnp.sum(x * x), backend="numba-cuda")
     with pytest.raises(QdiffError, match="needs a CUDA GPU.*NUMBA_ENABLE_CUDASIM=1"):
         f(np.ones(3))
@@ -164,6 +167,63 @@ def test_loop_of_kernels_moves_nothing_per_iteration():
     moves = [line.strip() for line in lines if "rtc.upload(" in line or "rtc.download(" in line]
     assert moves == ["c1_d = rtc.upload(c1)", "a1_d = rtc.upload(a1)",
                      "c1 = rtc.download(c1_d)"]
+
+
+def test_loop_over_rows_of_a_device_array_copies_nothing_per_iteration():
+    # a row of an array on the device (an argument, or a kernel's result) was taken on the
+    # host and uploaded at every step of the host loop: 1676 uploads and 374 downloads per
+    # call of the ADBench D-LSTM gradient at the quick size (38 and 157 with views)
+    from tests.compiler.cuda_cases import _rows_in_a_loop  # noqa: PLC0415
+
+    lines = _host_function(_rows_in_a_loop, np.ones((4, 6)), np.ones(6))
+    loop = next(k for k, line in enumerate(lines) if line.strip().startswith("for "))
+    body = [line.strip() for line in lines[loop + 1:] if line.startswith(" " * 8)]
+    assert sum("rtc.launch(" in line for line in body) >= 1
+    assert not [line for line in body if "rtc.upload(" in line or "rtc.download(" in line]
+    views = [line for line in body if re.fullmatch(r"\w+_d = \w+_d\[[^]]+\]", line)]
+    assert len(views) == 2, body  # e[i] and m[i], on the device
+    moves = [line.strip() for line in lines if "rtc.upload(" in line or "rtc.download(" in line]
+    # m, w and the carry's first value (a copy of w) over, the result back
+    assert len(moves) == 4, moves
+
+
+def test_element_of_a_device_array_comes_back_alone():
+    from qdiff.compiler.cuda.residency import Residency  # noqa: PLC0415
+
+    residency = Residency([])
+    residency.allocated("y", rank=2)
+    residency.statement("s = rt.start_index(i, 4, 1, 0)")
+    assert residency.statement("r = y[s]") == []  # a row: a view, taken where it is read
+    assert residency.on_device(["r"])[0] == ["r_d = y_d[s]"]
+    assert residency.statement("v = y[s, 0]") == ["v = rtc.element(y_d, s, 0)"]
+    assert residency.statement("w = np.sum(r)") == ["r = rtc.download(r_d)", "w = np.sum(r)"]
+
+
+def test_row_of_a_host_array_goes_over_with_its_array_once():
+    from qdiff.compiler.cuda.residency import Residency  # noqa: PLC0415
+
+    lines: list[str] = []
+    residency = Residency(lines)
+    residency.ranks["x"] = 2
+    lines.append("for i in range(3):")
+    residency.enter("for i in range(3)", ["i"])
+    assert residency.statement("r = x[i]") == []
+    assert residency.on_device(["r"])[0] == ["r_d = x_d[i]"]
+    assert lines[0] == "x_d = rtc.upload(x)"  # before the loop: x does not change in it
+    assert residency.statement("t = r + 1.0") == ["r = x[i]", "t = r + 1.0"]  # no copy back
+
+
+def test_view_not_yet_taken_is_taken_before_its_base_changes():
+    from qdiff.compiler.cuda.residency import Residency  # noqa: PLC0415
+
+    residency = Residency([])
+    residency.allocated("y", rank=2)
+    assert residency.statement("r = y[0]") == []
+    # the base gets a new value: the view of the old one is taken first (on the device,
+    # where y is), then read on the host from there
+    assert residency.statement("y = np.zeros((2, 2))") == ["r_d = y_d[0]",
+                                                            "y = np.zeros((2, 2))"]
+    assert residency.statement("t = r * 2.0") == ["r = rtc.download(r_d)", "t = r * 2.0"]
 
 
 def test_host_statement_between_kernels_gets_one_download_and_one_upload():

@@ -7,6 +7,7 @@ import os
 
 from ...ir.core import Program
 from ...ir.errors import QdiffError
+from ...ir.types import Tensor
 from ..codegen import Generated, function_body
 from ..lowering import Options
 from . import arrays, soacs  # noqa: F401  (fill CUDA_RULES)
@@ -28,11 +29,15 @@ from qdiff.compiler.errors import CompiledCodeError
 """
 
 # the host function runs as Python: floating-point exceptions are values, as in Numba
+# the device arrays of a call are kept for the next (`device.BufferPool`)
 FOOTER = """
+
+_buffers = rtc.BufferPool()
+
 
 def kernel(*args):
     transfers.begin_call()
-    with np.errstate(all="ignore"):
+    with _buffers.call(), np.errstate(all="ignore"):
         results = host(*args)
     transfers.end_call({name!r})
     return results
@@ -61,6 +66,8 @@ def generate_cuda(program: Program, options: Options) -> Generated:
     <BLANKLINE>
     """
     source = KernelSource()
+    source.residency.ranks.update({f"a{k}": atom.type.ndim for k, atom in
+                                   enumerate(program.inputs) if isinstance(atom.type, Tensor)})
     params, body = function_body(program, options, source, CudaScope)
     body = "\n".join(source.residency.prune(body.splitlines())) + "\n"
     text = HEADER.format(name=program.name) + "\n\n".join(source.kernels)

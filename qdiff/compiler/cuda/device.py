@@ -8,9 +8,11 @@ simulates it on the CPU).
 from __future__ import annotations
 
 import math as _math
+import threading
 import types
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -105,24 +107,102 @@ def launch(kernel: Any, blocks: int, threads: int, args: Sequence[Any]) -> None:
         kernel[blocks, threads](*args)
 
 
+class CallBuffers:
+    """The device arrays one call of a compiled function allocates, kept for its next calls:
+    the k-th array of a shape and dtype that a call asks for is the k-th such array of the
+    previous call, so no two arrays of one call share memory, and a call after the first
+    allocates nothing it asked for before. Arrays beyond `KEPT_BYTES` in all are allocated
+    afresh and not kept.
+    """
+
+    def __init__(self) -> None:
+        self.kept: dict[tuple, list[Any]] = {}
+        self.taken: dict[tuple, int] = {}
+        self.nbytes = 0
+
+    def take(self, shape: int | tuple[int, ...], dtype: Any) -> Any:
+        """An uninitialised device array of ``shape`` and ``dtype`` for this call."""
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        key = (shape, np.dtype(dtype).str)
+        taken = self.taken.get(key, 0)
+        kept = self.kept.setdefault(key, [])
+        self.taken[key] = taken + 1
+        if taken < len(kept):
+            return kept[taken]
+        array = cuda.device_array(shape, dtype)
+        TRANSFERS.allocated(array.nbytes)
+        if self.nbytes + array.nbytes <= KEPT_BYTES:
+            kept.append(array)
+            self.nbytes += array.nbytes
+        return array
+
+    def done(self) -> None:
+        """The call ended: its arrays are free for the next one."""
+        self.taken.clear()
+
+
+# device memory the arrays kept for one compiled function's calls may take, at most
+KEPT_BYTES = 1 << 29
+
+
+class BufferPool:
+    """The `CallBuffers` of one compiled function: each call takes one (a fresh one where
+    another thread's call, or a call that has not returned, holds them all) and gives it
+    back when it returns; the functions of this module allocate from the calling thread's
+    current one.
+    """
+
+    def __init__(self) -> None:
+        self.free: list[CallBuffers] = []
+
+    @contextmanager
+    def call(self) -> Iterator[CallBuffers]:
+        try:
+            buffers = self.free.pop()
+        except IndexError:
+            buffers = CallBuffers()
+        outer = getattr(_CURRENT, "buffers", None)
+        _CURRENT.buffers = buffers
+        try:
+            yield buffers
+        finally:
+            _CURRENT.buffers = outer
+            buffers.done()
+            self.free.append(buffers)
+
+
+_CURRENT = threading.local()  # .buffers: the CallBuffers of this thread's running call
+
+
+def empty(shape: int | tuple[int, ...], dtype: Any) -> Any:
+    """A device array, uninitialised (kernels fill it): the running call's buffer of this
+    shape and dtype (`CallBuffers`), or a new one outside a call."""
+    buffers = getattr(_CURRENT, "buffers", None)
+    if buffers is not None:
+        return buffers.take(shape, dtype)
+    array = cuda.device_array(shape, dtype)
+    TRANSFERS.allocated(array.nbytes)
+    return array
+
+
 def upload(value: Any) -> Any:
-    """``value`` on the device: a host array is copied over (and counted); a scalar passes
-    as it is."""
+    """``value`` on the device: a host array is copied over (and counted), into a buffer
+    kept from the last call where it is C-contiguous; a scalar passes as it is."""
     if not isinstance(value, np.ndarray):
         return value
     TRANSFERS.uploaded(value.nbytes)
-    return cuda.to_device(value)
+    if not value.flags.c_contiguous:
+        TRANSFERS.allocated(value.nbytes)
+        return cuda.to_device(np.ascontiguousarray(value))
+    array = empty(value.shape, value.dtype)
+    array.copy_to_device(value)
+    return array
 
 
 def download(array: Any) -> np.ndarray:
     """A device array's values in a new host array (counted)."""
     TRANSFERS.downloaded(array.nbytes)
     return array.copy_to_host()
-
-
-def empty(shape: int | tuple[int, ...], dtype: Any) -> Any:
-    """A new device array, uninitialised (kernels fill it)."""
-    return cuda.device_array(shape, dtype)
 
 
 @cuda.jit
@@ -140,15 +220,15 @@ def _fill_launch(flat: Any, value: Any) -> None:
 
 
 def full(shape: int | tuple[int, ...], value: Any, dtype: Any) -> Any:
-    """A new device array holding ``value`` everywhere, filled on the device."""
-    array = cuda.device_array(shape, dtype)
+    """A device array (`empty`) holding ``value`` everywhere, filled on the device."""
+    array = empty(shape, dtype)
     _fill_launch(array.reshape(array.size), array.dtype.type(value))
     return array
 
 
 def copy(array: Any) -> Any:
-    """A new device array with ``array``'s values, copied on the device."""
-    out = cuda.device_array(array.shape, array.dtype)
+    """A device array (`empty`) with ``array``'s values, copied on the device."""
+    out = empty(array.shape, array.dtype)
     out.copy_to_device(array)
     return out
 
@@ -157,6 +237,12 @@ def fold(kernel: Any, threads: int, partials: Any) -> Any:
     """The second level of a reduction: ``kernel`` (one block) folds the per-block
     ``partials`` (a device array) on the device; the result comes back as a host scalar
     (counted as a download)."""
-    out = cuda.device_array(1, partials.dtype)
+    out = empty(1, partials.dtype)
     launch(kernel, 1, threads, (partials, out))
     return download(out)[0]
+
+
+def element(array: Any, *index: int) -> Any:
+    """One element of a device array, read on the host (counted as a download)."""
+    TRANSFERS.downloaded(array.dtype.itemsize)
+    return array[index]

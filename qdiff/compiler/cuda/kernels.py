@@ -167,7 +167,7 @@ class KernelSource(Source):
         """Host statement making ``name`` a new device array, ``call`` (``rtc.empty(...)``
         or ``rtc.full(...)``): it starts on the device and stays there."""
         super().line(f"{device_name(name)} = {call}")
-        self.residency.allocated(name)
+        self.residency.allocated(name, self.residency.rank_of(ast.parse(call).body[0].value))
 
     def allocate_empty(self, name: str, shape: Sequence[int], dtype: object) -> None:
         """`allocate` ``name`` as a new uninitialized device array of ``shape`` and ``dtype``."""
@@ -181,8 +181,13 @@ class KernelSource(Source):
             super().line(move)
         view = self.fresh("m")
         super().line(f"{device_name(view)} = {device}.reshape({shape})")
-        self.residency.view(view, base)
+        self.residency.view(view, base, len(ast.parse(shape).body[0].value.elts))
         return view
+
+    def constant(self, array: np.ndarray) -> str:
+        name = super().constant(array)
+        self.residency.ranks[name] = np.ndim(array)
+        return name
 
     def kernel(self, prefix: str, body: list[str]) -> tuple[str, list[str]]:
         """Add a kernel with ``body``; return its name and its parameters (host names)."""

@@ -10,6 +10,18 @@ array is then valid on both sides); a host statement that assigns or may write a
 leaves only its host copy valid. ``y = x.reshape(...)``, ``y = x`` and ``y = x.copy()`` of
 an array valid only on the device are done on the device instead (`rewrite`).
 
+Slices (basic indexing: ``y = x[i]``, ``y = x[a:b]``) and reshapes are not written where
+they are met: each is a recipe, taken on the side that reads ``y`` when it does
+(``y_d = x_d[i]`` for a kernel, ``x`` going over first where it is only on the host, once,
+before the loops that do not change it; ``y = x[i]`` for a host statement where ``x`` is
+on the host, else the device view and a download of it), so that a host loop over the
+rows of an array feeding kernels copies nothing per iteration and relies on no host copy
+it does not read. An element read (``v = x[i, j]``, all of ``x``'s axes) of an array only
+on the device brings that element back alone (`rtc.element`). The rank of each name
+(`Residency.ranks`: from the arguments' types, the allocations' shapes and the statements
+making views) tells a slice from an element read; a name of unknown rank keeps the host
+path. A view not yet taken is taken before a statement changes its base or its index.
+
 Device arrays that share memory (a reshaped view, an alias) are kept in one class: a kernel
 writing one leaves the host copies of all of them stale.
 
@@ -31,7 +43,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from .statements import parse_statement, viewed_names
+from .statements import parse_statement
 
 HOST, DEVICE = "host", "device"
 
@@ -89,6 +101,11 @@ class Residency:
         # downloads at a block's exit of names first assigned in it: the host may never
         # read them (temporaries of a branch or loop body); `prune` drops those
         self.unless_read: set[str] = set()
+        # the number of axes of each name known to be an array (0: a host integer index)
+        self.ranks: dict[str, int] = {}
+        # slices and reshapes: name -> (base, the view's text after the base's name, the
+        # names that text reads), taken on a side when that side reads the name
+        self.recipes: dict[str, tuple[str, str, frozenset[str]]] = {}
 
     # ------------------------------------------------------------------ state
     def sides(self, name: str) -> frozenset[str]:
@@ -124,12 +141,25 @@ class Residency:
             if touched:
                 frame.touched.add(name)
 
+    def _invalidate(self, name: str, written: bool = False) -> None:
+        """``name`` gets a new value (its rank is no longer known) or is ``written`` in
+        place: views of it (and views whose index reads it) can no longer be taken again
+        from their recipe."""
+        if not written:
+            self.ranks.pop(name, None)
+        self.recipes = {view: recipe for view, recipe in self.recipes.items()
+                        if view != name and recipe[0] != name and name not in recipe[2]}
+
     def _old(self, name: str, frame: _Frame) -> bool:
         return name in frame.defined or name in self.outside
 
     def _transfer(self, name: str, side: str, hoist: bool = True) -> list[str]:
         """Make ``name`` valid on ``side`` too; return the statement to write here, or none
         where it went before the outermost enclosing block that has not changed ``name``."""
+        if name in self.recipes and (side == DEVICE or self._reachable(name, HOST)):
+            return self._view_on_device(name) if side == DEVICE else self._view_on_host(name)
+        if not self.sides(name):  # a view on neither side: taken on the device, brought back
+            return [*self._view_on_device(name), *self._transfer(name, HOST, hoist=False)]
         source = DEVICE if side == HOST else HOST
         text = (f"{name} = rtc.download({device_name(name)})" if side == HOST else
                 f"{device_name(name)} = rtc.upload({name})")
@@ -155,19 +185,21 @@ class Residency:
         return [] if inner else [text]
 
     # ------------------------------------------------------------------ kernels
-    def allocated(self, name: str) -> None:
-        """``name`` is a new array on the device only (its host variable is unassigned)."""
+    def allocated(self, name: str, rank: int | None = None) -> None:
+        """``name`` is a new array on the device only (its host variable is unassigned), of
+        ``rank`` axes where known."""
+        self._invalidate(name)
+        if rank is not None:
+            self.ranks[name] = rank
         self._forget_memory(name)
         self.defined.add(name)
         self._made(name, frozenset({DEVICE}), touched=True)
 
-    def view(self, view: str, base: str) -> None:
+    def view(self, view: str, base: str, rank: int | None = None) -> None:
         """``view``'s device array is a view of ``base``'s (they share memory)."""
         self._use(base, DEVICE)
-        self.allocated(view)
-        group = self.shared.setdefault(base, {base})
-        group.add(view)
-        self.shared[view] = group
+        self.allocated(view, rank)
+        self._join(view, base)
 
     def on_device(self, names: list[str]) -> tuple[list[str], list[str]]:
         """The statements putting each of ``names`` (a kernel's parameters) on the device,
@@ -182,6 +214,39 @@ class Residency:
                 moves += self._transfer(name, DEVICE)
         return moves, [device_name(n) for n in names]
 
+    def _view_on_device(self, name: str) -> list[str]:
+        """The statements taking the view ``name`` on the device from its recipe: its base
+        goes there first (an array before the loops that leave it be; a view from its own
+        recipe)."""
+        base, suffix, _ = self.recipes[name]
+        moves = [] if DEVICE in self.sides(base) else self._transfer(base, DEVICE)
+        self._use(base, DEVICE)
+        self._join(name, base)
+        self._made(name, self.sides(name) | {DEVICE}, touched=False)
+        return [*moves, f"{device_name(name)} = {device_name(base)}{suffix}"]
+
+    def _reachable(self, name: str, side: str) -> bool:
+        """Whether the view ``name`` can be taken on ``side`` without a transfer."""
+        recipe = self.recipes.get(name)
+        return recipe is not None and (side in self.sides(recipe[0])
+                                       or self._reachable(recipe[0], side))
+
+    def _view_on_host(self, name: str) -> list[str]:
+        """The statements taking the view ``name`` on the host from its recipe (its base is
+        there, or can be taken there)."""
+        base, suffix, _ = self.recipes[name]
+        moves = [] if HOST in self.sides(base) else self._view_on_host(base)
+        self._use(base, HOST)
+        self._made(name, self.sides(name) | {HOST}, touched=False)
+        return [*moves, f"{name} = {base}{suffix}"]
+
+    def _join(self, view: str, base: str) -> None:
+        """``view``'s device array shares ``base``'s memory."""
+        self._forget_memory(view)
+        group = self.shared.setdefault(base, {base})
+        group.add(view)
+        self.shared[view] = group
+
     def written(self, name: str) -> None:
         """A kernel wrote ``name``'s device array: every host copy sharing it is stale."""
         for other in self.shared.get(name, {name}):
@@ -194,11 +259,17 @@ class Residency:
         is only on the device, then the statement (or its device form, `rewrite`)."""
         parsed = parse_statement(text)
         self.outside.update(n for n in parsed.reads if n not in self.defined)
+        # views not yet taken whose base or index this statement changes are taken first
+        changed = {*parsed.assigns, *parsed.writes}
+        settled = self._settle([view for view, (base, _, reads) in self.recipes.items()
+                                if base in changed or reads & changed], free=True)
+        if self._deferred_view(text):
+            return settled
         rewritten = self.rewrite(text)
         if rewritten is not None:
-            return rewritten
+            return [*settled, *rewritten]
         stripped = text.strip()
-        moves = []
+        moves = settled
         for name in parsed.reads:
             if HOST in self.sides(name):
                 self._use(name, HOST)
@@ -209,54 +280,197 @@ class Residency:
         if stripped == "break":
             moves += self._exit(next(f for f in reversed(self.frames) if f.loop), exiting=True)
         for name in parsed.writes:
+            self._invalidate(name, written=True)
             self._forget_memory(name)
             self._made(name, ON_HOST, touched=True)
         if not stripped.endswith(":"):
             self.assigned(parsed.assigns)
+            self._note_host_view(stripped)
         return [*moves, text]
+
+    def _deferred_view(self, text: str) -> bool:
+        """Whether host statement ``text`` is an array view (a basic slice or a reshape of
+        a name of known rank), kept as a recipe: taken on a side only where that side
+        reads it."""
+        node = _single_assignment(text)
+        if node is None or not isinstance(node.targets[0], ast.Name):
+            return False
+        view, rank = self._view_of(node.value), self.rank_of(node.value)
+        if view is None or not rank:
+            return False
+        target = node.targets[0].id
+        self._invalidate(target)
+        self._forget_memory(target)
+        self.defined.add(target)
+        self._made(target, frozenset(), touched=True)
+        self.ranks[target], self.recipes[target] = rank, view
+        return True
+
+    def _note_host_view(self, text: str) -> None:
+        """After host statement ``text``: the rank of the names it assigns."""
+        node = _single_assignment(text)
+        if node is None:
+            return
+        if isinstance(node.targets[0], ast.Tuple):  # loop carries: a, b, = x, y,
+            if isinstance(node.value, ast.Tuple):
+                for target, value in zip(node.targets[0].elts, node.value.elts):
+                    if isinstance(target, ast.Name) and isinstance(value, ast.Name) \
+                            and value.id in self.ranks:
+                        self.ranks[target.id] = self.ranks[value.id]
+            return
+        rank = self.rank_of(node.value)
+        if rank is not None:
+            self.ranks[node.targets[0].id] = rank
 
     def assigned(self, names: list[str]) -> None:
         """``names`` were assigned on the host."""
         for name in names:
+            self._invalidate(name)
             self._forget_memory(name)
             self.defined.add(name)
             self._made(name, ON_HOST, touched=True)
 
     def rewrite(self, text: str) -> list[str] | None:
-        """``a = b``, ``a = b.reshape(...)`` or ``a = b.copy()`` on the device, where ``b``
-        is there only; None for any other statement."""
-        try:
-            tree = ast.parse(text.strip())
-        except SyntaxError:
+        """``a = b``, ``a = b.copy()`` or loop carries ``a, c, = b, d,`` on the device,
+        where ``b`` is there only; ``v = b[i, j]``, one element of a ``b`` only on the
+        device, brought back alone. None for any other statement (it runs on the host)."""
+        node = _single_assignment(text)
+        if node is None:
             return None
-        node = tree.body[0] if len(tree.body) == 1 else None
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1):
-            return None
+        indent = text[:len(text) - len(text.lstrip())]
         if isinstance(node.targets[0], ast.Tuple):
-            return self._rewrite_tuple(text, node.targets[0], node.value)
-        if not isinstance(node.targets[0], ast.Name):
-            return None
+            values = node.value.elts if isinstance(node.value, ast.Tuple) else []
+            settled = self._settle([v.id for v in values if isinstance(v, ast.Name)])
+            rewritten = self._rewrite_tuple(text, node.targets[0], node.value)
+            if rewritten is None:
+                return None if not settled else [*settled, text]
+            return [*settled, *rewritten]
         target, value = node.targets[0].id, node.value
+        view = self._view_of(value)
+        if view is not None:  # one element (a view of axes would have been deferred)
+            source, suffix, _ = view
+            if self.rank_of(value) != 0 or not suffix.startswith("[") \
+                    or HOST in self.sides(source) or self._reachable(source, HOST):
+                return None
+            moves = [] if DEVICE in self.sides(source) else self._transfer(source, DEVICE)
+            self._use(source, DEVICE)
+            self.assigned([target])
+            self.ranks[target] = 0
+            return [*moves,
+                    f"{indent}{target} = rtc.element({device_name(source)}, {suffix[1:-1]})"]
         source, method = None, None
         if isinstance(value, ast.Name):
             source = value.id
         elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
-                and isinstance(value.func.value, ast.Name) \
-                and value.func.attr in ("reshape", "copy"):
+                and isinstance(value.func.value, ast.Name) and value.func.attr == "copy" \
+                and not value.args:
             source, method = value.func.value.id, value.func.attr
-            if any(HOST not in self.sides(n) for a in value.args for n in viewed_names([a])):
-                return None
-        if source is None or HOST in self.sides(source):
+        if source is None:
             return None
-        indent = text[:len(text) - len(text.lstrip())]
+        settled = self._settle([source])
+        if HOST in self.sides(source):
+            return None if not settled else [*settled, *self.statement(text)]
         new, old = device_name(target), device_name(source)
+        rank = self.ranks.get(source)
         if method == "copy":
             self._use(source, DEVICE)
-            self.allocated(target)
-            return [f"{indent}{new} = rtc.copy({old})"]
-        self.view(target, source)
-        args = ast.get_source_segment(text.strip(), value)[len(source):] if method else ""
-        return [f"{indent}{new} = {old}{args}"]
+            self.allocated(target, rank)
+            return [*settled, f"{indent}{new} = rtc.copy({old})"]
+        self.view(target, source, rank)
+        return [*settled, f"{indent}{new} = {old}"]
+
+    def _settle(self, names: list[str], free: bool = False) -> list[str]:
+        """The statements taking each view among ``names`` that is on neither side on one:
+        the host where its base is there, else the device. ``free``: on the device where
+        its base is there (no transfer, and a loop body relies on no host copy for it),
+        and dropped by `prune` where nothing reads it."""
+        lines = []
+        for name in names:
+            if name not in self.recipes or self.sides(name):
+                continue
+            if free and self._reachable(name, DEVICE) or not self._reachable(name, HOST):
+                taken = self._view_on_device(name)
+            else:
+                taken = self._view_on_host(name)
+            if free:
+                self.unless_read.update(line.strip() for line in taken)
+            lines += taken
+        return lines
+
+    # ------------------------------------------------------------------ ranks and views
+    def _integer(self, node: ast.AST) -> bool:
+        """Whether ``node`` is a host integer expression (an index of basic indexing)."""
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, int) and not isinstance(node.value, bool)
+        if isinstance(node, ast.Name):
+            return self.ranks.get(node.id) == 0 and HOST in self.sides(node.id)
+        if isinstance(node, ast.BinOp):
+            return isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.FloorDiv)) \
+                and self._integer(node.left) and self._integer(node.right)
+        if isinstance(node, ast.UnaryOp):
+            return isinstance(node.op, ast.USub) and self._integer(node.operand)
+        return False
+
+    def _dropped_axes(self, index: ast.AST) -> int | None:
+        """How many axes basic index ``index`` drops (its integers); None for any other
+        index."""
+        parts = index.elts if isinstance(index, ast.Tuple) else [index]
+        dropped = 0
+        for part in parts:
+            if isinstance(part, ast.Slice):
+                if not all(p is None or self._integer(p)
+                           for p in (part.lower, part.upper, part.step)):
+                    return None
+            elif self._integer(part):
+                dropped += 1
+            else:
+                return None
+        return dropped
+
+    def _view_of(self, value: ast.AST) -> tuple[str, str, frozenset[str]] | None:
+        """(base, the text after the base's name, the names that text reads) of a basic
+        slice ``x[...]`` or reshape ``x.reshape(...)`` of a name of known rank; else None."""
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+            base, rest = value.value.id, value.slice
+            if self._dropped_axes(rest) is None:
+                return None
+        elif isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) \
+                and isinstance(value.func.value, ast.Name) and value.func.attr == "reshape" \
+                and not value.keywords and _shape_length(value.args) is not None \
+                and all(self._integer(e) for a in value.args
+                        for e in (a.elts if isinstance(a, ast.Tuple) else [a])):
+            base, rest = value.func.value.id, value
+        else:
+            return None
+        if base not in self.ranks and rest is not value:  # a slice needs the base's rank
+            return None
+        suffix = ast.unparse(value)[len(base):]
+        reads = frozenset(n.id for n in ast.walk(rest) if isinstance(n, ast.Name)) - {base}
+        return base, suffix, reads
+
+    def rank_of(self, value: ast.AST) -> int | None:
+        """The number of axes of the value of expression ``value``, where known (0: a host
+        integer)."""
+        if isinstance(value, ast.Name):
+            return self.ranks.get(value.id)
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name):
+            rank, dropped = self.ranks.get(value.value.id), self._dropped_axes(value.slice)
+            return None if rank is None or dropped is None or dropped > rank else rank - dropped
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+                and isinstance(value.func.value, ast.Name)):
+            return None
+        owner, method = value.func.value.id, value.func.attr
+        if owner in ("rtc", "np") and method in ("empty", "full", "zeros") and value.args:
+            return _shape_length(value.args[:1])
+        if owner == "rtc" and method == "download" and isinstance(value.args[0], ast.Name):
+            return self.ranks.get(value.args[0].id.removesuffix("_d"))
+        if owner == "rt" and method == "start_index":
+            return 0
+        if method == "reshape":
+            return _shape_length(value.args)
+        if method == "copy":
+            return self.ranks.get(owner)
+        return None
 
     def _rewrite_tuple(self, text: str, targets: ast.Tuple, value: ast.AST
                        ) -> list[str] | None:
@@ -276,12 +490,14 @@ class Residency:
             self._use(source, DEVICE)
         # the sources are read before any target is assigned, as in the one statement
         groups = {source: set(self.shared.get(source, {source})) for _, source in on_device}
+        ranks = {target: self.ranks[source] for target, source in pairs if source in self.ranks}
         self.assigned([t for t, _ in on_host])
         for target, source in on_device:
             self.allocated(target)
             group = groups[source] | {target}
             for name in group:
                 self.shared[name] = group
+        self.ranks.update(ranks)
         indent = text[:len(text) - len(text.lstrip())]
         tuple_text = lambda names: "".join(f"{n}, " for n in names).rstrip()  # noqa: E731
         lines = [f"{tuple_text(device_name(t) for t, _ in on_device)} = "
@@ -301,6 +517,8 @@ class Residency:
         opened = self.chain_head if header.startswith(("elif ", "else")) else len(self.lines) - 1
         self.frames.append(_Frame(loop, opened, depth, dict(self.where), set(self.defined)))
         self.assigned(assigns)
+        if header.startswith("for ") and " in range(" in header:
+            self.ranks.update(dict.fromkeys(assigns, 0))  # integer indices
 
     def leave(self) -> list[str]:
         """The lines ending the innermost block; after it each name is valid where it was
@@ -322,7 +540,7 @@ class Residency:
             sides = frame.start.get(name, ON_HOST)
             for end in ends:
                 sides &= end.get(name, ON_HOST)
-            assert sides, name
+            assert sides or not frame.start.get(name, ON_HOST), name
             self._set(name, sides)
         return lines
 
@@ -364,3 +582,26 @@ class Residency:
         if exiting:
             frame.breaks.append(dict(self.where))
         return lines
+
+
+def _single_assignment(text: str) -> ast.Assign | None:
+    """Statement ``text`` as an assignment to one name or one tuple of names; else None."""
+    try:
+        tree = ast.parse(text.strip())
+    except SyntaxError:
+        return None
+    node = tree.body[0] if len(tree.body) == 1 else None
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+            and isinstance(node.targets[0], (ast.Name, ast.Tuple))):
+        return None
+    return node
+
+
+def _shape_length(args: list[ast.AST]) -> int | None:
+    """The number of axes of the shape passed as ``args`` (``(2, 3,)``, ``2``, ``-1``, or
+    integers one by one, as ``reshape`` takes them); None where it cannot be read."""
+    if len(args) == 1 and isinstance(args[0], ast.Tuple):
+        return len(args[0].elts)
+    if args and not any(isinstance(a, (ast.Tuple, ast.List, ast.Starred)) for a in args):
+        return len(args)
+    return None

@@ -14,18 +14,21 @@ log = logging.getLogger("qdiff.compiler")
 @dataclass
 class Transfers:
     """Copies host → device (``uploads``) and device → host (``downloads``), with their
-    sizes in bytes.
+    sizes in bytes, and the device arrays allocated (``allocations``: none in a call that
+    the buffers kept from the previous call serve).
 
     >>> t = Transfers()
-    >>> t.uploaded(24); t.downloaded(8); t.downloaded(8)
-    >>> t
-    Transfers(uploads=1, downloads=2, upload_bytes=24, download_bytes=16)
+    >>> t.uploaded(24); t.downloaded(8); t.downloaded(8); t.allocated(24)
+    >>> t.uploads, t.downloads, t.download_bytes, t.allocations
+    (1, 2, 16, 1)
     """
 
     uploads: int = 0
     downloads: int = 0
     upload_bytes: int = 0
     download_bytes: int = 0
+    allocations: int = 0
+    allocation_bytes: int = 0
 
     def uploaded(self, nbytes: int) -> None:
         self.uploads += 1
@@ -34,6 +37,10 @@ class Transfers:
     def downloaded(self, nbytes: int) -> None:
         self.downloads += 1
         self.download_bytes += nbytes
+
+    def allocated(self, nbytes: int) -> None:
+        self.allocations += 1
+        self.allocation_bytes += nbytes
 
 
 # the counts of the call running (or of the last one)
@@ -48,8 +55,9 @@ def begin_call() -> None:
 def end_call(program: str) -> None:
     """Log the counts of the call of ``program``'s compiled function just made."""
     t = TRANSFERS
-    log.debug("CUDA program %r: %d uploads (%d bytes), %d downloads (%d bytes)", program,
-              t.uploads, t.upload_bytes, t.downloads, t.download_bytes)
+    log.debug("CUDA program %r: %d uploads (%d bytes), %d downloads (%d bytes), %d device "
+              "allocations (%d bytes)", program, t.uploads, t.upload_bytes, t.downloads,
+              t.download_bytes, t.allocations, t.allocation_bytes)
 
 
 def last_call() -> Transfers:
