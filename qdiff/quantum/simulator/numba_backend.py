@@ -277,9 +277,9 @@ class NumbaBackend(StatevectorBackend):
         support = self._take_support(state)
         n = self._num_qubits_of(state, num_qubits, "apply_fused")
         ws = tuple(sorted(check_wires(wires, n, "fused gate")))
-        ops = [GateOp(*op) for op in ops]
         if (support >= 0 and n >= FUSION_MIN_QUBITS
-                and all(w in ws for op in ops for w in op.wires)):
+                and all(w in ws for op in ops for w in op[1])):
+            ops = [GateOp(*op) for op in ops]
             m = max(support, ws[-1] + 1)
             if m < n:  # the block on the wires below m: a register of 2^m amplitudes
                 self.apply_fused(state[:1 << m], m, ws, ops)
