@@ -9,6 +9,7 @@ than a pass over a small state.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,6 +79,36 @@ class NumbaBackend(StatevectorBackend):
     def __init__(self, parallel_threshold: int = DEFAULT_PARALLEL_THRESHOLD) -> None:
         super().__init__(np)
         self.parallel_threshold = int(parallel_threshold)
+        # the last zero_state's state while no operation but apply_fused has seen it, and the
+        # wires m it may have left |0>: its amplitudes past 2^m are all zero
+        self._fresh: tuple[weakref.ref, int] | None = None
+
+    def zero_state(self, num_qubits: int, dtype: Any = np.complex128) -> Any:
+        """``|0...0>`` on ``num_qubits`` qubits; remembered until an operation other than
+        :meth:`apply_fused` sees it, so that fused blocks on wires still in ``|0>`` run on the
+        part of the state that is not zero.
+
+        >>> NumbaBackend().zero_state(2).tolist()
+        [(1+0j), 0j, 0j, 0j]
+        """
+        state = super().zero_state(num_qubits, dtype)
+        self._fresh = (weakref.ref(state), 0)
+        return state
+
+    def _num_qubits_of(self, state: Any, num_qubits: int | None, what: str) -> int:
+        # every operation on a state passes here: the remembered state it sees may change
+        if self._fresh is not None and self._fresh[0]() is state:
+            self._fresh = None
+        return super()._num_qubits_of(state, num_qubits, what)
+
+    def _take_support(self, state: Any) -> int:
+        # m when `state` is the remembered one, zero past amplitude 2^m, else -1 (forgotten
+        # either way); at m = 0, psi[0] == 1 is checked too (an in-place change made outside
+        # the back end's operations moves it)
+        fresh, self._fresh = self._fresh, None
+        if fresh is None or fresh[0]() is not state or (fresh[1] == 0 and state[0] != 1):
+            return -1
+        return fresh[1]
 
     def _parallel(self, size: int) -> bool:
         return size >= self.parallel_threshold and numba.get_num_threads() > 1
@@ -243,8 +274,19 @@ class NumbaBackend(StatevectorBackend):
         >>> be.apply_fused(psi, 6, [0, 1], ops)[[0, 3]].real.round(4).tolist()
         [0.7071, 0.7071]
         """
+        support = self._take_support(state)
         n = self._num_qubits_of(state, num_qubits, "apply_fused")
         ws = tuple(sorted(check_wires(wires, n, "fused gate")))
+        if (support >= 0 and n >= FUSION_MIN_QUBITS
+                and all(w in ws for op in ops for w in op[1])):
+            ops = [GateOp(*op) for op in ops]
+            m = max(support, ws[-1] + 1)
+            if m < n:  # the block on the wires below m: a register of 2^m amplitudes
+                self.apply_fused(state[:1 << m], m, ws, ops)
+                self._fresh = (weakref.ref(state), m)
+                return state
+            if support == 0:
+                return self._fused_on_zero(state, n, ws, ops)
         if n >= FUSION_MIN_QUBITS and all_diagonal(ops):
             return self._diagonal_block(state, n, ws, ops)
         ws = _block_wires(n, ws)
@@ -258,6 +300,23 @@ class NumbaBackend(StatevectorBackend):
         nb = groups // batch
         BLOCK(spread_items(nb, self._parallel(state.shape[0]) and nb > 1), state, nb, batch,
               layout.positions, layout.offsets, *arrays)
+        return state
+
+    def _fused_on_zero(self, state: Any, n: int, ws: tuple[int, ...],
+                       ops: Sequence[GateOp]) -> Any:
+        # the block on |0...0>: only the group where the other wires are 0 becomes nonzero,
+        # U|0> on the block's wires, computed on a register of those wires and MIN_BATCH
+        # groups and written into its 2^k amplitudes; the rest of the state stays the zeros
+        # it is (a pass saved: on wires 0-2 the most expensive, transposed, one)
+        k = len(ws)
+        local = {w: j for j, w in enumerate(ws)}
+        small_n = k + MIN_BATCH.bit_length() - 1
+        small = np.zeros(1 << small_n, state.dtype)
+        small[0] = 1
+        self.apply_fused(small, small_n, tuple(range(k)),
+                         [GateOp(op.gate, tuple(local[w] for w in op.wires), op.params)
+                          for op in ops])
+        state[index_layout(n, ws).offsets] = small[:1 << k]
         return state
 
     def _diagonal_block(self, state: Any, n: int, ws: tuple[int, ...],
