@@ -22,6 +22,7 @@ from .fusion import REDUCTIONS, Group, member_kind, merge_runs, zero_padding
 from .lowering import LOOP_NEST, Scope, empty, rule, shape_text
 from .rules.elementwise import scalar_expression
 from .source import cast, scalar_literal
+from .tiles import RowTile, allocate_tiles, tiles_level, write_tiled_loop
 
 
 def neutral(monoid: str, dtype: np.dtype) -> object:
@@ -89,6 +90,11 @@ class _Nest:
         self.order = list(range(len(self.shape)))
         self.in_order = False  # whether a reduction over outer levels fixes their order
         self.summed_levels: list[list[int]] = []  # levels each reduction in memory sums over
+        # row contractions (`row_contraction`): the row form's statements, the scratch rows,
+        # their shape and dtype as one row, and the tile form (None: none)
+        self.rows: list[tuple[list[str], str, tuple[int, int], Any, RowTile | None]] = []
+        self.tile_index: str | None = None  # the row of the scratch tiles being read
+        self.tiled: list[RowTile] = []      # the tile forms written (`write`)
 
     # --------------------------------------------------------------- indices
     def index_of(self, run: tuple[int, int]) -> str:
@@ -302,37 +308,45 @@ class _Nest:
 
     def row_contraction(self, eqn: Eqn, operands: list[str], position: dict[str, str],
                         sizes: dict[str, int], summed: list[str]) -> None:
-        """The contraction's whole row over the innermost level, into a scratch row before
-        that level's loop: ``row[z] += a[.., z, ..] * b[..]`` with the summed indices
-        outside and ``z`` inside. Each element still sums its products in the same order
-        from zero (the same numbers as one register per element), but the inner loop is
-        over independent elements, contiguous in memory, so it vectorizes; an operand
+        """The contraction's whole row over the innermost level, into a row of a scratch
+        array before that level's loop: ``row[z] += a[.., z, ..] * b[..]`` with the summed
+        indices outside and ``z`` inside. Each element still sums its products in the same
+        order from zero (the same numbers as one register per element), but the inner loop
+        is over independent elements, contiguous in memory, so it vectorizes; an operand
         whose axis of ``z`` is not its last is first copied with that axis last (once per
-        nest; the nest reads it once per outer point)."""
+        nest; the nest reads it once per outer point). When the operand holding the row is
+        stored and there is one summed index, the nest may instead compute the rows of a
+        tile of points as one matrix product (`tiles`), decided when the nest is written
+        (`write`: it needs the loop order)."""
         a_term, b_term, out_term = parse_spec(eqn.params["spec"])
         out = eqn.outputs[0].type
         last = len(self.shape) - 1
-        z, row = self.scope.fresh("z"), self.scope.fresh("row")
+        z, rows = self.scope.fresh("z"), self.scope.fresh("row")
         row_char = out_term[-1]
         position[row_char] = z
+        # the operand holding the row, laid out with the summed index and then the row last
+        # (one summed index: for a tile, its matrix for fixed outer indices is contiguous)
+        tail = [c for c in summed if len(summed) == 1] + [row_char]
         terms = []
         for k, term in enumerate((a_term, b_term)):
-            if operands[k] is not None and row_char in term and term[-1] != row_char:
-                order = [*(i for i, c in enumerate(term) if c != row_char),
-                         term.index(row_char)]
-                moved = self.scope.fresh("t")
-                self.before.append(f"{moved} = np.ascontiguousarray(np.transpose("
-                                   f"{operands[k]}, {shape_text(tuple(order))}))")
-                operands[k], term = moved, "".join(term[i] for i in order)
+            if operands[k] is not None and row_char in term:
+                ends = [c for c in tail if c in term]
+                order = [*(i for i, c in enumerate(term) if c not in ends),
+                         *(term.index(c) for c in ends)]
+                if order != list(range(len(term))):
+                    moved = self.scope.fresh("t")
+                    self.before.append(f"{moved} = np.ascontiguousarray(np.transpose("
+                                       f"{operands[k]}, {shape_text(tuple(order))}))")
+                    operands[k], term = moved, "".join(term[i] for i in order)
             terms.append(term)
         self.weights_outside(out.shape, out_term, (a_term, b_term), operands)
-        # under prange each outer iteration needs its own row
+        if self.tile_index is None:
+            self.tile_index = self.scope.fresh("t")
+        t = self.tile_index
+        # under prange each outer iteration needs its own row (and tiles are not used)
         shared = last == 0 or self.outer_range() == "range"
-        allocate = f"{row} = {empty((self.shape[last],), out.np_dtype)}"
-        (self.before if shared else self.level_open.setdefault(1, [])).append(allocate)
-        lines = self.level_open.setdefault(last, [])
-        lines.append(f"for {z} in range({self.shape[last]}):")
-        lines.append(f"    {row}[{z}] = {scalar_literal(0, out.np_dtype)}")
+        lines = [f"{t} = 0", f"for {z} in range({self.shape[last]}):",
+                 f"    {rows}[{t}, {z}] = {scalar_literal(0, out.np_dtype)}"]
         indent = ""
         for c in summed:
             position[c] = self.scope.fresh("j")
@@ -341,9 +355,51 @@ class _Nest:
         left, right = (self.operand_at(x, array, term, position, lines, indent)
                        for x, array, term in zip(eqn.inputs, operands, terms))
         lines.append(f"{indent}for {z} in range({self.shape[last]}):")
-        lines.append(f"{indent}    {row}[{z}] = "
-                     f"{cast(f'{row}[{z}] + {left} * {right}', out.dtype)}")
-        self.elements[eqn.outputs[0]] = f"{row}[{self.index[last]}]"
+        lines.append(f"{indent}    {rows}[{t}, {z}] = "
+                     f"{cast(f'{rows}[{t}, {z}] + {left} * {right}', out.dtype)}")
+        self.elements[eqn.outputs[0]] = f"{rows}[{t}, {self.index[last]}]"
+        shape = (1, self.shape[last])
+        tile = self.row_tile(eqn, operands, terms, position, sizes, summed, rows) \
+            if shared else None
+        if not shared:  # allocated there when written (`write_rows`)
+            self.level_open.setdefault(1, [])
+        self.rows.append((lines, rows, shape, out.np_dtype, tile))
+
+    def row_tile(self, eqn: Eqn, operands: list[str | None], terms: list[str],
+                 position: dict[str, str], sizes: dict[str, int], summed: list[str],
+                 rows: str) -> RowTile | None:
+        """The tile form of a row contraction (`tiles`), or None where it has none: one
+        summed index, the operand holding the row stored (its matrix for the current outer
+        indices ``W[.., j, z]`` contiguous), the other not holding it, and one floating
+        dtype BLAS takes."""
+        out = eqn.outputs[0].type
+        row_char = parse_spec(eqn.params["spec"])[2][-1]
+        holding = [k for k, term in enumerate(terms) if row_char in term]
+        dtype = out.np_dtype
+        if len(summed) != 1 or len(holding) != 1 or operands[holding[0]] is None \
+                or dtype.kind not in "fc" \
+                or any(x.type.np_dtype != dtype for x in eqn.inputs):
+            return None
+        w = holding[0]
+        weights_term, (j,) = terms[w], summed
+        outer = weights_term[:-2] if weights_term.endswith(j + row_char) else None
+        if outer is None:
+            return None
+        out_term = parse_spec(eqn.params["spec"])[2]
+        runs = dict(zip(out_term, merge_runs(self.shape, out.shape)))
+        levels = {level for c in outer for level in range(*runs[c])}
+        points = 1 - w
+        fill: list[str] = []
+        position = dict(position)
+        position[j] = self.scope.fresh("j")
+        fill.append(f"for {position[j]} in range({sizes[j]}):")
+        value = self.operand_at(eqn.inputs[points], operands[points], terms[points], position,
+                                fill, "    ")
+        tile_points = self.scope.fresh("tp")
+        fill.append(f"    {tile_points}[{self.tile_index}, {position[j]}] = {value}")
+        return RowTile(fill=fill, weights=_at(operands[w], outer, position), levels=levels,
+                       points=tile_points, rows=rows, summed=sizes[j],
+                       row=self.shape[-1], dtype=dtype)
 
     def weights_outside(self, out_shape: tuple[int, ...], out_term: str,
                         terms: tuple[str, str], operands: list[str | None]) -> None:
@@ -422,6 +478,7 @@ class _Nest:
         scope = self.scope
         for target, var, shape, dtype, fill in self.results:
             scope.allocate(target, var, shape, dtype, fill)
+        self.write_rows()
         for line in self.before:
             scope.line(line)
         reshaped = []
@@ -443,6 +500,29 @@ class _Nest:
                 reshaped.append((var, array))
         self._level(0)
         self.bind_stores(reshaped)
+
+    def write_rows(self) -> None:
+        """Choose each row contraction's form: tiles when every one of the nest's has a tile
+        form and the level looped just outside the row is one their matrices do not depend
+        on, else one row at a time; allocate the scratch arrays."""
+        if not self.rows:
+            return
+        last = len(self.shape) - 1
+        tiles = [tile for *_, tile in self.rows]
+        level = self.loop_order()[last - 1] if last >= 1 else None
+        if level is not None and all(t is not None for t in tiles) \
+                and tiles_level(tiles, level):
+            self.tiled = tiles
+            allocate_tiles(self.scope, tiles, self.shape[level])
+            return
+        self.level_open.setdefault(last, [])[0:0] = [
+            line for lines, *_ in self.rows for line in lines]
+        if last == 0 or self.outer_range() == "range":
+            for _, rows, shape, dtype, _ in self.rows:
+                self.scope.allocate(rows, None, shape, dtype)
+        else:  # under prange each outer iteration needs its own rows
+            self.level_open[1][0:0] = [f"{rows} = {empty(shape, dtype)}"
+                                       for _, rows, shape, dtype, _ in self.rows]
 
     def bind_stores(self, stores: list[tuple[Var, str]]) -> None:
         """Bind each value stored flat (one element per point of the nest) to its array,
@@ -507,8 +587,13 @@ class _Nest:
         else:
             loop = self.outer_range() if level == 0 else "range"
             looped = self.loop_order()[level]
-            with scope.src.block(f"for {self.index[looped]} in {loop}({self.shape[looped]})"):
-                self._level(level + 1)
+            if self.tiled and level == len(self.shape) - 2:
+                write_tiled_loop(scope, self.tiled, self.index[looped], self.shape[looped],
+                                 self.tile_index, lambda: self._level(level + 1))
+            else:
+                with scope.src.block(
+                        f"for {self.index[looped]} in {loop}({self.shape[looped]})"):
+                    self._level(level + 1)
         for line in self.level_close.get(level, []):
             scope.line(line)
 
