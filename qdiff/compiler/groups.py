@@ -18,11 +18,18 @@ from ..classical.linalg import parse_spec
 from ..ir.core import Eqn, Var
 from ..ir.primitives import get_primitive
 from ..ir.types import Tensor
-from .fusion import REDUCTIONS, Group, member_kind, merge_runs, zero_padding
+from .fusion import REDUCTIONS, Group, member_kind, merge_runs, point_product, zero_padding
 from .lowering import LOOP_NEST, Scope, empty, rule, shape_text
 from .rules.elementwise import scalar_expression
 from .source import cast, scalar_literal
-from .tiles import RowTile, allocate_tiles, tiles_level, write_tiled_loop
+from .tiles import (
+    PointProductTile,
+    RowTile,
+    allocate_tiles,
+    tile_rows,
+    tiles_level,
+    write_tiled_loop,
+)
 
 
 def neutral(monoid: str, dtype: np.dtype) -> object:
@@ -94,7 +101,8 @@ class _Nest:
         # their shape and dtype as one row, and the tile form (None: none)
         self.rows: list[tuple[list[str], str, tuple[int, int], Any, RowTile | None]] = []
         self.tile_index: str | None = None  # the row of the scratch tiles being read
-        self.tiled: list[RowTile] = []      # the tile forms written (`write`)
+        self.products: list[PointProductTile] = []  # point products (`point_product`)
+        self.tiled: list[RowTile | PointProductTile] = []  # the tile forms written (`write`)
 
     # --------------------------------------------------------------- indices
     def index_of(self, run: tuple[int, int]) -> str:
@@ -162,6 +170,8 @@ class _Nest:
             self.contraction(eqn)
         elif kind == "window":
             self.window(eqn)
+        elif kind == "point_product":
+            self.point_product(eqn)
         else:
             self.reduction(eqn)
 
@@ -345,7 +355,7 @@ class _Nest:
         t = self.tile_index
         # under prange each outer iteration needs its own row (and tiles are not used)
         shared = last == 0 or self.outer_range() == "range"
-        lines = [f"{t} = 0", f"for {z} in range({self.shape[last]}):",
+        lines = [f"for {z} in range({self.shape[last]}):",
                  f"    {rows}[{t}, {z}] = {scalar_literal(0, out.np_dtype)}"]
         indent = ""
         for c in summed:
@@ -400,6 +410,36 @@ class _Nest:
         return RowTile(fill=fill, weights=_at(operands[w], outer, position), levels=levels,
                        points=tile_points, rows=rows, summed=sizes[j],
                        row=self.shape[-1], dtype=dtype)
+
+    def point_product(self, eqn: Eqn) -> None:
+        """A point product (`fusion.point_product`): each point writes its rows of both
+        operands (their elements at the innermost level) into scratch tiles, which are
+        multiplied and added into the result per tile (`tiles`), or per point."""
+        order = point_product(eqn)
+        assert order is not None
+        left, right = (eqn.inputs[k] for k in order)
+        a_term, _, out_term = parse_spec(eqn.params["spec"])
+        out = eqn.outputs[0]
+        shape = left.type.shape
+        runs = merge_runs(self.shape, shape)
+        multi = self.multi_index(shape)
+        kept = [multi[a_term.index(c)] for c in out_term[:-2]]
+        summed = {level for c, run in zip(a_term, runs) if c not in out_term
+                  for level in range(*run)}
+        if self.tile_index is None:
+            self.tile_index = self.scope.fresh("t")
+        dtype = out.type.np_dtype
+        target = self.scope.fresh("r")
+        self.results.append((target, out, out.type.shape, dtype, scalar_literal(0, dtype)))
+        tile = PointProductTile(
+            left=self.scope.fresh("tl"), right=self.scope.fresh("tr"),
+            product=self.scope.fresh("s"), target=target, kept=kept, levels=summed,
+            rows=shape[-1], columns=shape[-1], dtype=dtype)
+        for name, operand in ((tile.left, left), (tile.right, right)):
+            self.body.append(f"{name}[{self.tile_index}, {self.index[-1]}] = "
+                             f"{self.element(operand)}")
+        self.products.append(tile)
+        self.scope.bind(out, target)
 
     def weights_outside(self, out_shape: tuple[int, ...], out_term: str,
                         terms: tuple[str, str], operands: list[str | None]) -> None:
@@ -471,7 +511,7 @@ class _Nest:
     # --------------------------------------------------------------- writing
     def outer_range(self) -> str:
         reduces_outer = any(
-            kind == "reduction" for kind in self.group.kinds)
+            kind in ("reduction", "point_product") for kind in self.group.kinds)
         return "range" if reduces_outer else self.scope.options.outer_range
 
     def write(self, stores: list[tuple[Var, str]]) -> None:
@@ -505,18 +545,22 @@ class _Nest:
         """Choose each row contraction's form: tiles when every one of the nest's has a tile
         form and the level looped just outside the row is one their matrices do not depend
         on, else one row at a time; allocate the scratch arrays."""
-        if not self.rows:
+        if not self.rows and not self.products:
             return
         last = len(self.shape) - 1
-        tiles = [tile for *_, tile in self.rows]
+        tiles = [tile for *_, tile in self.rows] + self.products
         level = self.loop_order()[last - 1] if last >= 1 else None
         if level is not None and all(t is not None for t in tiles) \
                 and tiles_level(tiles, level):
             self.tiled = tiles
-            allocate_tiles(self.scope, tiles, self.shape[level])
+            allocate_tiles(self.scope, tiles, tile_rows(self.shape[level]))
             return
+        # one point at a time: row 0 of each scratch array
         self.level_open.setdefault(last, [])[0:0] = [
-            line for lines, *_ in self.rows for line in lines]
+            f"{self.tile_index} = 0", *(line for lines, *_ in self.rows for line in lines)]
+        allocate_tiles(self.scope, self.products, 1)
+        for product in self.products:
+            self.level_close.setdefault(last, []).extend(product.accumulate("1"))
         if last == 0 or self.outer_range() == "range":
             for _, rows, shape, dtype, _ in self.rows:
                 self.scope.allocate(rows, None, shape, dtype)

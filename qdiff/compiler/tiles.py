@@ -16,6 +16,7 @@ results agree with the row-at-a-time form to rounding, not bit for bit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,37 +42,87 @@ class RowTile:
     dtype: np.dtype
 
 
-def tiles_level(tiles: list[RowTile], level: int) -> bool:
+@dataclass
+class PointProductTile:
+    """One point product of a nest (`fusion.point_product`): the nest's body writes each
+    point's rows of both operands into the tiles ``left`` and ``right``; after a tile,
+    ``target[kept] += left[:n].T @ right[:n]`` (through the scratch ``product``)."""
+
+    left: str              # scratch tile of the operand giving the result's rows
+    right: str             # and of the one giving its columns
+    product: str           # one tile's product (rows × columns)
+    target: str            # the result
+    kept: list[str]        # index expressions of the result's leading axes
+    levels: set[int]       # the nest levels summed over (the tiled one must be all of them)
+    rows: int
+    columns: int
+    dtype: np.dtype
+
+    def accumulate(self, count: str) -> list[str]:
+        """Statements adding the product of the tiles' first ``count`` rows into the
+        result (``count`` "1": the one row of the untiled form, an outer product)."""
+        u, v = "u_" + self.product, "v_" + self.product
+        cell = f"{self.target}[{', '.join([*self.kept, u, v])}]"
+        if count == "1":
+            term = f"{self.left}[0, {u}] * {self.right}[0, {v}]"
+            lines = []
+        else:
+            term = f"{self.product}[{u}, {v}]"
+            lines = [f"np.dot({self.left}[:{count}].T, {self.right}[:{count}], {self.product})"]
+        return [*lines, f"for {u} in range({self.rows}):",
+                f"    for {v} in range({self.columns}):",
+                f"        {cell} = {cell} + {term}"]
+
+
+def tiles_level(tiles: list[RowTile | PointProductTile], level: int) -> bool:
     """Whether the loop over ``level`` can be split into tiles for every one of ``tiles``:
-    no matrix depends on it and BLAS has products to compute."""
-    return bool(tiles) and all(level not in t.levels and t.summed > 0 and t.row > 0
-                               for t in tiles)
+    no row contraction's matrix depends on it, every point product sums over it alone,
+    and BLAS has products to compute."""
+    return bool(tiles) and all(
+        level not in t.levels and t.summed > 0 and t.row > 0 if isinstance(t, RowTile)
+        else t.levels == {level} for t in tiles)
 
 
-def allocate_tiles(scope: Scope, tiles: list[RowTile], points: int) -> None:
-    """The scratch tiles, once per call (at most `TILE_ROWS` rows, fewer for a short loop)."""
-    rows = max(1, min(TILE_ROWS, points))
+def allocate_tiles(scope: Scope, tiles: list[RowTile | PointProductTile], rows: int) -> None:
+    """The scratch tiles of ``rows`` rows, once per call."""
     for tile in tiles:
-        scope.allocate(tile.points, None, (rows, tile.summed), tile.dtype)
-        scope.allocate(tile.rows, None, (rows, tile.row), tile.dtype)
+        if isinstance(tile, RowTile):
+            scope.allocate(tile.points, None, (rows, tile.summed), tile.dtype)
+            scope.allocate(tile.rows, None, (rows, tile.row), tile.dtype)
+        else:
+            scope.allocate(tile.left, None, (rows, tile.rows), tile.dtype)
+            scope.allocate(tile.right, None, (rows, tile.columns), tile.dtype)
+            scope.allocate(tile.product, None, (tile.rows, tile.columns), tile.dtype)
 
 
-def write_tiled_loop(scope: Scope, tiles: list[RowTile], index: str, points: int,
-                     tile_index: str, body: callable) -> None:
-    """The loop of ``index`` over ``points`` as tiles: fill each scratch tile, one ``np.dot``
-    per contraction, then ``body()`` (the nest's levels inside) once per point of the tile,
-    with ``index`` and ``tile_index`` (its row in the tiles) set."""
-    rows = max(1, min(TILE_ROWS, points))
+def tile_rows(points: int) -> int:
+    """Rows of a tile over a loop of ``points`` (at most `TILE_ROWS`)."""
+    return max(1, min(TILE_ROWS, points))
+
+
+def write_tiled_loop(scope: Scope, tiles: list[RowTile | PointProductTile], index: str,
+                     points: int, tile_index: str, body: Callable[[], None]) -> None:
+    """The loop of ``index`` over ``points`` as tiles: fill each row contraction's scratch
+    tile, one ``np.dot`` per contraction, then ``body()`` (the nest's levels inside) once
+    per point of the tile, with ``index`` and ``tile_index`` (its row in the tiles) set,
+    then one ``np.dot`` per point product."""
+    rows = tile_rows(points)
+    row_tiles = [t for t in tiles if isinstance(t, RowTile)]
     start, count = scope.fresh("p"), scope.fresh("n")
     with scope.src.block(f"for {start} in range(0, {points}, {rows})"):
         scope.line(f"{count} = min({rows}, {points} - {start})")
-        with scope.src.block(f"for {tile_index} in range({count})"):
-            scope.line(f"{index} = {start} + {tile_index}")
-            for tile in tiles:
-                for line in tile.fill:
-                    scope.line(line)
-        for tile in tiles:
+        if row_tiles:
+            with scope.src.block(f"for {tile_index} in range({count})"):
+                scope.line(f"{index} = {start} + {tile_index}")
+                for tile in row_tiles:
+                    for line in tile.fill:
+                        scope.line(line)
+        for tile in row_tiles:
             scope.line(f"np.dot({tile.points}[:{count}], {tile.weights}, {tile.rows}[:{count}])")
         with scope.src.block(f"for {tile_index} in range({count})"):
             scope.line(f"{index} = {start} + {tile_index}")
             body()
+        for tile in tiles:
+            if isinstance(tile, PointProductTile):
+                for line in tile.accumulate(count):
+                    scope.line(line)
