@@ -354,6 +354,8 @@ def plan(eqns: Sequence[Eqn], point_products: bool = False) -> list[Eqn | Group]
         kind = member_kind(eqn, point_products)
         inputs = [a for a in eqn.inputs if isinstance(a, Var)]
         needed = [g for g in open_groups if any(a in g.produced for a in inputs)]
+        if kind == "point_product" and not any(g.accepts(eqn, kind) for g in needed):
+            kind = None  # a product of stored operands only: its batched BLAS product
         if kind is not None:
             # groups the equation reads but cannot join are written first; those it can
             # join (independent of each other) merge into one nest with it

@@ -48,6 +48,10 @@ def neutral(monoid: str, dtype: np.dtype) -> object:
 # least this many elements: measured on GMM's products Q_k (x_i - μ_k), rows of 16 take
 # half the time of one register per element and rows of 64 a third, rows of 10 the same.
 ROW_CONTRACTION_MIN = 16
+# ... and from this many where a tile of rows may be one BLAS product (`tiles`): GMM's rows
+# of 10 then run as 128 × 10 by 10 × 10 products; narrower rows (GMM at d = 2) make
+# products too small to pay for a BLAS call
+ROW_TILE_MIN = 8
 
 
 def _at(array: str, term: str, position: dict[str, str]) -> str:
@@ -260,7 +264,8 @@ class _Nest:
                 self.read_elsewhere(operand)
         operands = [None if x in self.elements else self.scope.read(x) for x in eqn.inputs]
         made_here = [term for x, term in zip(eqn.inputs, (a_term, b_term)) if x in self.elements]
-        if self.contracts_rows(out.shape) and not any(out_term[-1] in t for t in made_here):
+        if self.contracts_rows(out.shape, self.may_tile(eqn, len(summed))) \
+                and not any(out_term[-1] in t for t in made_here):
             self.row_contraction(eqn, operands, position, sizes, summed)
             return
         acc = self.scope.fresh("acc")
@@ -307,13 +312,25 @@ class _Nest:
                 self.recompute(operand)
         self.member(eqn, kind)
 
-    def contracts_rows(self, out_shape: tuple[int, ...]) -> bool:
+    def may_tile(self, eqn: Eqn, summed: int) -> bool:
+        """Whether a row contraction of ``eqn`` (``summed`` indices) could take the tile
+        form (`row_tile`, which also needs the loop order)."""
+        out = eqn.outputs[0].type
+        row_char = parse_spec(eqn.params["spec"])[2][-1]
+        holding = [x for x, term in zip(eqn.inputs, parse_spec(eqn.params["spec"])[:2])
+                   if row_char in term]
+        return summed == 1 and out.np_dtype.kind in "fc" and len(holding) == 1 \
+            and holding[0] not in self.elements \
+            and all(x.type.np_dtype == out.np_dtype for x in eqn.inputs)
+
+    def contracts_rows(self, out_shape: tuple[int, ...], may_tile: bool = False) -> bool:
         """Whether a contraction is computed a row at a time (`row_contraction`): on the CPU,
         when the result's last axis is the nest's innermost level alone and that level has
-        at least `ROW_CONTRACTION_MIN` elements."""
+        at least `ROW_CONTRACTION_MIN` elements (`ROW_TILE_MIN` where a tile of rows may be
+        one BLAS product, ``may_tile``)."""
         last = len(self.shape) - 1
         return (self.row_contractions and bool(out_shape)
-                and self.shape[last] >= ROW_CONTRACTION_MIN
+                and self.shape[last] >= (ROW_TILE_MIN if may_tile else ROW_CONTRACTION_MIN)
                 and merge_runs(self.shape, out_shape)[-1] == (last, last + 1))
 
     def row_contraction(self, eqn: Eqn, operands: list[str], position: dict[str, str],
@@ -426,6 +443,11 @@ class _Nest:
         kept = [multi[a_term.index(c)] for c in out_term[:-2]]
         summed = {level for c, run in zip(a_term, runs) if c not in out_term
                   for level in range(*run)}
+        # the levels of the result's leading axes first, so that the summed ones are the
+        # loop just outside the rows: the one tiled (where `loop_order` allows)
+        outer = sorted(level for c, run in zip(a_term, runs) if c in out_term[:-2]
+                       for level in range(*run))
+        self.order = outer + [level for level in self.order if level not in outer]
         if self.tile_index is None:
             self.tile_index = self.scope.fresh("t")
         dtype = out.type.np_dtype
