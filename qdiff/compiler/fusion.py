@@ -157,12 +157,20 @@ def merge_runs(loop: Sequence[int], shape: Sequence[int]) -> list[tuple[int, int
 
     >>> merge_runs((7, 5, 2), (35, 2)), merge_runs((7, 5, 2), (7, 1, 10)), merge_runs((6,), (2, 3))
     ([(0, 2), (2, 3)], [(0, 1), (1, 1), (1, 3)], None)
+    >>> merge_runs((0, 4), (0, 4))
+    [(0, 1), (1, 2)]
     """
     runs, j = [], 0
     for size in shape:
         start, product = j, 1
         if size == 1:
             runs.append((j, j))
+            continue
+        if size == 0:  # an empty axis is an empty loop axis (products cannot say which)
+            if j == len(loop) or loop[j] != 0:
+                return None
+            runs.append((j, j + 1))
+            j += 1
             continue
         while product < size and j < len(loop):
             product *= loop[j]
