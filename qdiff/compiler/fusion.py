@@ -83,11 +83,17 @@ def member_kind(eqn: Eqn, point_products: bool = False) -> str | None:
     return None
 
 
+# Rows narrower than this make tile products too small to pay for a BLAS call (GMM at
+# d = 2): such point products, and row contractions, keep their other forms
+ROW_TILE_MIN = 8
+
+
 def point_product(eqn: Eqn) -> tuple[int, int] | None:
     """For an ``einsum`` summing outer products of rows over points,
     ``out[k.., i, j] = Σ_n a[n.., k.., i] b[n.., k.., j]`` with ``a`` and ``b`` of one
-    shape and floating dtype (GMM's Σ_n t̄[n,k,i] (x − μ)[n,k,j]): which operand gives the
-    result's rows and which its columns, (0, 1) or (1, 0). None for any other einsum.
+    shape (rows at least `ROW_TILE_MIN` wide) and floating dtype (GMM's
+    Σ_n t̄[n,k,i] (x − μ)[n,k,j]): which operand gives the result's rows and which its
+    columns, (0, 1) or (1, 0). None for any other einsum.
 
     A loop nest over the operands' elements computes it tile of points by tile as BLAS
     products (`tiles.PointProductTile`), so neither operand is stored.
@@ -97,7 +103,7 @@ def point_product(eqn: Eqn) -> tuple[int, int] | None:
     if left.type != right.type or left.type.np_dtype.kind not in "fc" \
             or eqn.outputs[0].type.np_dtype != left.type.np_dtype \
             or len(a) != len(b) or len(a) < 2 or a[:-1] != b[:-1] or a[-1] == b[-1] \
-            or len(set(a + b)) != len(a) + 1:
+            or len(set(a + b)) != len(a) + 1 or left.type.shape[-1] < ROW_TILE_MIN:
         return None
     kept = "".join(c for c in a[:-1] if c in out)
     if kept == a[:-1]:  # nothing summed

@@ -18,7 +18,15 @@ from ..classical.linalg import parse_spec
 from ..ir.core import Eqn, Var
 from ..ir.primitives import get_primitive
 from ..ir.types import Tensor
-from .fusion import REDUCTIONS, Group, member_kind, merge_runs, point_product, zero_padding
+from .fusion import (
+    REDUCTIONS,
+    ROW_TILE_MIN,
+    Group,
+    member_kind,
+    merge_runs,
+    point_product,
+    zero_padding,
+)
 from .lowering import LOOP_NEST, Scope, empty, rule, shape_text
 from .rules.elementwise import scalar_expression
 from .source import cast, scalar_literal
@@ -48,10 +56,8 @@ def neutral(monoid: str, dtype: np.dtype) -> object:
 # least this many elements: measured on GMM's products Q_k (x_i - μ_k), rows of 16 take
 # half the time of one register per element and rows of 64 a third, rows of 10 the same.
 ROW_CONTRACTION_MIN = 16
-# ... and from this many where a tile of rows may be one BLAS product (`tiles`): GMM's rows
-# of 10 then run as 128 × 10 by 10 × 10 products; narrower rows (GMM at d = 2) make
-# products too small to pay for a BLAS call
-ROW_TILE_MIN = 8
+# ... and from `fusion.ROW_TILE_MIN` (8) where a tile of rows may be one BLAS product
+# (`tiles`): GMM's rows of 10 then run as 128 × 10 by 10 × 10 products
 
 
 def _at(array: str, term: str, position: dict[str, str]) -> str:
