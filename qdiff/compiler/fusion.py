@@ -97,6 +97,13 @@ def point_product(eqn: Eqn) -> tuple[int, int] | None:
 
     A loop nest over the operands' elements computes it tile of points by tile as BLAS
     products (`tiles.PointProductTile`), so neither operand is stored.
+
+    >>> import numpy as np, qdiff, qdiff.numpy as qnp
+    >>> a = np.ones((5, 2, 8))
+    >>> p = qdiff.trace(lambda a, b: (qnp.einsum("nki,nkj->kij", a, b),
+    ...                               qnp.einsum("nki,nkj->kji", a, b)), a, a)
+    >>> [point_product(e) for e in p.eqns]
+    [(0, 1), (1, 0)]
     """
     a, b, out = parse_spec(eqn.params["spec"])
     left, right = eqn.inputs

@@ -60,7 +60,15 @@ class PointProductTile:
 
     def accumulate(self, count: str) -> list[str]:
         """Statements adding the product of the tiles' first ``count`` rows into the
-        result (``count`` "1": the one row of the untiled form, an outer product)."""
+        result (``count`` "1": the one row of the untiled form, an outer product).
+
+        >>> gram = PointProductTile("l", "r", "s", "out", ["k"], {1}, 8, 8, np.float64)
+        >>> print("\\n".join(gram.accumulate("n")))
+        np.dot(l[:n].T, r[:n], s)
+        for u_s in range(8):
+            for v_s in range(8):
+                out[k, u_s, v_s] = out[k, u_s, v_s] + s[u_s, v_s]
+        """
         u, v = "u_" + self.product, "v_" + self.product
         cell = f"{self.target}[{', '.join([*self.kept, u, v])}]"
         if count == "1":
@@ -77,14 +85,31 @@ class PointProductTile:
 def tiles_level(tiles: list[RowTile | PointProductTile], level: int) -> bool:
     """Whether the loop over ``level`` can be split into tiles for every one of ``tiles``:
     no row contraction's matrix depends on it, every point product sums over it alone,
-    and BLAS has products to compute."""
+    and BLAS has products to compute.
+
+    >>> gram = PointProductTile("l", "r", "s", "out", ["k"], {1}, 8, 8, np.dtype("float64"))
+    >>> tiles_level([gram], 1), tiles_level([gram], 0)
+    (True, False)
+    """
     return bool(tiles) and all(
         level not in t.levels and t.summed > 0 and t.row > 0 if isinstance(t, RowTile)
         else t.levels == {level} for t in tiles)
 
 
 def allocate_tiles(scope: Scope, tiles: list[RowTile | PointProductTile], rows: int) -> None:
-    """The scratch tiles of ``rows`` rows, once per call."""
+    """The scratch tiles of ``rows`` rows, once per call (`Scope.allocate`: before any
+    sequential loop around the nest).
+
+    >>> from qdiff.compiler.lowering import Options, Scope
+    >>> from qdiff.compiler.source import Source
+    >>> import qdiff
+    >>> scope = Scope(Source(), Options(), qdiff.trace(lambda x: x, 1.0), ["a0"])
+    >>> allocate_tiles(scope, [PointProductTile("l", "r", "s", "o", [], {0}, 3, 2,
+    ...                                         np.dtype("float64"))], 128)
+    >>> [line.strip() for line in scope.src.lines]
+    ['l = np.empty((128, 3,), np.float64)', 'r = np.empty((128, 2,), np.float64)', \
+'s = np.empty((3, 2,), np.float64)']
+    """
     for tile in tiles:
         if isinstance(tile, RowTile):
             scope.allocate(tile.points, None, (rows, tile.summed), tile.dtype)
@@ -96,7 +121,11 @@ def allocate_tiles(scope: Scope, tiles: list[RowTile | PointProductTile], rows: 
 
 
 def tile_rows(points: int) -> int:
-    """Rows of a tile over a loop of ``points`` (at most `TILE_ROWS`)."""
+    """Rows of a tile over a loop of ``points`` (at most `TILE_ROWS`).
+
+    >>> tile_rows(10000), tile_rows(37), tile_rows(0)
+    (128, 37, 1)
+    """
     return max(1, min(TILE_ROWS, points))
 
 
@@ -105,7 +134,25 @@ def write_tiled_loop(scope: Scope, tiles: list[RowTile | PointProductTile], inde
     """The loop of ``index`` over ``points`` as tiles: fill each row contraction's scratch
     tile, one ``np.dot`` per contraction, then ``body()`` (the nest's levels inside) once
     per point of the tile, with ``index`` and ``tile_index`` (its row in the tiles) set,
-    then one ``np.dot`` per point product."""
+    then one ``np.dot`` per point product.
+
+    >>> from qdiff.compiler.lowering import Options, Scope
+    >>> from qdiff.compiler.source import Source
+    >>> import qdiff
+    >>> scope = Scope(Source(), Options(), qdiff.trace(lambda x: x, 1.0), ["a0"])
+    >>> tile = RowTile(["A[t, 0] = x[i]"], "W", set(), "A", "R", 1, 2, np.dtype("float64"))
+    >>> write_tiled_loop(scope, [tile], "i", 300, "t", lambda: scope.line("y[i] = R[t, 0]"))
+    >>> print("\\n".join(line[4:] for line in scope.src.lines))
+    for p1 in range(0, 300, 128):
+        n2 = min(128, 300 - p1)
+        for t in range(n2):
+            i = p1 + t
+            A[t, 0] = x[i]
+        np.dot(A[:n2], W, R[:n2])
+        for t in range(n2):
+            i = p1 + t
+            y[i] = R[t, 0]
+    """
     rows = tile_rows(points)
     row_tiles = [t for t in tiles if isinstance(t, RowTile)]
     start, count = scope.fresh("p"), scope.fresh("n")
