@@ -407,13 +407,10 @@ class _Nest:
         dtype BLAS takes."""
         out = eqn.outputs[0].type
         row_char = parse_spec(eqn.params["spec"])[2][-1]
-        holding = [k for k, term in enumerate(terms) if row_char in term]
-        dtype = out.np_dtype
-        if len(summed) != 1 or len(holding) != 1 or operands[holding[0]] is None \
-                or dtype.kind not in "fc" \
-                or any(x.type.np_dtype != dtype for x in eqn.inputs):
+        if not self.may_tile(eqn, len(summed)):
             return None
-        w = holding[0]
+        w = next(k for k, term in enumerate(terms) if row_char in term)
+        dtype = out.np_dtype
         weights_term, (j,) = terms[w], summed
         outer = weights_term[:-2] if weights_term.endswith(j + row_char) else None
         if outer is None:
