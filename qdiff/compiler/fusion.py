@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..classical.linalg import parse_spec
 from ..ir.core import Eqn, Literal, Program, Var
 from ..ir.types import Tensor
 from .analysis import leading_block
@@ -53,8 +54,9 @@ def elementwise_map(eqn: Eqn) -> bool:
             and all(e.primitive.elementwise for e in body.eqns))
 
 
-def member_kind(eqn: Eqn) -> str | None:
-    """How ``eqn`` takes part in a loop nest, or None when it is lowered alone."""
+def member_kind(eqn: Eqn, point_products: bool = False) -> str | None:
+    """How ``eqn`` takes part in a loop nest, or None when it is lowered alone
+    (``point_products``: whether the target's nests compute `point_product` einsums)."""
     name = eqn.primitive.name
     out = eqn.outputs[0].type if eqn.outputs else None
     if not isinstance(out, Tensor):
@@ -73,9 +75,50 @@ def member_kind(eqn: Eqn) -> str | None:
         return "alias"
     if name == "einsum" and out.shape and summed_size(eqn) <= DIRECT_CONTRACTION:
         return "contraction"
+    if name == "einsum" and point_products and point_product(eqn) is not None:
+        return "point_product"
     if out.shape and (name == "concatenate" or (name == "slice" and not leading_block(eqn))
                       or zero_padding(eqn) is not None):
         return "window"
+    return None
+
+
+# Rows narrower than this make tile products too small to pay for a BLAS call (GMM at
+# d = 2): such point products, and row contractions, keep their other forms
+ROW_TILE_MIN = 8
+
+
+def point_product(eqn: Eqn) -> tuple[int, int] | None:
+    """For an ``einsum`` summing outer products of rows over points,
+    ``out[k.., i, j] = Σ_n a[n.., k.., i] b[n.., k.., j]`` with ``a`` and ``b`` of one
+    shape (rows at least `ROW_TILE_MIN` wide) and floating dtype (GMM's
+    Σ_n t̄[n,k,i] (x − μ)[n,k,j]): which operand gives the result's rows and which its
+    columns, (0, 1) or (1, 0). None for any other einsum.
+
+    A loop nest over the operands' elements computes it tile of points by tile as BLAS
+    products (`tiles.PointProductTile`), so neither operand is stored.
+
+    >>> import numpy as np, qdiff, qdiff.numpy as qnp
+    >>> a = np.ones((5, 2, 8))
+    >>> p = qdiff.trace(lambda a, b: (qnp.einsum("nki,nkj->kij", a, b),
+    ...                               qnp.einsum("nki,nkj->kji", a, b)), a, a)
+    >>> [point_product(e) for e in p.eqns]
+    [(0, 1), (1, 0)]
+    """
+    a, b, out = parse_spec(eqn.params["spec"])
+    left, right = eqn.inputs
+    if left.type != right.type or left.type.np_dtype.kind not in "fc" \
+            or eqn.outputs[0].type.np_dtype != left.type.np_dtype \
+            or len(a) != len(b) or len(a) < 2 or a[:-1] != b[:-1] or a[-1] == b[-1] \
+            or len(set(a + b)) != len(a) + 1 or left.type.shape[-1] < ROW_TILE_MIN:
+        return None
+    kept = "".join(c for c in a[:-1] if c in out)
+    if kept == a[:-1]:  # nothing summed
+        return None
+    if out == kept + a[-1] + b[-1]:
+        return (0, 1)
+    if out == kept + b[-1] + a[-1]:
+        return (1, 0)
     return None
 
 
@@ -127,12 +170,20 @@ def merge_runs(loop: Sequence[int], shape: Sequence[int]) -> list[tuple[int, int
 
     >>> merge_runs((7, 5, 2), (35, 2)), merge_runs((7, 5, 2), (7, 1, 10)), merge_runs((6,), (2, 3))
     ([(0, 2), (2, 3)], [(0, 1), (1, 1), (1, 3)], None)
+    >>> merge_runs((0, 4), (0, 4))
+    [(0, 1), (1, 2)]
     """
     runs, j = [], 0
     for size in shape:
         start, product = j, 1
         if size == 1:
             runs.append((j, j))
+            continue
+        if size == 0:  # an empty axis is an empty loop axis (products cannot say which)
+            if j == len(loop) or loop[j] != 0:
+                return None
+            runs.append((j, j + 1))
+            j += 1
             continue
         while product < size and j < len(loop):
             product *= loop[j]
@@ -147,7 +198,8 @@ def merge_runs(loop: Sequence[int], shape: Sequence[int]) -> list[tuple[int, int
 
 def _stream_size(eqn: Eqn, kind: str) -> int:
     """How many elements ``eqn`` runs over as a member of ``kind``."""
-    source = eqn.inputs[0] if kind in ("reduction", "alias") else eqn.outputs[0]
+    source = eqn.inputs[0] if kind in ("reduction", "alias", "point_product") \
+        else eqn.outputs[0]
     return math.prod(source.type.shape)
 
 
@@ -185,6 +237,8 @@ class Group:
         """The shape whose multi-index the member needs (None: the flat index does)."""
         if kind in ("index", "contraction", "window"):
             return eqn.outputs[0].type.shape
+        if kind == "point_product":
+            return eqn.inputs[0].type.shape
         if kind == "reduction":
             shape, axes = eqn.inputs[0].type.shape, eqn.params["axes"]
             if len(axes) == len(shape):
@@ -208,7 +262,23 @@ class Group:
                 and inputs[0].type.size != self.size:
             return False
         required = self.requirement(eqn, kind)
-        return required is None or self._loop_shape_with(required) is not None
+        if required is None:
+            return True
+        shape = self._loop_shape_with(required)
+        return shape is not None and self._keeps_point_products(
+            shape, [eqn] if kind == "point_product" else [])
+
+    def _keeps_point_products(self, shape: tuple[int, ...], more: Sequence[Eqn] = ()) -> bool:
+        """Whether a nest over ``shape`` gives each point product (members, and ``more``)
+        one loop level per operand axis, the rows' axis the innermost: a point is then a
+        choice of the outer levels and its row the innermost loop (`groups`)."""
+        for eqn in [*(e for e, k in zip(self.members, self.kinds) if k == "point_product"),
+                    *more]:
+            runs = merge_runs(shape, eqn.inputs[0].type.shape)
+            if runs is None or runs[-1] != (len(shape) - 1, len(shape)) \
+                    or any(b - a > 1 for a, b in runs):
+                return False
+        return True
 
     def _contracts_members(self, eqn: Eqn) -> bool:
         """Whether the contraction ``eqn`` may read its operands that this group makes by
@@ -251,7 +321,7 @@ class Group:
         self.members.append(eqn)
         self.kinds.append(kind)
         self.produced.update(eqn.outputs)
-        if kind != "reduction":
+        if kind not in ("reduction", "point_product"):
             self.streams.update(eqn.outputs)
 
     def absorb(self, other: Group) -> bool:
@@ -264,6 +334,9 @@ class Group:
             shape = _fit([*self.requirements, *other.requirements], shape, required)
             if shape is None:
                 return False
+        if not self._keeps_point_products(shape or self.loop_shape or (self.size,), [
+                e for e, k in zip(other.members, other.kinds) if k == "point_product"]):
+            return False
         self.loop_shape = shape if other.requirements else self.loop_shape
         self.members[:0], self.kinds[:0] = other.members, other.kinds
         self.requirements.extend(other.requirements)
@@ -287,8 +360,9 @@ def _merge(groups: list[Group], open_groups: list[Group], close) -> Group | None
     return target
 
 
-def plan(eqns: Sequence[Eqn]) -> list[Eqn | Group]:
-    """``eqns`` in an order to lower them, array equations gathered into `Group`s."""
+def plan(eqns: Sequence[Eqn], point_products: bool = False) -> list[Eqn | Group]:
+    """``eqns`` in an order to lower them, array equations gathered into `Group`s
+    (``point_products``: whether point products join nests, `member_kind`)."""
     items: list[Eqn | Group] = []
     open_groups: list[Group] = []
 
@@ -298,9 +372,11 @@ def plan(eqns: Sequence[Eqn]) -> list[Eqn | Group]:
             items.append(group)
 
     for eqn in eqns:
-        kind = member_kind(eqn)
+        kind = member_kind(eqn, point_products)
         inputs = [a for a in eqn.inputs if isinstance(a, Var)]
         needed = [g for g in open_groups if any(a in g.produced for a in inputs)]
+        if kind == "point_product" and not any(g.accepts(eqn, kind) for g in needed):
+            kind = None  # a product of stored operands only: its batched BLAS product
         if kind is not None:
             # groups the equation reads but cannot join are written first; those it can
             # join (independent of each other) merge into one nest with it

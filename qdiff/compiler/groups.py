@@ -18,10 +18,26 @@ from ..classical.linalg import parse_spec
 from ..ir.core import Eqn, Var
 from ..ir.primitives import get_primitive
 from ..ir.types import Tensor
-from .fusion import REDUCTIONS, Group, member_kind, merge_runs, zero_padding
+from .fusion import (
+    REDUCTIONS,
+    ROW_TILE_MIN,
+    Group,
+    member_kind,
+    merge_runs,
+    point_product,
+    zero_padding,
+)
 from .lowering import LOOP_NEST, Scope, empty, rule, shape_text
 from .rules.elementwise import scalar_expression
 from .source import cast, scalar_literal
+from .tiles import (
+    PointProductTile,
+    RowTile,
+    allocate_tiles,
+    tile_rows,
+    tiles_level,
+    write_tiled_loop,
+)
 
 
 def neutral(monoid: str, dtype: np.dtype) -> object:
@@ -40,6 +56,8 @@ def neutral(monoid: str, dtype: np.dtype) -> object:
 # least this many elements: measured on GMM's products Q_k (x_i - μ_k), rows of 16 take
 # half the time of one register per element and rows of 64 a third, rows of 10 the same.
 ROW_CONTRACTION_MIN = 16
+# ... and from `fusion.ROW_TILE_MIN` (8) where a tile of rows may be one BLAS product
+# (`tiles`): GMM's rows of 10 then run as 128 × 10 by 10 × 10 products
 
 
 def _at(array: str, term: str, position: dict[str, str]) -> str:
@@ -89,6 +107,12 @@ class _Nest:
         self.order = list(range(len(self.shape)))
         self.in_order = False  # whether a reduction over outer levels fixes their order
         self.summed_levels: list[list[int]] = []  # levels each reduction in memory sums over
+        # row contractions (`row_contraction`): the row form's statements, the scratch rows,
+        # their shape and dtype as one row, and the tile form (None: none)
+        self.rows: list[tuple[list[str], str, tuple[int, int], Any, RowTile | None]] = []
+        self.tile_index: str | None = None  # the row of the scratch tiles being read
+        self.products: list[PointProductTile] = []  # point products (`point_product`)
+        self.tiled: list[RowTile | PointProductTile] = []  # the tile forms written (`write`)
 
     # --------------------------------------------------------------- indices
     def index_of(self, run: tuple[int, int]) -> str:
@@ -156,6 +180,8 @@ class _Nest:
             self.contraction(eqn)
         elif kind == "window":
             self.window(eqn)
+        elif kind == "point_product":
+            self.point_product(eqn)
         else:
             self.reduction(eqn)
 
@@ -244,7 +270,8 @@ class _Nest:
                 self.read_elsewhere(operand)
         operands = [None if x in self.elements else self.scope.read(x) for x in eqn.inputs]
         made_here = [term for x, term in zip(eqn.inputs, (a_term, b_term)) if x in self.elements]
-        if self.contracts_rows(out.shape) and not any(out_term[-1] in t for t in made_here):
+        if self.contracts_rows(out.shape, self.may_tile(eqn, len(summed))) \
+                and not any(out_term[-1] in t for t in made_here):
             self.row_contraction(eqn, operands, position, sizes, summed)
             return
         acc = self.scope.fresh("acc")
@@ -291,48 +318,68 @@ class _Nest:
                 self.recompute(operand)
         self.member(eqn, kind)
 
-    def contracts_rows(self, out_shape: tuple[int, ...]) -> bool:
+    def may_tile(self, eqn: Eqn, summed: int) -> bool:
+        """Whether a row contraction of ``eqn`` (``summed`` indices) could take the tile
+        form (`row_tile`, which also needs the loop order)."""
+        out = eqn.outputs[0].type
+        row_char = parse_spec(eqn.params["spec"])[2][-1]
+        holding = [x for x, term in zip(eqn.inputs, parse_spec(eqn.params["spec"])[:2])
+                   if row_char in term]
+        return summed == 1 and out.np_dtype.kind in "fc" and len(holding) == 1 \
+            and holding[0] not in self.elements \
+            and all(x.type.np_dtype == out.np_dtype for x in eqn.inputs)
+
+    def contracts_rows(self, out_shape: tuple[int, ...], may_tile: bool = False) -> bool:
         """Whether a contraction is computed a row at a time (`row_contraction`): on the CPU,
         when the result's last axis is the nest's innermost level alone and that level has
-        at least `ROW_CONTRACTION_MIN` elements."""
+        at least `ROW_CONTRACTION_MIN` elements (`ROW_TILE_MIN` where a tile of rows may be
+        one BLAS product, ``may_tile``)."""
         last = len(self.shape) - 1
         return (self.row_contractions and bool(out_shape)
-                and self.shape[last] >= ROW_CONTRACTION_MIN
+                and self.shape[last] >= (ROW_TILE_MIN if may_tile else ROW_CONTRACTION_MIN)
                 and merge_runs(self.shape, out_shape)[-1] == (last, last + 1))
 
     def row_contraction(self, eqn: Eqn, operands: list[str], position: dict[str, str],
                         sizes: dict[str, int], summed: list[str]) -> None:
-        """The contraction's whole row over the innermost level, into a scratch row before
-        that level's loop: ``row[z] += a[.., z, ..] * b[..]`` with the summed indices
-        outside and ``z`` inside. Each element still sums its products in the same order
-        from zero (the same numbers as one register per element), but the inner loop is
-        over independent elements, contiguous in memory, so it vectorizes; an operand
+        """The contraction's whole row over the innermost level, into a row of a scratch
+        array before that level's loop: ``row[z] += a[.., z, ..] * b[..]`` with the summed
+        indices outside and ``z`` inside. Each element still sums its products in the same
+        order from zero (the same numbers as one register per element), but the inner loop
+        is over independent elements, contiguous in memory, so it vectorizes; an operand
         whose axis of ``z`` is not its last is first copied with that axis last (once per
-        nest; the nest reads it once per outer point)."""
+        nest; the nest reads it once per outer point). When the operand holding the row is
+        stored and there is one summed index, the nest may instead compute the rows of a
+        tile of points as one matrix product (`tiles`), decided when the nest is written
+        (`write`: it needs the loop order)."""
         a_term, b_term, out_term = parse_spec(eqn.params["spec"])
         out = eqn.outputs[0].type
         last = len(self.shape) - 1
-        z, row = self.scope.fresh("z"), self.scope.fresh("row")
+        z, rows = self.scope.fresh("z"), self.scope.fresh("row")
         row_char = out_term[-1]
         position[row_char] = z
+        # the operand holding the row, laid out with the summed index and then the row last
+        # (one summed index: for a tile, its matrix for fixed outer indices is contiguous)
+        tail = [c for c in summed if len(summed) == 1] + [row_char]
         terms = []
         for k, term in enumerate((a_term, b_term)):
-            if operands[k] is not None and row_char in term and term[-1] != row_char:
-                order = [*(i for i, c in enumerate(term) if c != row_char),
-                         term.index(row_char)]
-                moved = self.scope.fresh("t")
-                self.before.append(f"{moved} = np.ascontiguousarray(np.transpose("
-                                   f"{operands[k]}, {shape_text(tuple(order))}))")
-                operands[k], term = moved, "".join(term[i] for i in order)
+            if operands[k] is not None and row_char in term:
+                ends = [c for c in tail if c in term]
+                order = [*(i for i, c in enumerate(term) if c not in ends),
+                         *(term.index(c) for c in ends)]
+                if order != list(range(len(term))):
+                    moved = self.scope.fresh("t")
+                    self.before.append(f"{moved} = np.ascontiguousarray(np.transpose("
+                                       f"{operands[k]}, {shape_text(tuple(order))}))")
+                    operands[k], term = moved, "".join(term[i] for i in order)
             terms.append(term)
         self.weights_outside(out.shape, out_term, (a_term, b_term), operands)
-        # under prange each outer iteration needs its own row
+        if self.tile_index is None:
+            self.tile_index = self.scope.fresh("t")
+        t = self.tile_index
+        # under prange each outer iteration needs its own row (and tiles are not used)
         shared = last == 0 or self.outer_range() == "range"
-        allocate = f"{row} = {empty((self.shape[last],), out.np_dtype)}"
-        (self.before if shared else self.level_open.setdefault(1, [])).append(allocate)
-        lines = self.level_open.setdefault(last, [])
-        lines.append(f"for {z} in range({self.shape[last]}):")
-        lines.append(f"    {row}[{z}] = {scalar_literal(0, out.np_dtype)}")
+        lines = [f"for {z} in range({self.shape[last]}):",
+                 f"    {rows}[{t}, {z}] = {scalar_literal(0, out.np_dtype)}"]
         indent = ""
         for c in summed:
             position[c] = self.scope.fresh("j")
@@ -341,9 +388,83 @@ class _Nest:
         left, right = (self.operand_at(x, array, term, position, lines, indent)
                        for x, array, term in zip(eqn.inputs, operands, terms))
         lines.append(f"{indent}for {z} in range({self.shape[last]}):")
-        lines.append(f"{indent}    {row}[{z}] = "
-                     f"{cast(f'{row}[{z}] + {left} * {right}', out.dtype)}")
-        self.elements[eqn.outputs[0]] = f"{row}[{self.index[last]}]"
+        lines.append(f"{indent}    {rows}[{t}, {z}] = "
+                     f"{cast(f'{rows}[{t}, {z}] + {left} * {right}', out.dtype)}")
+        self.elements[eqn.outputs[0]] = f"{rows}[{t}, {self.index[last]}]"
+        shape = (1, self.shape[last])
+        tile = self.row_tile(eqn, operands, terms, position, sizes, summed, rows) \
+            if shared else None
+        if not shared:  # allocated there when written (`write_rows`)
+            self.level_open.setdefault(1, [])
+        self.rows.append((lines, rows, shape, out.np_dtype, tile))
+
+    def row_tile(self, eqn: Eqn, operands: list[str | None], terms: list[str],
+                 position: dict[str, str], sizes: dict[str, int], summed: list[str],
+                 rows: str) -> RowTile | None:
+        """The tile form of a row contraction (`tiles`), or None where it has none: one
+        summed index, the operand holding the row stored (its matrix for the current outer
+        indices ``W[.., j, z]`` contiguous), the other not holding it, and one floating
+        dtype BLAS takes."""
+        out = eqn.outputs[0].type
+        row_char = parse_spec(eqn.params["spec"])[2][-1]
+        if not self.may_tile(eqn, len(summed)):
+            return None
+        w = next(k for k, term in enumerate(terms) if row_char in term)
+        dtype = out.np_dtype
+        weights_term, (j,) = terms[w], summed
+        outer = weights_term[:-2] if weights_term.endswith(j + row_char) else None
+        if outer is None:
+            return None
+        out_term = parse_spec(eqn.params["spec"])[2]
+        runs = dict(zip(out_term, merge_runs(self.shape, out.shape)))
+        levels = {level for c in outer for level in range(*runs[c])}
+        points = 1 - w
+        fill: list[str] = []
+        position = dict(position)
+        position[j] = self.scope.fresh("j")
+        fill.append(f"for {position[j]} in range({sizes[j]}):")
+        value = self.operand_at(eqn.inputs[points], operands[points], terms[points], position,
+                                fill, "    ")
+        tile_points = self.scope.fresh("tp")
+        fill.append(f"    {tile_points}[{self.tile_index}, {position[j]}] = {value}")
+        return RowTile(fill=fill, weights=_at(operands[w], outer, position), levels=levels,
+                       points=tile_points, rows=rows, summed=sizes[j],
+                       row=self.shape[-1], dtype=dtype)
+
+    def point_product(self, eqn: Eqn) -> None:
+        """A point product (`fusion.point_product`): each point writes its rows of both
+        operands (their elements at the innermost level) into scratch tiles, which are
+        multiplied and added into the result per tile (`tiles`), or per point."""
+        order = point_product(eqn)
+        assert order is not None
+        left, right = (eqn.inputs[k] for k in order)
+        a_term, _, out_term = parse_spec(eqn.params["spec"])
+        out = eqn.outputs[0]
+        shape = left.type.shape
+        runs = merge_runs(self.shape, shape)
+        multi = self.multi_index(shape)
+        kept = [multi[a_term.index(c)] for c in out_term[:-2]]
+        summed = {level for c, run in zip(a_term, runs) if c not in out_term
+                  for level in range(*run)}
+        # the levels of the result's leading axes first, so that the summed ones are the
+        # loop just outside the rows: the one tiled (where `loop_order` allows)
+        outer = sorted(level for c, run in zip(a_term, runs) if c in out_term[:-2]
+                       for level in range(*run))
+        self.order = outer + [level for level in self.order if level not in outer]
+        if self.tile_index is None:
+            self.tile_index = self.scope.fresh("t")
+        dtype = out.type.np_dtype
+        target = self.scope.fresh("r")
+        self.results.append((target, out, out.type.shape, dtype, scalar_literal(0, dtype)))
+        tile = PointProductTile(
+            left=self.scope.fresh("tl"), right=self.scope.fresh("tr"),
+            product=self.scope.fresh("s"), target=target, kept=kept, levels=summed,
+            rows=shape[-1], columns=shape[-1], dtype=dtype)
+        for name, operand in ((tile.left, left), (tile.right, right)):
+            self.body.append(f"{name}[{self.tile_index}, {self.index[-1]}] = "
+                             f"{self.element(operand)}")
+        self.products.append(tile)
+        self.scope.bind(out, target)
 
     def weights_outside(self, out_shape: tuple[int, ...], out_term: str,
                         terms: tuple[str, str], operands: list[str | None]) -> None:
@@ -415,13 +536,14 @@ class _Nest:
     # --------------------------------------------------------------- writing
     def outer_range(self) -> str:
         reduces_outer = any(
-            kind == "reduction" for kind in self.group.kinds)
+            kind in ("reduction", "point_product") for kind in self.group.kinds)
         return "range" if reduces_outer else self.scope.options.outer_range
 
     def write(self, stores: list[tuple[Var, str]]) -> None:
         scope = self.scope
         for target, var, shape, dtype, fill in self.results:
             scope.allocate(target, var, shape, dtype, fill)
+        self.write_rows()
         for line in self.before:
             scope.line(line)
         reshaped = []
@@ -443,6 +565,33 @@ class _Nest:
                 reshaped.append((var, array))
         self._level(0)
         self.bind_stores(reshaped)
+
+    def write_rows(self) -> None:
+        """Choose each row contraction's form: tiles when every one of the nest's has a tile
+        form and the level looped just outside the row is one their matrices do not depend
+        on, else one row at a time; allocate the scratch arrays."""
+        if not self.rows and not self.products:
+            return
+        last = len(self.shape) - 1
+        tiles = [tile for *_, tile in self.rows] + self.products
+        level = self.loop_order()[last - 1] if last >= 1 else None
+        if level is not None and all(t is not None for t in tiles) \
+                and tiles_level(tiles, level):
+            self.tiled = tiles
+            allocate_tiles(self.scope, tiles, tile_rows(self.shape[level]))
+            return
+        # one point at a time: row 0 of each scratch array
+        self.level_open.setdefault(last, [])[0:0] = [
+            f"{self.tile_index} = 0", *(line for lines, *_ in self.rows for line in lines)]
+        allocate_tiles(self.scope, self.products, 1)
+        for product in self.products:
+            self.level_close.setdefault(last, []).extend(product.accumulate("1"))
+        if last == 0 or self.outer_range() == "range":
+            for _, rows, shape, dtype, _ in self.rows:
+                self.scope.allocate(rows, None, shape, dtype)
+        else:  # under prange each outer iteration needs its own rows
+            self.level_open[1][0:0] = [f"{rows} = {empty(shape, dtype)}"
+                                       for _, rows, shape, dtype, _ in self.rows]
 
     def bind_stores(self, stores: list[tuple[Var, str]]) -> None:
         """Bind each value stored flat (one element per point of the nest) to its array,
@@ -507,8 +656,13 @@ class _Nest:
         else:
             loop = self.outer_range() if level == 0 else "range"
             looped = self.loop_order()[level]
-            with scope.src.block(f"for {self.index[looped]} in {loop}({self.shape[looped]})"):
-                self._level(level + 1)
+            if self.tiled and level == len(self.shape) - 2:
+                write_tiled_loop(scope, self.tiled, self.index[looped], self.shape[looped],
+                                 self.tile_index, lambda: self._level(level + 1))
+            else:
+                with scope.src.block(
+                        f"for {self.index[looped]} in {loop}({self.shape[looped]})"):
+                    self._level(level + 1)
         for line in self.level_close.get(level, []):
             scope.line(line)
 

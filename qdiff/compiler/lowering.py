@@ -80,7 +80,8 @@ class Scope:
 
     def __init__(self, source: Source, options: Options, program: Program,
                  inputs: Sequence[str], owned_inputs: Sequence[Var] = ()):
-        program = hoist(rematerialize(merge_repeated_outputs(program)))
+        program = hoist(rematerialize(merge_repeated_outputs(program),
+                                      self.writes_point_products()))
         self.src, self.options, self.program = source, options, program
         self.env: dict[Var, str] = dict(zip(program.inputs, inputs))
         self.live: Liveness = liveness(program, owned_inputs)
@@ -241,7 +242,7 @@ class Scope:
     def lower(self) -> list[str]:
         """Write the program's statements; return the expressions of its outputs."""
         positions = {id(e): k for k, e in enumerate(self.program.eqns)}
-        for item in plan(self.program.eqns):
+        for item in plan(self.program.eqns, self.writes_point_products()):
             if isinstance(item, Eqn):
                 self.index = positions[id(item)]
                 self.lowering = {item}
@@ -254,6 +255,12 @@ class Scope:
                 self.written.update(item.members)
         self.hoist_allocations()
         return [self.read(a) for a in self.program.outputs]
+
+    def writes_point_products(self) -> bool:
+        """Whether point products (`fusion.point_product`) join loop nests: where the nests
+        are the CPU target's (`groups.lower_group`, which computes them tile by tile as
+        BLAS products); a target writing its own nests keeps them as einsums."""
+        return type(self).lower_group is Scope.lower_group
 
     def lower_group(self, group: Group) -> None:
         """Write one fused group's loop nest (a target may write it otherwise)."""

@@ -32,7 +32,7 @@ from .fusion import member_kind
 
 # readers that evaluate an operand element by element (a contraction: at the positions it
 # sums over) inside their own loop nest
-_ELEMENT_READERS = {"elementwise", "reduction", "contraction"}
+_ELEMENT_READERS = {"elementwise", "reduction", "contraction", "point_product"}
 
 # elementwise primitives cheaper to compute again at each read than to store and load
 CHEAP = {"add", "sub", "mul", "neg"}
@@ -69,8 +69,9 @@ def _chain_depth(eqn: Eqn, chains: dict[Var, Eqn], depth: dict[Eqn, int]) -> int
     return deepest if deepest <= CHAIN_MAX_DEPTH else None
 
 
-def rematerialize(program: Program) -> Program:
-    """``program`` with a private copy of each broadcast chain before every fused reader.
+def rematerialize(program: Program, point_products: bool = False) -> Program:
+    """``program`` with a private copy of each broadcast chain before every fused reader
+    (``point_products``: whether point products are fused readers, `fusion.member_kind`).
 
     >>> import numpy as np, qdiff, qdiff.numpy as qnp
     >>> p = qdiff.trace(lambda x, c: qnp.sum((x[:, None] - c[None, :]) ** 2)
@@ -90,7 +91,7 @@ def rematerialize(program: Program) -> Program:
     result: list[Eqn] = []
     for eqn in program.eqns:
         if eqn.outputs and eqn.outputs[0] in chains \
-                or member_kind(eqn) not in _ELEMENT_READERS \
+                or member_kind(eqn, point_products) not in _ELEMENT_READERS \
                 or not any(isinstance(a, Var) and a in chains for a in eqn.inputs):
             result.append(eqn)
             continue

@@ -121,3 +121,17 @@ def test_a_loop_whose_carry_starts_as_its_constant_does_not_update_the_constant(
 
     program = qdiff.trace(g, b)
     assert_agree(CompiledProgram(program)(b), program(b), "while carry equal to its constant")
+
+
+def test_a_loop_nest_over_an_empty_batch_compiles():
+    # merge_runs found no loop axis for a zero-size axis: lowering raised TypeError
+    def f(x, m):
+        return qnp.sum((x[:, None, :] - m[None]) ** 2)
+
+    x, m = np.zeros((0, 3)), np.ones((2, 3))
+    program = qdiff.trace(f, x, m)
+    assert CompiledProgram(program)(x, m) == 0.0
+    gradient = qdiff.grad(f, argnums=(0, 1))
+    for got, want in zip(qdiff.jit(gradient)(x, m), gradient(x, m)):
+        assert got.shape == want.shape
+        assert_agree(got, want, "empty batch")
