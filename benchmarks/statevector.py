@@ -34,12 +34,13 @@ graph state, ``random_circuit(n, 10, max_operands=4, seed=5)`` as drawn), import
 ``qm.from_qiskit`` and run on the Numba back end (the program returns the probabilities).
 Columns: ``passes`` and ``cost`` (passes by the back end's price list) of the fused plan
 qdiff runs; ``bw floor`` its passes x 32 B x 2^n / copy bandwidth; ``flop floor`` its
-arithmetic (the gates in their sparse forms, 8 flops per complex multiply-add per
-amplitude) / the flop rate of one complex128 matrix product; qdiff, aer and lightning in ms
-(lightning: the transpiled circuit gate for gate in a QNode returning the probabilities, a
-gate PennyLane has no name for as its ``QubitUnitary``), qdiff / aer, qdiff / lightning and
-qdiff / max(bw floor, flop floor), and max|dp|, the largest difference between lightning's
-probabilities and qdiff's. Below the table, each ratio against its goal: every
+arithmetic (the gates in their sparse forms, 8 flops per complex multiply-add per amplitude)
+/ the flop rate of one complex128 matrix product (both floors count a block run on the part
+of the state still off |0> by that part: ``support_fractions``); qdiff, aer and lightning in
+ms (lightning: the transpiled circuit gate for gate in a QNode returning the probabilities,
+a gate PennyLane has no name for as its ``QubitUnitary``), qdiff / aer, qdiff / lightning
+and qdiff / max(bw floor, flop floor), and max|dp|, the largest difference between
+lightning's probabilities and qdiff's. Below the table, each ratio against its goal: every
 circuit <= 0.3x Aer and <= 0.5x lightning, the ansatz within 2x of max(floors) of its own
 plan, the random circuit within 3x.
 
@@ -319,18 +320,46 @@ def lightning_circuit_runner(qc: Any) -> Callable[[], Any] | None:
     return circuit
 
 
+def support_fractions(fused: Any, n: int) -> list[float]:
+    """The share of the state each top-level gate equation of ``fused`` passes over on the
+    Numba back end, which runs a fused block on wires still ``|0>`` on the first ``2^m``
+    amplitudes alone (`NumbaBackend.apply_fused`): m grows to the highest wire a block has
+    reached; the first block to reach the top wire from ``|0...0>`` writes ``U|0>`` into
+    its own amplitudes (no pass); any other equation makes the back end forget."""
+    from qdiff.quantum.lang.fusion import GATE_KINDS
+    from qdiff.quantum.simulator.numba_block_kernels import FUSION_MIN_QUBITS
+
+    reached: int | None = 0 if n >= FUSION_MIN_QUBITS else None
+    shares = []
+    for eqn in fused.eqns:
+        if eqn.primitive.name not in GATE_KINDS:
+            continue
+        if reached is None or eqn.primitive.name != "fused_gate":
+            reached = None
+            shares.append(1.0)
+            continue
+        m = max(reached, max(eqn.params["wires"]) + 1)
+        shares.append(2.0 ** (m - n) if m < n else 0.0 if reached == 0 else 1.0)
+        reached = m if m < n else None
+    return shares
+
+
 def plan_floors(program: Any, n: int, bandwidth: float, flop_rate: float
                 ) -> tuple[int, float, float, float]:
-    """(passes, cost, bandwidth floor s, compute floor s) of the plan the Numba back end runs."""
+    """(passes, cost, bandwidth floor s, compute floor s) of the plan the Numba back end
+    runs, each equation's bytes and flops counted over the share of the state it passes
+    over (`support_fractions`)."""
     from qdiff.quantum.execution.reference import fused_program
     from qdiff.quantum.lang.fusion import GATE_KINDS, gate_parts
     from qdiff.quantum.lang.gate_forms import gate_form
 
     fused, stats = fused_program(program, "numba")
-    work = sum(gate_form(spec).cost for e in fused.eqns if e.primitive.name in GATE_KINDS
-               for spec, _, _, _ in gate_parts(e))
-    return (stats.passes, stats.cost, stats.passes * 32 * 2 ** n / bandwidth,
-            8 * work * 2 ** n / flop_rate)
+    gates = [e for e in fused.eqns if e.primitive.name in GATE_KINDS]
+    shares = support_fractions(fused, n)
+    work = [sum(gate_form(spec).cost for spec, _, _, _ in gate_parts(e)) for e in gates]
+    passes = sum(shares) + stats.passes - len(gates)   # passes inside sub-programs: whole
+    return (stats.passes, stats.cost, passes * 32 * 2 ** n / bandwidth,
+            8 * sum(w * f for w, f in zip(work, shares)) * 2 ** n / flop_rate)
 
 
 def complex_flop_rate(size: int = 384) -> float:
