@@ -110,3 +110,14 @@ def test_loops_on_measurements_keep_going_member_by_member(monkeypatch):
     got = qdiff.vmap(qdiff.grad(program))(theta)
     assert counts["sweeps"] == 0
     np.testing.assert_allclose(got, _loop(qdiff.grad(program), theta), rtol=1e-12)
+
+
+def test_postselection_that_never_succeeds_for_a_member_is_that_members_error(monkeypatch):
+    program = qdiff.program(postselected_pair)
+    xs = np.array([[1.0, 0.5], [0.0, 0.0]])   # the second member never reads 1
+    counts = _sweeps(monkeypatch)
+    with pytest.raises(qdiff.QdiffError, match="probability 0"):
+        qdiff.grad(program)(xs[1])
+    with pytest.raises(qdiff.QdiffError, match="probability 0"):
+        qdiff.vmap(qdiff.grad(program))(xs)
+    assert counts == {"sweeps": 1, "member_by_member": 1}
