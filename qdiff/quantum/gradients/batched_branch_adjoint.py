@@ -65,6 +65,7 @@ from ..lang import primitives as qp
 from ..lang.gates import gate_spec
 from ..lang.primitives import pauli_sum_of
 from ..simulator.batched_kernels import run_circuit
+from .adjoint import probability_cotangent
 from .gradient import gradient
 
 __all__ = ["branch_value_and_grad"]
@@ -231,14 +232,14 @@ def _projective(sweep: _Sweep, record: _Record) -> None:
     safe_q = np.where(alive, q, 1.0)
     w_bar = sweep.ct.pop(record.w_out, None)
     w_bar = np.zeros(sweep.size) if w_bar is None else np.where(alive, w_bar, 0.0)
-    q_bar = w_bar * record.weight_in
     sweep.add(record.w_in, w_bar * q)
     lam = sweep.lam.pop(record.out_nodes[0], None)
     lam_in = np.zeros_like(psi)
     if lam is not None:
-        psi_out = record.out_values[0][0]
         lam = np.where(alive[:, None], lam, 0.0)
-        q_bar = q_bar - np.einsum("bi,bi->b", lam.conj(), psi_out).real / safe_q
+    overlap = None if lam is None else np.einsum("bi,bi->b", lam.conj(), record.out_values[0][0])
+    q_bar = probability_cotangent(w_bar, record.weight_out, safe_q, overlap)
+    if lam is not None:
         if flip:
             lam = lam[:, np.arange(psi.shape[1]) ^ (1 << wire)]
         lam_in = np.where(mask, lam, 0.0) / np.sqrt(safe_q)[:, None]
