@@ -21,6 +21,7 @@ from .execution.runner import NonTerminatingLoopError, QuantumResult, needs_runn
 from .gradients import (
     array_batched_adjoint,  # noqa: F401  (registers vmap's batched gradients on NumPy/CuPy)
     batched_adjoint,  # noqa: F401  (registers vmap's batched gradients)
+    batched_branch_adjoint,  # noqa: F401  (registers them for programs that measure)
     differentiation,  # noqa: F401  (registers the quantum derivative rule)
 )
 from .gradients.gradient import QuantumGradient, gradient, jacobian

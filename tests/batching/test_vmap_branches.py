@@ -1,7 +1,8 @@
 """`qdiff.vmap` of quantum programs with measurements: one batched branching simulation
 (`execution/batched_branches.py`) whose values equal the member-by-member loop's, for
 loops ending on a measurement, a branch on a mid-circuit outcome, resets and
-postselection; their per-member gradients (member by member) equal the loop's too."""
+postselection; their per-member gradients equal the loop's too (without loops, one batched
+sweep: tests/quantum/gradients/test_batched_branch_gradients.py)."""
 
 from __future__ import annotations
 

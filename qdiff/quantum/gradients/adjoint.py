@@ -685,10 +685,10 @@ def _projective(sweep: Sweep, record: Record) -> None:
     w_bar = sweep.weight_cotangent(record)
     projected = be.project(be.copy(stored), n, wire, outcome)
     q = be.norm_squared(projected)
-    q_bar = w_bar * (record.weight_out / q)
     lam_in = None
+    q_bar = probability_cotangent(w_bar, record.weight_out, q,
+                                  None if lam_out is None else sweep.overlaps(lam_out, psi_out))
     if lam_out is not None:
-        q_bar = q_bar - sweep.overlaps(lam_out, psi_out).real / q
         for row in lam_out:
             if flip:
                 be.apply_gate(row, n, "x", [wire])
@@ -701,6 +701,18 @@ def _projective(sweep: Sweep, record: Record) -> None:
     if node not in sweep.psi:
         sweep.psi[node] = be.copy(stored)
     sweep.add_lam(node, lam_in)
+
+
+def probability_cotangent(w_bar: Any, weight_out: Any, q: Any, overlap: Any = None) -> Any:
+    """``q̄ = w̄'w'/q - Re<λ'|ψ'>/q`` of an outcome of probability ``q`` (``w' = w q``), from
+    the outgoing weight's cotangent and ``<λ'|ψ'>`` (None: no adjoint); elementwise, so the
+    rows of a sweep or the members of a batch (`batched_branch_adjoint`) take it alike.
+
+    >>> float(probability_cotangent(2.0, 0.3, 0.5, 0.1 + 0.2j))
+    1.0
+    """
+    q_bar = w_bar * (weight_out / q)
+    return q_bar if overlap is None else q_bar - np.real(overlap) / q
 
 
 def _readout(sweep: Sweep, record: Record) -> None:
