@@ -121,16 +121,18 @@ def test_gradients_equal_the_member_by_member_loop(name, fn, inputs):
     np.testing.assert_allclose(qdiff.vmap(grad)(xs), _loop(grad, xs), rtol=1e-12, atol=1e-12)
 
 
-def test_a_shared_input_and_a_cond_on_a_batched_value():
-    def mixed(w, x):
-        q = qm.qubits(2)
-        qm.ry(w, q[0]); qm.rx(x, q[1])
-        qdiff.cond(w > 0.0, lambda: qm.cx(q[0], q[1]), lambda: qm.h(q[1]))
-        bit = qm.measure(q[1])
-        qdiff.cond(bit, lambda: qm.rz(x, q[0]), lambda: qm.rx(x * w, q[0]))
-        return qm.expval("XZ", q)
+def shared_and_batched(w, x):
+    # x shared by the batch, w per member: a cond on w, then one on a measurement
+    q = qm.qubits(2)
+    qm.ry(w, q[0]); qm.rx(x, q[1])
+    qdiff.cond(w > 0.0, lambda: qm.cx(q[0], q[1]), lambda: qm.h(q[1]))
+    bit = qm.measure(q[1])
+    qdiff.cond(bit, lambda: qm.rz(x, q[0]), lambda: qm.rx(x * w, q[0]))
+    return qm.expval("XZ", q)
 
-    program = qdiff.program(mixed)
+
+def test_a_shared_input_and_a_cond_on_a_batched_value():
+    program = qdiff.program(shared_and_batched)
     w = rng.uniform(-2, 2, B)
     assert branches_claim(program.trace(w[0], 0.3), [True, False])
     got = qdiff.vmap(program, in_axes=(0, None))(w, 0.3)

@@ -13,7 +13,12 @@ import pytest
 import qdiff
 from qdiff import quantum as qm
 from qdiff.quantum.lang.examples import repeat_until_one
-from tests.batching.test_vmap_branches import feedforward, postselected_pair, resets
+from tests.batching.test_vmap_branches import (
+    feedforward,
+    postselected_pair,
+    resets,
+    shared_and_batched,
+)
 
 B = 6
 rng = np.random.default_rng(11)
@@ -85,15 +90,7 @@ def test_batched_gradients_equal_the_member_by_member_loop(name, fn, inputs, mon
 
 
 def test_a_shared_input_and_a_cond_on_a_batched_value(monkeypatch):
-    def mixed(w, x):
-        q = qm.qubits(2)
-        qm.ry(w, q[0]); qm.rx(x, q[1])
-        qdiff.cond(w > 0.0, lambda: qm.cx(q[0], q[1]), lambda: qm.h(q[1]))
-        bit = qm.measure(q[1])
-        qdiff.cond(bit, lambda: qm.rz(x, q[0]), lambda: qm.rx(x * w, q[0]))
-        return qm.expval("XZ", q)
-
-    program = qdiff.program(mixed)
+    program = qdiff.program(shared_and_batched)
     w = rng.uniform(-2, 2, B)
     counts = _sweeps(monkeypatch)
     gw, gx = qdiff.vmap(qdiff.grad(program, argnums=(0, 1)), in_axes=(0, None))(w, 0.3)
