@@ -36,6 +36,11 @@ inside a branch, or inside a loop left by ``break``, come back to the host at it
 (the other branch assigns them on the host, or not at all), unless no later line reads
 them (`Residency.prune`); names first assigned in another loop keep their state at the end
 of its body.
+
+A loop's header is written before its body shows which carries kernels update, so the text
+is written again knowing what the pass before found (`CarryPlan`): carries that came back
+at the end of every step go over before their loop, and checkpoint buffers whose rows take
+them are device arrays, a row written there as a device-side copy (``x_d[i] = v_d``).
 """
 
 from __future__ import annotations
@@ -350,6 +355,7 @@ class Residency:
         if target in self.outside or target not in self.defined:
             return None
         moves, (device_value,) = self.on_device([value])
+        self._invalidate(target, written=True)
         self.written(target)
         index = ast.unparse(node.targets[0])[len(target):]
         indent = text[:len(text) - len(text.lstrip())]
@@ -363,8 +369,9 @@ class Residency:
         >>> r = Residency([], CarryPlan({"c"}, set()))
         >>> r.device_carries, r.row_writes = {"d", "e"}, {("buf", "d")}
         >>> r.host_carries = {"e"}
-        >>> r.next_plan()
-        CarryPlan(carries={'c', 'd'}, buffers={'buf'})
+        >>> plan = r.next_plan()
+        >>> sorted(plan.carries), plan.buffers
+        (['c', 'd'], {'buf'})
         """
         carries = (self.plan.carries | self.device_carries) - self.host_carries
         return CarryPlan(carries, self.device_rows | {buffer for buffer, value
