@@ -95,6 +95,13 @@ def _loop_of_kernels(x, y):
     return qdiff.fori_loop(0, 3, lambda i, c: qnp.cumsum(qnp.sin(c) * y), x)
 
 
+def _checkpointed_loop_of_kernels(x, y):
+    # a loop of kernels under `grad`: its carry is checkpointed at each step; it came back
+    # to a host buffer and went over again at every step, forward, and the reverse loop's
+    # cotangents came back at every step too
+    return qnp.sum(qdiff.fori_loop(0, 4, lambda i, c: qnp.sin(c) * y + c, x))
+
+
 def _rows_in_a_loop(m, w):
     # rows of an argument and of an array a kernel made, read by kernels in a host loop
     # (ADBench D-LSTM's shape): views on the device, nothing copied per step
@@ -199,6 +206,10 @@ TRANSFERS = {
     "rows of device arrays in a loop": (_rows_in_a_loop,
                                         (RNG.normal(size=(4, 6)), RNG.normal(size=6)),
                                         (3, 1, 288)),
+    # the gradient: x, y and the two cotangents over before the loops, the gradient back
+    "gradient of a checkpointed loop of kernels": (
+        qdiff.grad(_checkpointed_loop_of_kernels, argnums=(0, 1)),
+        (RNG.normal(size=6), RNG.normal(size=6)), (4, 2, 192)),
 }
 
 # what the generated code must hold (default: a kernel); scalar programs have none

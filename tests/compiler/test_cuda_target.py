@@ -169,6 +169,40 @@ def test_loop_of_kernels_moves_nothing_per_iteration():
                      "c1 = rtc.download(c1_d)"]
 
 
+def test_checkpointed_loop_of_kernels_copies_nothing_per_iteration():
+    # the forward loop's carry came back at every step for its checkpoint (a host buffer)
+    # and went over again, and the reverse loop's cotangents came back at every step:
+    # 31 downloads and 31 uploads per call of the ADBench D-LSTM gradient at the quick size
+    from tests.compiler.cuda_cases import _checkpointed_loop_of_kernels  # noqa: PLC0415
+
+    f = qdiff.grad(_checkpointed_loop_of_kernels, argnums=(0, 1))
+    lines = _host_function(f, np.ones(6), np.ones(6))
+    buffers = [line.strip() for line in lines if line.strip().startswith("buf")]
+    assert len(buffers) == 1 and re.fullmatch(  # a device array
+        r"buf\d+_d = rtc\.full\(\(4, 6,\), 0, np\.float64\)", buffers[0]), buffers
+    loops = [k for k, line in enumerate(lines) if line.startswith("    for ")]
+    assert len(loops) == 2, lines  # forward and reverse
+    for start in loops:
+        body = _block_body(lines, start)
+        assert sum("rtc.launch(" in line for line in body) == 1, body
+        assert not [line for line in body if "rtc.upload(" in line or "rtc.download(" in line]
+    # the checkpoint's row is written and read on the device
+    host = "\n".join(lines)
+    assert re.search(r"c\d+_d\[s\d+:s\d+ \+ 1, s\d+:s\d+ \+ 6\] = v\d+_d", host), host
+    assert re.search(r"v\d+_d = c\d+_d\[s\d+\]", host), host
+
+
+def _block_body(lines: list[str], start: int) -> list[str]:
+    """The lines of the body of the block whose header is ``lines[start]``."""
+    depth = len(lines[start]) - len(lines[start].lstrip())
+    body = []
+    for line in lines[start + 1:]:
+        if len(line) - len(line.lstrip()) <= depth:
+            break
+        body.append(line.strip())
+    return body
+
+
 def test_loop_over_rows_of_a_device_array_copies_nothing_per_iteration():
     # a row of an array on the device (an argument, or a kernel's result) was taken on the
     # host and uploaded at every step of the host loop: 1676 uploads and 374 downloads per

@@ -22,7 +22,7 @@ import numpy as np
 from ..groups import fold, neutral
 from ..lowering import shape_text
 from ..source import Source, cast, dtype_name, scalar_literal
-from .residency import Residency, device_name
+from .residency import CarryPlan, Residency, device_name
 from .statements import parse_statement
 
 # threads per block (a power of two: block reductions halve it)
@@ -113,12 +113,12 @@ def device_array(shape: Sequence[int], dtype: object, fill: str | None = None) -
 class KernelSource(Source):
     """The host function's lines, with the kernels written alongside it."""
 
-    def __init__(self) -> None:
+    def __init__(self, plan: CarryPlan | None = None) -> None:
         super().__init__()
         self.kernels: list[str] = []
         self._folds: dict[tuple[str, str, int], str] = {}
         self.kernel_depth = 0  # > 0 while kernel code is written (bodies, nests; they nest)
-        self.residency = Residency(self.lines)
+        self.residency = Residency(self.lines, plan)
         self._captured = 0     # > 0 while lines go to a kernel body
 
     @contextmanager

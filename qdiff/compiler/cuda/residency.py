@@ -36,6 +36,11 @@ inside a branch, or inside a loop left by ``break``, come back to the host at it
 (the other branch assigns them on the host, or not at all), unless no later line reads
 them (`Residency.prune`); names first assigned in another loop keep their state at the end
 of its body.
+
+A loop's header is written before its body shows which carries kernels update, so the text
+is written again knowing what the pass before found (`CarryPlan`): carries that came back
+at the end of every step go over before their loop, and checkpoint buffers whose rows take
+them are device arrays, a row written there as a device-side copy (``x_d[i] = v_d``).
 """
 
 from __future__ import annotations
@@ -76,6 +81,19 @@ class _Frame:
 ON_HOST = frozenset({HOST})
 
 
+@dataclass
+class CarryPlan:
+    """What the host function's text is written knowing in advance (the code is written in
+    one pass, so a loop's header is written before its body shows which carries kernels
+    update): the loop ``carries`` that go to the device before their loop, and the
+    checkpoint ``buffers`` made on the device (their rows written and read there). A pass
+    finds them (`Residency.next_plan`), the next is written with them.
+    """
+
+    carries: set[str] = field(default_factory=set)
+    buffers: set[str] = field(default_factory=set)
+
+
 class Residency:
     """The sides each host name is valid on while the host function is written (``lines``,
     the host function's lines so far), and the transfer statements kernels and host
@@ -90,8 +108,17 @@ class Residency:
     (['z_d = rtc.upload(z)'], ['y_d', 'z_d'])
     """
 
-    def __init__(self, lines: list[str]) -> None:
+    def __init__(self, lines: list[str], plan: CarryPlan | None = None) -> None:
         self.lines = lines
+        self.plan = plan or CarryPlan()
+        # what this pass shows the next should know (`next_plan`): carries that came back
+        # at the end of each step of their loop, those of the plan its body read on the
+        # host, rows written (buffer, value), buffers taking rows made on the device
+        self.device_carries: set[str] = set()
+        self.host_carries: set[str] = set()
+        self.row_writes: set[tuple[str, str]] = set()
+        self.device_rows: set[str] = set()
+        self.aliases: dict[str, str] = {}  # a = b written on the host: a -> b
         self.where: dict[str, frozenset[str]] = {}  # absent: valid on the host only
         self.shared: dict[str, set[str]] = {}  # name -> the names sharing its device memory
         self.defined: set[str] = set()         # names assigned so far
@@ -147,6 +174,7 @@ class Residency:
         from their recipe."""
         if not written:
             self.ranks.pop(name, None)
+            self.aliases.pop(name, None)
         self.recipes = {view: recipe for view, recipe in self.recipes.items()
                         if view != name and recipe[0] != name and name not in recipe[2]}
 
@@ -265,6 +293,9 @@ class Residency:
                                 if base in changed or reads & changed], free=True)
         if self._deferred_view(text):
             return settled
+        written = self._device_write(text)
+        if written is not None:
+            return [*settled, *written]
         rewritten = self.rewrite(text)
         if rewritten is not None:
             return [*settled, *rewritten]
@@ -287,6 +318,64 @@ class Residency:
             self.assigned(parsed.assigns)
             self._note_host_view(stripped)
         return [*moves, text]
+
+    def _root(self, name: str) -> str:
+        """The array ``name`` is a view or host alias of (itself where none)."""
+        seen = set()
+        while (name in self.recipes or name in self.aliases) and name not in seen:
+            seen.add(name)
+            name = self.recipes[name][0] if name in self.recipes else self.aliases[name]
+        return name
+
+    def _device_write(self, text: str) -> list[str] | None:
+        """``x[...] = v`` (basic indexing; a checkpoint's row) done on the device where
+        ``x`` is only there and ``v`` is an array there or reachable there: a device-side
+        copy into the view. Notes the buffers whose rows take device values, for the next
+        pass (`CarryPlan`). None where it runs on the host."""
+        try:
+            tree = ast.parse(text.strip())
+        except SyntaxError:
+            return None
+        node = tree.body[0] if len(tree.body) == 1 else None
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Subscript)
+                and isinstance(node.targets[0].value, ast.Name)
+                and isinstance(node.value, ast.Name)):
+            return None
+        target, value = node.targets[0].value.id, node.value.id
+        if not self.ranks.get(value) or self._dropped_axes(node.targets[0].slice) is None:
+            return None
+        buffer, source = self._root(target), self._root(value)
+        self.row_writes.add((buffer, source))
+        if source not in self.plan.carries and (DEVICE in self.sides(value)
+                                                or self._reachable(value, DEVICE)):
+            self.device_rows.add(buffer)
+        if self.sides(target) != {DEVICE}:
+            return None
+        if target in self.outside or target not in self.defined:
+            return None
+        moves, (device_value,) = self.on_device([value])
+        self._invalidate(target, written=True)
+        self.written(target)
+        index = ast.unparse(node.targets[0])[len(target):]
+        indent = text[:len(text) - len(text.lstrip())]
+        return [*moves, f"{indent}{device_name(target)}{index} = {device_value}"]
+
+    def next_plan(self) -> CarryPlan:
+        """The plan the next pass is written with: the carries kernels update that its
+        loop's body does not read on the host, and the buffers whose rows take them (or
+        other values made on the device).
+
+        >>> r = Residency([], CarryPlan({"c"}, set()))
+        >>> r.device_carries, r.row_writes = {"d", "e"}, {("buf", "d")}
+        >>> r.host_carries = {"e"}
+        >>> plan = r.next_plan()
+        >>> sorted(plan.carries), plan.buffers
+        (['c', 'd'], {'buf'})
+        """
+        carries = (self.plan.carries | self.device_carries) - self.host_carries
+        return CarryPlan(carries, self.device_rows | {buffer for buffer, value
+                                                      in self.row_writes if value in carries})
 
     def _deferred_view(self, text: str) -> bool:
         """Whether host statement ``text`` is an array view (a basic slice or a reshape of
@@ -318,6 +407,8 @@ class Residency:
                             and value.id in self.ranks:
                         self.ranks[target.id] = self.ranks[value.id]
             return
+        if isinstance(node.value, ast.Name):
+            self.aliases[node.targets[0].id] = node.value.id
         rank = self.rank_of(node.value)
         if rank is not None:
             self.ranks[node.targets[0].id] = rank
@@ -368,7 +459,11 @@ class Residency:
         if source is None:
             return None
         settled = self._settle([source])
-        if HOST in self.sides(source):
+        # a planned carry valid on both sides is taken on the device: its loop's kernels
+        # read it there, and a host alias would bring it back at every step
+        device_carry = method is None and DEVICE in self.sides(source) \
+            and self._root(source) in self.plan.carries
+        if HOST in self.sides(source) and not device_carry:
             return None if not settled else [*settled, *self.statement(text)]
         new, old = device_name(target), device_name(source)
         rank = self.ranks.get(source)
@@ -377,6 +472,7 @@ class Residency:
             self.allocated(target, rank)
             return [*settled, f"{indent}{new} = rtc.copy({old})"]
         self.view(target, source, rank)
+        self.aliases[target] = source
         return [*settled, f"{indent}{new} = {old}"]
 
     def _settle(self, names: list[str], free: bool = False) -> list[str]:
@@ -515,6 +611,14 @@ class Residency:
         depth = (len(self.lines[-1]) - len(self.lines[-1].lstrip())) // 4
         # an elif/else branch starts where its chain's `if` does: nothing goes between
         opened = self.chain_head if header.startswith(("elif ", "else")) else len(self.lines) - 1
+        if loop:  # carries kernels update go over before the loop, not back at each step
+            for name in sorted(self.plan.carries & self.defined):
+                if DEVICE not in self.sides(name) and name not in self.recipes:
+                    header_line = self.lines.pop()
+                    indent = header_line[:len(header_line) - len(header_line.lstrip())]
+                    self.lines += [indent + line for line in self._transfer(name, DEVICE)]
+                    self.lines.append(header_line)
+                    opened = len(self.lines) - 1
         self.frames.append(_Frame(loop, opened, depth, dict(self.where), set(self.defined)))
         self.assigned(assigns)
         if header.startswith("for ") and " in range(" in header:
@@ -572,6 +676,10 @@ class Residency:
             need = frame.relied.get(name, set()) & before
             if not before & now:
                 need |= before
+                if frame.loop and now == {DEVICE}:
+                    self.device_carries.add(name)
+            if frame.loop and name in self.plan.carries and HOST in frame.relied.get(name, ()):
+                self.host_carries.add(name)
             for side in sorted(need - now):
                 lines += self._transfer(name, side, hoist=False)
         if not frame.loop or exiting or frame.breaks:
