@@ -16,8 +16,8 @@ import numpy as np
 from ..lang.gate_forms import GateForm, gate_form
 from ..lang.gates import GateSpec, gate_spec
 
-__all__ = ["encode_block", "op_table", "OP_DENSE1", "OP_DENSE2", "OP_DENSEK", "OP_DIAG",
-           "OP_PERM", "OP_REAL1", "OP_REAL2", "OP_XPAIR"]
+__all__ = ["encode_block", "in_precision", "op_table", "OP_DENSE1", "OP_DENSE2", "OP_DENSEK",
+           "OP_DIAG", "OP_PERM", "OP_REAL1", "OP_REAL2", "OP_XPAIR"]
 
 OP_DENSE1, OP_DENSE2, OP_DENSEK, OP_DIAG, OP_PERM, OP_REAL1, OP_REAL2, OP_XPAIR = range(8)
 """Op kinds of the block kernel (see :func:`encode_block`)."""
@@ -419,3 +419,19 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
             d *= np.where(ok, part[idx], 1)
         pool[offset:offset + size] = d
     return (kinds, skel.cmasks, skel.ntg, skel.tgts, skel.moffs, pool, skel.perm, skel.poffs)
+
+
+def in_precision(arrays: tuple[np.ndarray, ...], dtype: Any) -> tuple[np.ndarray, ...]:
+    """The block encoding ``arrays`` (as :func:`encode_block` returns them) with the pool of
+    matrix entries in the state's ``dtype``: for complex64 states the block kernel then
+    computes in float32 throughout (its buffers take the state's precision), twice the
+    amplitudes per SIMD register; complex128 states get the arrays as they are.
+
+    >>> arrays = encode_block((0,), [("h", (0,))])
+    >>> in_precision(arrays, np.complex64)[5].dtype, in_precision(arrays, np.complex128)[5].dtype
+    (dtype('complex64'), dtype('complex128'))
+    """
+    pool = arrays[5]
+    if pool.dtype == dtype:
+        return arrays
+    return (*arrays[:5], pool.astype(dtype), *arrays[6:])

@@ -21,7 +21,7 @@ from ..lang.gate_forms import gate_form
 from ..lang.gates import gate_spec
 from . import numba_adjoint
 from .backend import StatevectorBackend
-from .block_encoding import OP_DIAG, encode_block
+from .block_encoding import OP_DIAG, encode_block, in_precision
 from .gate_ops import GateOp
 from .indexing import IndexLayout, check_wires, diagonal_patterns, index_layout
 from .numba_block_kernels import BLOCK, BLOCK_AMPS, FUSION_MIN_QUBITS, MAX_BLOCK_WIRES, MIN_BATCH
@@ -148,12 +148,13 @@ class NumbaBackend(StatevectorBackend):
         if n < FUSION_MIN_QUBITS or layout.cmask or not np.all(diag != 1):
             super()._apply_diagonal(state, layout, diag)
             return
-        self._sweep_diagonal(state, n, tuple(layout.targets),
-                             np.ascontiguousarray(diag, np.complex128))
+        self._sweep_diagonal(state, n, tuple(layout.targets), diag)
 
     def _sweep_diagonal(self, state: Any, n: int, wires: tuple[int, ...],
                         table: np.ndarray) -> None:
-        # amplitude i times table[entry of i on `wires`], in one contiguous sweep
+        # amplitude i times table[entry of i on `wires`], in one contiguous sweep; the table
+        # in the state's precision (a complex64 state multiplies in complex64)
+        table = np.ascontiguousarray(table, state.dtype)
         lowbits, lowpat, highpat = diagonal_patterns(n, wires)
         chunks = highpat.shape[0]
         DIAGONAL_TABLE(spread_items(chunks, self._parallel(state.shape[0]) and chunks > 1),
@@ -296,7 +297,8 @@ class NumbaBackend(StatevectorBackend):
         if 1 < groups < MIN_BATCH:
             return super().apply_fused(state, n, wires, ops)
         layout = index_layout(n, ws)
-        arrays = encode_block(ws, ops)  # checks that the ops stay on the block's wires
+        arrays = in_precision(encode_block(ws, ops), state.dtype)  # checks that the ops
+        # stay on the block's wires
         nb = groups // batch
         BLOCK(spread_items(nb, self._parallel(state.shape[0]) and nb > 1), state, nb, batch,
               layout.positions, layout.offsets, *arrays)

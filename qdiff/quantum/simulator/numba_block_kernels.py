@@ -456,8 +456,8 @@ def _dense2_rows(ar, ai, br, bi, cr, ci, dr, di, mr, mi):
 
 @_jit_blk
 def _blk_dense2(buf, rowmap, B, t0, t1, cmask, pool, mo):
-    mr = np.empty(16)
-    mi = np.empty(16)
+    mr = np.empty(16, buf[0].dtype)  # the buffers' precision: float32 lanes stay float32
+    mi = np.empty(16, buf[0].dtype)
     for e in range(16):
         mr[e] = pool[mo + e].real
         mi[e] = pool[mo + e].imag
@@ -584,12 +584,15 @@ def _blk_batch(psi, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool
 def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs):
     R = offs.shape[0]
     low = block_low(offs)
-    buf = (np.empty(R * B), np.empty(R * B))  # separate arrays: rows of one 2-D array ran slower
+    # the buffers in the state's precision (float32 for complex64: a SIMD register holds
+    # twice the amplitudes, and the pool's entries are complex64 too, see apply_fused);
+    # separate arrays: rows of one 2-D array ran slower
+    buf = (np.empty(R * B, psi.real.dtype), np.empty(R * B, psi.real.dtype))
     rowmap, bases, toff, rows, xr, xi = block_workspace(R, B, 1 << tgts.shape[1])
     # a diagonal op first or last: multiplied in at the gather or the scatter (the last one
     # only when it is not the first too)
-    rowd = np.empty(R, np.complex128)
-    rowd_last = np.empty(R, np.complex128)
+    rowd = np.empty(R, psi.dtype)
+    rowd_last = np.empty(R, psi.dtype)
     first = 1 if _edge_diagonal(kinds, cmasks, ntg, tgts, moffs, pool, 0, rowd) else 0
     last = kinds.shape[0]
     if last > first and _edge_diagonal(kinds, cmasks, ntg, tgts, moffs, pool, last - 1,
