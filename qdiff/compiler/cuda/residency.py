@@ -332,13 +332,8 @@ class Residency:
         ``x`` is only there and ``v`` is an array there or reachable there: a device-side
         copy into the view. Notes the buffers whose rows take device values, for the next
         pass (`CarryPlan`). None where it runs on the host."""
-        try:
-            tree = ast.parse(text.strip())
-        except SyntaxError:
-            return None
-        node = tree.body[0] if len(tree.body) == 1 else None
-        if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-                and isinstance(node.targets[0], ast.Subscript)
+        node = _one_assignment(text)
+        if not (node is not None and isinstance(node.targets[0], ast.Subscript)
                 and isinstance(node.targets[0].value, ast.Name)
                 and isinstance(node.value, ast.Name)):
             return None
@@ -692,17 +687,21 @@ class Residency:
         return lines
 
 
-def _single_assignment(text: str) -> ast.Assign | None:
-    """Statement ``text`` as an assignment to one name or one tuple of names; else None."""
+def _one_assignment(text: str) -> ast.Assign | None:
+    """Statement ``text`` as an assignment with one target; else None."""
     try:
         tree = ast.parse(text.strip())
     except SyntaxError:
         return None
     node = tree.body[0] if len(tree.body) == 1 else None
-    if not (isinstance(node, ast.Assign) and len(node.targets) == 1
-            and isinstance(node.targets[0], (ast.Name, ast.Tuple))):
-        return None
-    return node
+    return node if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+
+
+def _single_assignment(text: str) -> ast.Assign | None:
+    """Statement ``text`` as an assignment to one name or one tuple of names; else None."""
+    node = _one_assignment(text)
+    return node if node is not None and isinstance(node.targets[0], (ast.Name, ast.Tuple)) \
+        else None
 
 
 def _shape_length(args: list[ast.AST]) -> int | None:
