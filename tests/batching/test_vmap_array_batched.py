@@ -11,7 +11,7 @@ import pytest
 import qdiff
 import qdiff.numpy as qnp
 from qdiff import quantum as qm
-from qdiff.gpu import cupy_available
+from qdiff.gpu import array_module
 from qdiff.ir.errors import QdiffError
 from qdiff.quantum.execution.batched import batched_circuit, one_wire_runs
 from qdiff.quantum.simulator import lane_kernels
@@ -116,8 +116,10 @@ def test_an_unknown_batched_backend_is_an_error_naming_the_choices():
             pass
 
 
-@pytest.mark.skipif(cupy_available(), reason="a GPU is present here")
-def test_the_cupy_batched_backend_without_a_gpu_says_what_is_missing():
-    with pytest.raises(RuntimeError, match="CuPy"):
+def test_the_cupy_batched_backend_without_a_gpu_says_what_is_missing(monkeypatch):
+    # a machine without CuPy, here or on a GPU machine alike
+    monkeypatch.setattr(array_module, "_probe_cupy",
+                        lambda: (None, "CuPy is not importable (ModuleNotFoundError)"))
+    with pytest.raises(RuntimeError, match="needs CuPy and a CUDA device: CuPy is not"):
         with qm.batched_backend("cupy"):
             pass
