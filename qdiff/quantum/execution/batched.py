@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import functools
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -599,6 +600,22 @@ def readout_values(circuit: BatchedCircuit, psi: np.ndarray) -> list[np.ndarray]
     return values
 
 
+def readout_adjoints(xp: ModuleType, circuit: BatchedCircuit, psi: Any,
+                     readout_cts: Sequence[Any],
+                     rows: Callable[[Any, PauliSum, Sequence[int]], Any]) -> Any:
+    """``λ = Σ_r ē_r O_r ψ`` for every member (``p̄_j(i) ψ_i`` per amplitude for
+    probabilities), ``(members, 2**n)`` on the array module ``xp``, from the readouts'
+    cotangents; ``rows(psi, obs, wires)`` is ``O ψ`` row by row on that module."""
+    lam = xp.zeros_like(psi)
+    for (obs, wires), ct in zip(circuit.readouts, readout_cts):
+        ct = xp.asarray(np.asarray(ct, np.float64))
+        if obs is None:
+            lam += ct[:, xp.asarray(outcome_index(circuit.num_qubits, wires))] * psi
+        else:
+            lam += ct[:, None] * rows(psi, obs, wires)
+    return lam
+
+
 @functools.lru_cache(maxsize=64)
 def readout_diagonals(circuit: BatchedCircuit) -> np.ndarray | None:
     """``(readouts, 2**n)``: each readout's observable as a real diagonal when every
@@ -656,4 +673,4 @@ register_batched_runner(_claims, run_batched)
 
 __all__ = ["BatchedCircuit", "CircuitGate", "angle_gather", "angle_rows", "batched_circuit",
            "final_lane_states", "final_readouts", "lane_circuit", "one_wire_runs",
-           "products_2x2", "readout_diagonals", "run_batched"]
+           "products_2x2", "readout_adjoints", "readout_diagonals", "run_batched"]

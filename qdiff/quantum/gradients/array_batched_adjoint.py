@@ -34,7 +34,7 @@ from ..execution.batched import (
     BatchedCircuit,
     batched_circuit,
     fused_one_wire_runs,
-    outcome_index,
+    readout_adjoints,
 )
 from ..execution.batched_backend import batched_array_module
 from ..simulator import array_batched as kernels
@@ -75,13 +75,8 @@ def array_value_and_grad(xp: ModuleType, program: Program, values: Sequence[Any]
         psi = array_batched.final_states(xp, n, fused_one_wire_runs(circuit, mats))
 
         def sweep(readout_cts: Sequence[Any]) -> np.ndarray:
-            lam = xp.zeros_like(psi)   # λ = Σ_r ē_r O_r ψ
-            for (obs, wires), ct in zip(circuit.readouts, readout_cts):
-                ct = xp.asarray(np.asarray(ct, np.float64))
-                if obs is None:   # probs: λ_i = p̄_j(i) ψ_i
-                    lam += ct[:, xp.asarray(outcome_index(n, wires))] * psi
-                else:
-                    lam += ct[:, None] * array_batched.observable_rows(xp, psi, n, obs, wires)
+            lam = readout_adjoints(xp, circuit, psi, readout_cts, lambda x, obs, wires:
+                                   array_batched.observable_rows(xp, x, n, obs, wires))
             return _gate_cotangents(xp, circuit, mats, psi, lam)
         return array_batched.readout_values(xp, circuit, psi), sweep
 

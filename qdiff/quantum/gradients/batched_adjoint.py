@@ -42,8 +42,8 @@ from ..execution.batched import (
     member_matrices,
     observable_rows,
     one_wire_runs,
-    outcome_index,
     products_2x2,
+    readout_adjoints,
     readout_diagonals,
 )
 from ..execution.batched_backend import batched_array_module
@@ -210,13 +210,9 @@ def _adjoint_vectors(circuit: BatchedCircuit, state: np.ndarray, psi: np.ndarray
         weights = readout_diagonals(circuit).T @ cts                 # (2**n, members)
         lam = state * np.moveaxis(weights.reshape(-1, tiles, lanes), 1, 0)[:, None]
         return np.ascontiguousarray(lam)
-    lam = np.zeros_like(psi)
-    for (obs, wires), ct in zip(circuit.readouts, readout_cts):
-        if obs is None:  # probs: λ_i = p̄_j(i) ψ_i
-            lam += ct[:, outcome_index(circuit.num_qubits, wires)] * psi
-        else:            # expval: λ = ē O ψ
-            lam += ct[:, None] * observable_rows(psi, circuit.num_qubits, obs, wires)
-    return lane_kernels.to_lanes(lam)
+    n = circuit.num_qubits
+    return lane_kernels.to_lanes(readout_adjoints(
+        np, circuit, psi, readout_cts, lambda x, obs, wires: observable_rows(x, n, obs, wires)))
 
 
 def _scatter_add(out: np.ndarray, columns: np.ndarray, values: np.ndarray) -> None:
