@@ -600,19 +600,25 @@ def readout_values(circuit: BatchedCircuit, psi: np.ndarray) -> list[np.ndarray]
     return values
 
 
+def readout_adjoint(xp: ModuleType, psi: Any, num_qubits: int, obs: PauliSum | None,
+                    wires: Sequence[int], cotangent: Any,
+                    rows: Callable[[Any, PauliSum, Sequence[int]], Any]) -> Any:
+    """One readout's part of ``λ``, ``(members, 2**n)`` on the array module ``xp``: ``ē O ψ``
+    for an expectation, ``p̄_j(i) ψ_i`` per amplitude for probabilities (``obs`` None), from
+    its cotangent; ``rows(psi, obs, wires)`` is ``O ψ`` row by row on that module."""
+    ct = xp.asarray(np.asarray(cotangent, np.float64))
+    if obs is None:
+        return ct[:, xp.asarray(outcome_index(num_qubits, tuple(wires)))] * psi
+    return ct[:, None] * rows(psi, obs, wires)
+
+
 def readout_adjoints(xp: ModuleType, circuit: BatchedCircuit, psi: Any,
                      readout_cts: Sequence[Any],
                      rows: Callable[[Any, PauliSum, Sequence[int]], Any]) -> Any:
-    """``λ = Σ_r ē_r O_r ψ`` for every member (``p̄_j(i) ψ_i`` per amplitude for
-    probabilities), ``(members, 2**n)`` on the array module ``xp``, from the readouts'
-    cotangents; ``rows(psi, obs, wires)`` is ``O ψ`` row by row on that module."""
+    """``λ = Σ_r`` `readout_adjoint` over the readouts of ``circuit``, from their cotangents."""
     lam = xp.zeros_like(psi)
     for (obs, wires), ct in zip(circuit.readouts, readout_cts):
-        ct = xp.asarray(np.asarray(ct, np.float64))
-        if obs is None:
-            lam += ct[:, xp.asarray(outcome_index(circuit.num_qubits, wires))] * psi
-        else:
-            lam += ct[:, None] * rows(psi, obs, wires)
+        lam += readout_adjoint(xp, psi, circuit.num_qubits, obs, wires, ct, rows)
     return lam
 
 
@@ -673,4 +679,5 @@ register_batched_runner(_claims, run_batched)
 
 __all__ = ["BatchedCircuit", "CircuitGate", "angle_gather", "angle_rows", "batched_circuit",
            "final_lane_states", "final_readouts", "lane_circuit", "one_wire_runs",
-           "products_2x2", "readout_adjoints", "readout_diagonals", "run_batched"]
+           "products_2x2", "readout_adjoint", "readout_adjoints", "readout_diagonals",
+           "run_batched"]

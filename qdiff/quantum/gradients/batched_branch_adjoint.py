@@ -60,7 +60,12 @@ from ...ir.core import Eqn, Literal, Program
 from ...ir.interpreter import evaluate
 from ...ir.passes import unpack_scalars
 from ..execution import batched_branches as bb
-from ..execution.batched import batched_part, member_matrices, observable_rows, outcome_index
+from ..execution.batched import (
+    batched_part,
+    member_matrices,
+    observable_rows,
+    readout_adjoint,
+)
 from ..lang import primitives as qp
 from ..lang.gates import gate_spec
 from ..lang.primitives import pauli_sum_of
@@ -254,12 +259,9 @@ def _readout(sweep: _Sweep, record: _Record) -> None:
     value_bar = sweep.ct.pop(record.out_nodes[1], None)
     if value_bar is not None:
         n = psi.shape[1].bit_length() - 1
-        wires = tuple(eqn.params["wires"])
-        if eqn.primitive is qp.probs_p:
-            term = value_bar[:, outcome_index(n, wires)] * psi
-        else:
-            rows = observable_rows(psi, n, pauli_sum_of(eqn.params["terms"]), wires)
-            term = value_bar[:, None] * rows
+        obs = None if eqn.primitive is qp.probs_p else pauli_sum_of(eqn.params["terms"])
+        term = readout_adjoint(np, psi, n, obs, tuple(eqn.params["wires"]), value_bar,
+                               lambda x, o, w: observable_rows(x, n, o, w))
         lam = term if lam is None else lam + term
     if lam is not None:
         sweep.add_lam(record.in_nodes[0], lam)
