@@ -66,13 +66,14 @@ from ..execution.batched import (
     observable_rows,
     readout_adjoint,
 )
+from ..execution.options import DEFAULTS
 from ..execution.runner import NonTerminatingLoopError
 from ..lang import primitives as qp
 from ..lang.gates import gate_spec
 from ..lang.primitives import pauli_sum_of
 from ..simulator.batched_kernels import run_circuit
 from .adjoint import probability_cotangent
-from .gradient import gradient
+from .gradient import gradient, report_truncation
 
 __all__ = ["branch_value_and_grad"]
 
@@ -398,8 +399,12 @@ def _recorded(program: Program, values: Sequence[Any], flags: Sequence[bool], si
 
 def _member_by_member(program: Program, values: Sequence[Any], flags: Sequence[bool],
                       size: int, argnums: ArgNums) -> tuple[Any, Any]:
-    results = [gradient(program, *[np.asarray(v)[b] if f else v for v, f in zip(values, flags)],
-                        argnums=argnums) for b in range(size)]
+    results = []
+    for b in range(size):
+        result = gradient(program, *[np.asarray(v)[b] if f else v for v, f in zip(values, flags)],
+                          argnums=argnums)
+        report_truncation(program.name, result, DEFAULTS)   # what `qdiff.grad` warns
+        results.append(result)
     leaves = [pytree.flatten(r.grad)[0] for r in results]
     tree = pytree.flatten(results[0].grad)[1]
     value = np.array([float(np.asarray(r.value).reshape(())) for r in results])
