@@ -214,6 +214,23 @@ def _one_gate(name: str, static: Any, wires: tuple[int, ...], angled: bool,
     return BatchedCircuit(None, None, None, (gate,), (), num_qubits)
 
 
+@functools.lru_cache(maxsize=1024)
+def _fixed_matrices(circuit: BatchedCircuit, size: int, inverse: bool) -> np.ndarray:
+    mats = member_matrices(circuit, [], size)
+    return np.ascontiguousarray(mats.conj().swapaxes(-1, -2)) if inverse else mats
+
+
+def gate_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int,
+                  inverse: bool = False) -> np.ndarray:
+    """`member_matrices` of a one-gate circuit (``inverse``: their adjoints, which undo it);
+    a gate without angles has one matrix for every member, made once per batch size (the
+    fixed gates of a loop's rounds would otherwise copy it per member, per round)."""
+    if not angles:
+        return _fixed_matrices(circuit, size, inverse)
+    mats = member_matrices(circuit, angles, size)
+    return np.ascontiguousarray(mats.conj().swapaxes(-1, -2)) if inverse else mats
+
+
 def _gate(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
     (psi, _), *angles = inputs
     if not all(np.all(np.isfinite(a)) for a, _ in angles):
@@ -221,7 +238,7 @@ def _gate(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
     static = eqn.params.get("static")
     circuit = _one_gate(eqn.params["name"], tuple(sorted(static.items())) if static else None,
                         tuple(eqn.params["wires"]), bool(angles), psi.shape[1].bit_length() - 1)
-    mats = member_matrices(circuit, [a for a, _ in angles], batch.size)
+    mats = gate_matrices(circuit, [a for a, _ in angles], batch.size)
     moved = run_circuit(psi.copy(), *circuit.arrays(), mats, _NO_TABLES)
     return [(weights, [(moved, True)])]
 
@@ -454,4 +471,4 @@ def run_branches(program: Program, values: Sequence[Any], flags: Sequence[bool],
 
 register_batched_runner(branches_claim, run_branches)
 
-__all__ = ["branches_claim", "merge_groups", "run_branches"]
+__all__ = ["branches_claim", "gate_matrices", "merge_groups", "run_branches"]

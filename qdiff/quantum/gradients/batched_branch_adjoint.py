@@ -62,7 +62,6 @@ from ...ir.passes import unpack_scalars
 from ..execution import batched_branches as bb
 from ..execution.batched import (
     batched_part,
-    member_matrices,
     observable_rows,
     readout_adjoint,
 )
@@ -271,11 +270,11 @@ def _gate(sweep: _Sweep, record: _Record) -> None:
         generator = gate_spec(eqn.params["name"], **(static or {})).generator
         moved = observable_rows(psi_out, n, generator, wires)
         sweep.add(record.in_nodes[1], 2.0 * np.einsum("bi,bi->b", lam.conj(), moved).imag)
-    mats = member_matrices(circuit, [a for a, _ in angles], sweep.size)
-    inverse = np.ascontiguousarray(mats.conj().swapaxes(-1, -2))
-    # λ and ψ undone in one call: the members' rows stacked, each with its inverse
-    both = run_circuit(np.concatenate([lam, psi_out]), *circuit.arrays(),
-                       np.concatenate([inverse, inverse]), bb._NO_TABLES)
+    # λ and ψ undone in one call: the members' rows stacked twice, each with its inverse
+    twice = [np.concatenate([a, a]) if b else a for a, b in angles]
+    inverse = bb.gate_matrices(circuit, twice, 2 * sweep.size, inverse=True)
+    both = run_circuit(np.concatenate([lam, psi_out]), *circuit.arrays(), inverse,
+                       bb._NO_TABLES)
     sweep.add_lam(record.in_nodes[0], both[:sweep.size], both[sweep.size:])
 
 
