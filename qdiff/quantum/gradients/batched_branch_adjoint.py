@@ -1,30 +1,49 @@
-"""Per-member gradients of a batch of a quantum program with measurements, by one batched
-branching run and one reverse sweep over its branches (``qdiff.vmap(qdiff.grad(f))``).
+"""Per-member gradients of a batch of a quantum program with measurements and loops, by one
+batched branching run and one reverse sweep over its branches (``qdiff.vmap(qdiff.grad(f))``).
 
 The forward run is the batched branching simulation's (`execution.batched_branches`):
 every branch holds the whole batch's states, ``(members, 2**n)``, and a weight per member.
-Here it also records what it executes on each branch (a tape: the branches share their
-prefix, so the records form a tree and one backward walk over the tape visits every
-branch once). The reverse sweep carries, per member, the cotangents of classical values
-and weights and the adjoint vectors λ of the states (``dJ = 2 Re<λ|dψ>``), with the rules of
-the unbatched sweep (`adjoint`), a leading axis of members instead of rows:
+Here a tape takes its place (`_Tape`, through the run's hooks) and records what it
+executes on each branch: every equation, including those of ``cond``, ``loop`` and
+``while`` bodies round after round, every mask of the weights (a ``cond`` on a per-member
+value; a loop's exits, continuations and members whose loop stopped) and every merge of
+branches. The branches share their prefix and merges have several parents, so the
+records form a DAG and one backward walk over the tape visits each once. The reverse
+sweep carries, per member, the cotangents of classical values and weights, the adjoint
+vectors λ of the states (``dJ = 2 Re<λ|dψ>``) and the states ψ beside them, with the rules
+of the unbatched sweep (`adjoint`), a leading axis of members instead of rows:
 
-- gate: ``θ̄ = 2 Im<λ_out|G ψ_out>``, ``λ_in = U^†λ_out`` (each member its own ``U``);
+- gate: ``θ̄ = 2 Im<λ_out|G ψ_out>``, ``λ_in = U^†λ_out``, ``ψ_in = U^†ψ_out`` (each member
+  its own ``U``; gates keep no state, the sweep uncomputes it);
 - measure/reset/postselect: ``ψ' = A P ψ/√q``, ``w' = w q``: ``q̄ = w̄'w - Re<λ'|ψ'>/q``,
   ``w̄ = w̄'q``, ``λ_in = P(A^†λ'/√q + q̄ψ)``, zero for members without this branch;
 - expval ``λ_in = λ_out + ē Oψ``; probs ``λ_in,i = λ_out,i + p̄_j(i) ψ_i``;
-- a ``cond`` on a value that differs per member: ``w̄ = Σ_k [member takes k] w̄_k``;
+- a mask ``w' = [keep] w``: ``w̄ = [keep] w̄'``;
+- a merge of parents ``(w_i, φ_i)`` into ``(W = Σ w_i, φ_0)``: ``w̄_i = W̄``,
+  ``v̄_i = (w_i/W) V̄``, ``λ_i = (w_i/W) (phase of <φ_0|φ_i>) λ_V``;
 - classical equations: their VJP programs batched (`batch_subprogram`).
 
 The final value is ``Σ_b w_b g_b`` per member, divided by the kept mass ``Σ_b w_b`` where a
 member was postselected (the unbatched convention, `adjoint.RecordedRun`), so values and
-gradients are those of the unbatched adjoint member by member. The forward states are kept
-(no uncomputation): memory grows with the gates times the branches.
+gradients are those of the unbatched adjoint member by member: a loop runs until every
+member's mass going on is below ``tol``, each member cut off where it would be on its own
+(its later rounds carry weight 0), and pruning, aborts at ``max_iter`` and merges are the
+branching runner's. Memory grows with the rounds: the tape keeps the states that
+measurements, readouts and merges saw (gates none) for every round of every loop, where
+the unbatched adjoint replays checkpointed segments (`loop_segments`).
 
-Claimed: programs the batched branches run with no ``loop`` or ``while`` (measurements,
-``cond`` on outcomes, resets, postselection), one scalar output. Where the batched run
-would leave its form (more than ``tol`` pruned, postselection that never succeeds, a
-classical equation carrying a state), each member is differentiated on its own.
+Claimed: programs the batched branches run (measurements, ``cond`` on outcomes or on
+per-member values, resets, postselection, ``fori_loop`` with shared bounds and
+``while_loop`` on measurements or on classical values, including plain loops of gates
+with per-member trip counts), one scalar output. Where a member would warn or fail (more
+than ``tol`` pruned or cut off, postselection that never succeeds, a loop that cannot
+end, an angle that is not finite) or the run leaves its form (loop bounds that differ per
+member, a classical equation carrying a state), each member is differentiated on its own,
+warning or failing as ``qdiff.grad`` does. 64 members against a loop of
+``value_and_grad`` calls (``benchmarks/batched_loops.py``: interleaved, best of 5, one core
+of a 2-core machine at a load average of 2.6-3.3, two runs): ``repeat_until_one`` 0.17-0.33 s
+against 3.2-6.9 s (0.05x), the walk ``cycle_walk`` 0.20-0.42 s against 8.5-20.0 s (0.02x),
+the measuring ``fori_loop`` ``measured_rounds`` 13-27 ms against 0.60-1.37 s (0.02x).
 
 >>> import qdiff
 >>> from qdiff import quantum as qm
