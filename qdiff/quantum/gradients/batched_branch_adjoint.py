@@ -28,9 +28,12 @@ member was postselected (the unbatched convention, `adjoint.RecordedRun`), so va
 gradients are those of the unbatched adjoint member by member: a loop runs until every
 member's mass going on is below ``tol``, each member cut off where it would be on its own
 (its later rounds carry weight 0), and pruning, aborts at ``max_iter`` and merges are the
-branching runner's. Memory grows with the rounds: the tape keeps the states that
-measurements, readouts and merges saw (gates none) for every round of every loop, where
-the unbatched adjoint replays checkpointed segments (`loop_segments`).
+branching runner's. Memory grows with the rounds: the tape keeps, for every round of
+every loop, the state each measurement, readout and merge saw (one ``(members, 2**n)``
+array a measurement, for both its outcomes; gates and the states measurements leave none,
+the sweep carries those back), where the unbatched adjoint replays checkpointed segments
+(`loop_segments`). On the walk ``cycle_walk`` (4 qubits, 64 members, about 175 rounds)
+the gradient's traced peak is 9.7 MiB (12.5 MiB with the measured states kept).
 
 Claimed: programs the batched branches run (measurements, ``cond`` on outcomes or on
 per-member values, resets, postselection, ``fori_loop`` with shared bounds and
@@ -127,7 +130,7 @@ def _node(pair: Any) -> int | None:
     return getattr(pair, "node", None)
 
 
-_NO_STATE = (None, True)  # a gate's state in its record: uncomputed by the sweep
+_NO_STATE = (None, True)  # a state left out of a record: the sweep carries it beside λ
 
 
 class _Tape(bb._Batch):
@@ -168,15 +171,15 @@ class _Tape(bb._Batch):
             outcomes = super().apply(eqn, weights, inputs)
         w_in = self.weight_node(weights)
         in_nodes = [_node(x) for x in inputs]
-        gate = eqn.primitive is qp.gate_p
-        kept_in = [_NO_STATE, *inputs[1:]] if gate else list(inputs)
+        # a gate keeps no state (the sweep uncomputes it), a measurement only the one it saw
+        kept_in = [_NO_STATE, *inputs[1:]] if eqn.primitive is qp.gate_p else list(inputs)
         out = []
         for w, values in outcomes:
             pairs = [self.value(x, b) for x, b in values]
+            kept_out = [_NO_STATE if bb._is_states(x) else p for (x, _), p in zip(values, pairs)]
             w_out = w_in if w is weights else self.weight_node(w)
             self.records.append(_Record(eqn, in_nodes, kept_in, [p.node for p in pairs],
-                                        [_NO_STATE] if gate else pairs, w_in, w_out,
-                                        weights, w))
+                                        kept_out, w_in, w_out, weights, w))
             out.append((w, pairs))
         return out
 
@@ -315,11 +318,11 @@ def _projective(sweep: _Sweep, record: _Record) -> None:
     w_bar = sweep.ct.pop(record.w_out, None)
     w_bar = np.zeros(sweep.size) if w_bar is None else np.where(alive, w_bar, 0.0)
     sweep.add(record.w_in, w_bar * q)
-    lam, _ = sweep.pair(record.out_nodes[0])
+    lam, psi_out = sweep.pair(record.out_nodes[0])   # ψ' as the sweep carried it back
     lam_in = np.zeros_like(psi)
     if lam is not None:
         lam = np.where(alive[:, None], lam, 0.0)
-    overlap = None if lam is None else np.einsum("bi,bi->b", lam.conj(), record.out_values[0][0])
+    overlap = None if lam is None else np.einsum("bi,bi->b", lam.conj(), psi_out)
     q_bar = probability_cotangent(w_bar, record.weight_out, safe_q, overlap)
     if lam is not None:
         if flip:
