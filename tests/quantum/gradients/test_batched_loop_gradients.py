@@ -36,6 +36,27 @@ def merging_rounds(w):
     return count.value * 1.0
 
 
+def nested_loops(w):
+    """Rounds on a measurement whose body holds a counted loop of gates and a classical
+    while loop of resets (their outcomes merge): the body rotates q1 by w[0] in all, so
+    E[rounds] = 1/sin²(w[0]/2), whatever w[1]."""
+    q = qm.qubits(2)
+    count = qdiff.Cell(0.0)
+
+    def body():
+        qdiff.fori_loop(0, 2, lambda i: qm.ry(w[0] * (i + 1) / 3, q[1]))
+
+        def scrub(k):
+            qm.rx(w[1], q[0]); qm.reset(q[0])
+            return k + 1
+
+        qdiff.while_loop(lambda k: k < 2, scrub, 0)
+        count.set(count.value + 1.0)
+
+    qdiff.while_loop(lambda: qm.measure(q[1]) == 0, body)
+    return count.value
+
+
 def rotated_per_member(w):
     """A loop of gates whose trip count, ceil(w[1]), differs from member to member:
     <Z> = cos(ceil(w[1]) w[0])."""
@@ -128,6 +149,15 @@ def test_merged_branches_in_a_loop(monkeypatch):
                                rtol=1e-9)
     np.testing.assert_allclose(grad[:, 0], 0.0, atol=1e-9)
     np.testing.assert_allclose(grad[1], _central(program, w[1]), rtol=1e-6, atol=1e-6)
+
+
+def test_nested_loops(monkeypatch):
+    w = np.column_stack([rng.uniform(1.2, 2.5, 3), rng.uniform(-2, 2, 3)])
+    program, _, grad = _batched_equals_the_loop(nested_loops, w, monkeypatch)
+    np.testing.assert_allclose(grad[:, 0], -np.cos(w[:, 0] / 2) / np.sin(w[:, 0] / 2) ** 3,
+                               rtol=1e-9)
+    np.testing.assert_allclose(grad[:, 1], 0.0, atol=1e-9)
+    np.testing.assert_allclose(grad[2], _central(program, w[2]), rtol=1e-6, atol=1e-6)
 
 
 def test_fori_loop_that_measures(monkeypatch):
