@@ -15,7 +15,7 @@ import qdiff
 from qdiff import quantum as qm
 from qdiff.quantum.lang.examples import cycle_walk, measured_rounds, repeat_until_one
 from tests.quantum.gradients.test_batched_branch_gradients import _loop, _sweeps
-from tests.quantum.quantum_programs_lib import coin_loop, von_neumann
+from tests.quantum.quantum_programs_lib import coin_loop, until_one, von_neumann
 
 rng = np.random.default_rng(17)
 
@@ -55,6 +55,33 @@ def nested_loops(w):
 
     qdiff.while_loop(lambda: qm.measure(q[1]) == 0, body)
     return count.value
+
+
+def cond_in_a_loop(w):
+    """A ``cond`` on a per-member value inside a loop on a measurement."""
+    q = qm.qubits(2)
+    count = qdiff.Cell(0.0)
+
+    def body():
+        qdiff.cond(w[1] > 0.0, lambda: qm.ry(w[0], q[1]), lambda: qm.rx(w[0] * w[1], q[1]))
+        count.set(count.value + w[1] ** 2)
+
+    qdiff.while_loop(lambda: qm.measure(q[1]) == 0, body)
+    return count.value
+
+
+def postselected_after_a_loop(w):
+    q = qm.qubits(2)
+    qm.h(q[0]); qm.cx(q[0], q[1]); qm.rx(w[1], q[0])
+    count = qdiff.Cell(0.0)
+
+    def body():
+        qm.ry(w[0], q[1])
+        count.set(count.value + 1.0)
+
+    qdiff.while_loop(lambda: qm.measure(q[1]) == 0, body)
+    qm.postselect(q[0], 1)
+    return count.value + qm.expval("ZZ", q)
 
 
 def rotated_per_member(w):
@@ -104,8 +131,13 @@ def _batched_equals_the_loop(fn, xs, monkeypatch):
     counts = _sweeps(monkeypatch)
     value, grad = qdiff.vmap(qdiff.value_and_grad(program))(xs)
     assert counts == {"sweeps": 1, "member_by_member": 0}   # one batched run and sweep
-    np.testing.assert_allclose(grad, _loop(qdiff.grad(program), xs), rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(value, _loop(program, xs), rtol=1e-12, atol=1e-12)
+    # the unbatched value_and_grad, member by member (its value is the adjoint run's: with
+    # postselection it divides by the kept mass, where a call divides by 1 - the mass
+    # postselected away; they differ by what was cut off, below tol)
+    members = [qdiff.value_and_grad(program)(x) for x in xs]
+    np.testing.assert_allclose(grad, np.stack([np.asarray(g, np.float64) for _, g in members]),
+                               rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(value, [float(v) for v, _ in members], rtol=1e-12, atol=1e-12)
     return program, value, grad
 
 
@@ -164,6 +196,23 @@ def test_fori_loop_that_measures(monkeypatch):
     xs = rng.uniform(-2, 2, (5, 2))
     program, _, grad = _batched_equals_the_loop(measured_rounds, xs, monkeypatch)
     np.testing.assert_allclose(grad[3], _central(program, xs[3]), rtol=1e-6, atol=1e-8)
+
+
+FORMS = [
+    ("cond_on_a_member_value_in_a_loop", cond_in_a_loop,
+     lambda: np.column_stack([rng.uniform(0.8, 2.5, 5), [-1.0, 0.5, -0.3, 1.2, 0.7]])),
+    ("aborted_at_max_iter", lambda t: until_one(t, max_iter=4) * 1.0,
+     lambda: rng.uniform(0.3, 2.0, 5)),
+    ("postselected_after_a_loop", postselected_after_a_loop,
+     lambda: rng.uniform(0.8, 2.5, (5, 2))),
+]
+
+
+@pytest.mark.parametrize("name,fn,inputs", FORMS, ids=[f[0] for f in FORMS])
+def test_more_loop_forms(name, fn, inputs, monkeypatch):
+    xs = inputs()
+    program, _, grad = _batched_equals_the_loop(fn, xs, monkeypatch)
+    np.testing.assert_allclose(grad[1], _central(program, xs[1]), rtol=1e-6, atol=1e-6)
 
 
 def test_loop_of_gates_with_per_member_trip_counts(monkeypatch):
