@@ -109,7 +109,8 @@ class _Record:
     """One step of one branch: an equation executed (``eqn``), or, with ``eqn`` None, the
     weights masked (``mask``: the members kept) or branches merged (``parents``: per
     parent, its weights' node, weights, values' nodes and values). Nodes and values in and
-    out, the weights' nodes and values. A gate keeps no state: the sweep uncomputes it."""
+    out, the weights' nodes and values. Gates keep no state and measurements only the one
+    they saw (`_NO_STATE` in place of the others): the sweep carries states beside λ."""
 
     eqn: Eqn | None
     in_nodes: list[int | None]
