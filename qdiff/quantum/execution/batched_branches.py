@@ -224,7 +224,13 @@ def gate_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int,
                   inverse: bool = False) -> np.ndarray:
     """`member_matrices` of a one-gate circuit (``inverse``: their adjoints, which undo it);
     a gate without angles has one matrix for every member, made once per batch size (the
-    fixed gates of a loop's rounds would otherwise copy it per member, per round)."""
+    fixed gates of a loop's rounds would otherwise copy it per member, per round).
+
+    >>> hadamard = _one_gate("h", None, (0,), False, 1)
+    >>> mats = gate_matrices(hadamard, [], 3)
+    >>> mats.shape, gate_matrices(hadamard, [], 3) is mats
+    ((3, 1, 4, 4), True)
+    """
     if not angles:
         return _fixed_matrices(circuit, size, inverse)
     mats = member_matrices(circuit, angles, size)
@@ -389,6 +395,7 @@ def _while(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
         running &= ~stops
         if not np.any(running):
             break
+        # a member that stopped has weight 0 already in most branches: masked where not
         live = batch.merged(_body(batch, p["body"], [
             (w if np.all(running | (w == 0)) else batch.masked(w, running), [*body_consts, *c])
             for w, c in continuing]))
@@ -400,7 +407,14 @@ def merge_groups(items: list) -> list[list[int]]:
     """Indices of the branches that merge, one group per merged branch: those whose
     classical values agree and whose states agree up to phase for every member (loops such
     as the von Neumann extractor keep a bounded number of live branches). Branches are
-    compared within buckets of equal classical values only."""
+    compared within buckets of equal classical values only.
+
+    >>> psi, one, two = np.array([[1.0, 0.0]], complex), np.asarray(1), np.asarray(2)
+    >>> merge_groups([(np.ones(1), [(psi, True), (one, False)]),
+    ...               (np.ones(1), [(1j * psi, True), (one, False)]),   # the same up to phase
+    ...               (np.ones(1), [(psi, True), (two, False)])])
+    [[0, 1], [2]]
+    """
     return merge_index_groups(
         items, key=lambda values: tuple(_classical_key(x) for x, _ in values),
         same=_same_states)
