@@ -1,5 +1,5 @@
-"""The gradient, Jacobian and batching benchmark scripts run end to end on a tiny register, and the
-methods they compare agree (their max|d| column)."""
+"""The gradient, Jacobian and batching benchmark scripts run end to end on a tiny register (or a
+small batch), and the methods they compare agree (their max|d| column)."""
 
 import subprocess
 import sys
@@ -68,3 +68,14 @@ def test_library_table_runs_and_lightning_agrees_with_qdiff():
     for row in rows:
         assert float(row[-1]) < 1e-12, row
     assert sum("goal <=" in line for line in lines) == 7 * 2 + 2
+
+
+def test_batched_loops_benchmark_runs_and_its_gradients_agree():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "batched_loops.py"),
+                           "--batch", "3", "--repeats", "1"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split() for line in done.stdout.splitlines()[1:]]
+    assert [row[0] for row in rows] == ["repeat_until_one", "cycle_walk", "measured_rounds"]
+    for row in rows:
+        assert float(row[-1]) < 1e-12  # batched against the loop of value_and_grad calls

@@ -60,7 +60,8 @@ from .batched import (
 )
 from .options import DEFAULTS
 from .run import call_quantum_program
-from .runner import NonTerminatingLoopError, merge_groups
+from .runner import NonTerminatingLoopError
+from .runner import merge_groups as merge_index_groups
 
 # the quantum primitives the batched branches run (others: member by member)
 _OPERATIONS = frozenset(("qalloc", "gate", "measure", "reset", "postselect", "expval",
@@ -129,6 +130,25 @@ class _Batch:
         self.dropped += np.where(low, weights, 0.0)
         return np.where(low, 0.0, weights)
 
+    # hooks: the batched adjoint's tape (`gradients.batched_branch_adjoint`) records them
+    def apply(self, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
+        """The outcomes, (weights, outputs), of one equation on one branch."""
+        handler = _HANDLERS.get(eqn.primitive)
+        if handler is None:
+            return [(weights, _classical(eqn, inputs, self.size))]
+        return handler(self, eqn, weights, inputs)
+
+    def masked(self, weights: np.ndarray, keep: np.ndarray) -> np.ndarray:
+        """``weights`` of the members ``keep`` holds, zero for the others (a ``cond`` on a
+        per-member value, a loop's exits, continuations and stopped members)."""
+        return np.where(keep, weights, 0.0)
+
+    def merged(self, items: list) -> list:
+        """Branches whose classical values agree and whose states agree up to phase for
+        every member merged into one, the weights summed (`merge_groups`)."""
+        return [(sum(items[i][0] for i in group), items[group[0]][1])
+                for group in merge_groups(items)]
+
 
 # a branch: (weights (members,), {var: (value, batched)})
 Branch = tuple[np.ndarray, dict]
@@ -139,15 +159,11 @@ def _read(env: dict, atom: Any) -> tuple[Any, bool]:
 
 
 def _run(batch: _Batch, program: Program, branches: list[Branch]) -> list[Branch]:
+    """``program``'s equations on (weights, environment) branches."""
     for eqn in program.eqns:
-        handler = _HANDLERS.get(eqn.primitive)
         step: list[Branch] = []
         for weights, env in branches:
-            inputs = [_read(env, a) for a in eqn.inputs]
-            if handler is None:
-                outcomes = [(weights, _classical(eqn, inputs, batch.size))]
-            else:
-                outcomes = handler(batch, eqn, weights, inputs)
+            outcomes = batch.apply(eqn, weights, [_read(env, a) for a in eqn.inputs])
             for k, (w, outs) in enumerate(outcomes):
                 target = env if k == len(outcomes) - 1 else dict(env)
                 target.update(zip(eqn.outputs, outs))
@@ -198,12 +214,37 @@ def _one_gate(name: str, static: Any, wires: tuple[int, ...], angled: bool,
     return BatchedCircuit(None, None, None, (gate,), (), num_qubits)
 
 
+@functools.lru_cache(maxsize=1024)
+def _fixed_matrices(circuit: BatchedCircuit, size: int, inverse: bool) -> np.ndarray:
+    mats = member_matrices(circuit, [], size)
+    return np.ascontiguousarray(mats.conj().swapaxes(-1, -2)) if inverse else mats
+
+
+def gate_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int,
+                  inverse: bool = False) -> np.ndarray:
+    """`member_matrices` of a one-gate circuit (``inverse``: their adjoints, which undo it);
+    a gate without angles has one matrix for every member, made once per batch size (the
+    fixed gates of a loop's rounds would otherwise copy it per member, per round).
+
+    >>> hadamard = _one_gate("h", None, (0,), False, 1)
+    >>> mats = gate_matrices(hadamard, [], 3)
+    >>> mats.shape, gate_matrices(hadamard, [], 3) is mats
+    ((3, 1, 4, 4), True)
+    """
+    if not angles:
+        return _fixed_matrices(circuit, size, inverse)
+    mats = member_matrices(circuit, angles, size)
+    return np.ascontiguousarray(mats.conj().swapaxes(-1, -2)) if inverse else mats
+
+
 def _gate(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
     (psi, _), *angles = inputs
+    if not all(np.all(np.isfinite(a)) for a, _ in angles):
+        raise _MemberByMember  # the member's error names the gate (`check_finite_angles`)
     static = eqn.params.get("static")
     circuit = _one_gate(eqn.params["name"], tuple(sorted(static.items())) if static else None,
                         tuple(eqn.params["wires"]), bool(angles), psi.shape[1].bit_length() - 1)
-    mats = member_matrices(circuit, [a for a, _ in angles], batch.size)
+    mats = gate_matrices(circuit, [a for a, _ in angles], batch.size)
     moved = run_circuit(psi.copy(), *circuit.arrays(), mats, _NO_TABLES)
     return [(weights, [(moved, True)])]
 
@@ -271,14 +312,14 @@ def _readout(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list
     return [(weights, [(psi, True), (value, True)])]
 
 
-def _choices(index: tuple[Any, bool], count: int, weights: np.ndarray
+def _choices(batch: _Batch, index: tuple[Any, bool], count: int, weights: np.ndarray
              ) -> list[tuple[int, np.ndarray]]:
     """(branch program, the weights of the members that take it) of a ``cond``."""
     value, batched = index
     chosen = np.clip(np.asarray(value).astype(np.int64), 0, count - 1)
     if not batched:
         return [(int(chosen), weights)]
-    return [(k, np.where(chosen == k, weights, 0.0)) for k in range(count)
+    return [(k, batch.masked(weights, chosen == k)) for k in range(count)
             if np.any((chosen == k) & (weights > 0))]
 
 
@@ -286,7 +327,7 @@ def _cond(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
     index, *operands = inputs
     programs = eqn.params["branches"]
     items = []
-    for k, w in _choices(index, len(programs), weights):
+    for k, w in _choices(batch, index, len(programs), weights):
         env = dict(zip(programs[k].inputs, operands))
         for w_out, env_out in _run(batch, programs[k], [(w, env)]):
             items.append((w_out, [_read(env_out, a) for a in programs[k].outputs]))
@@ -331,13 +372,12 @@ def _while(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
         continuing = []
         for w, ((pred, _), *c) in tested:
             go = np.broadcast_to(np.asarray(pred, bool), (batch.size,))
-            ends = np.where(go, 0.0, w)
-            if np.any(ends > 0):
+            if np.any(~go & (w > 0)):
+                ends = batch.masked(w, ~go)
                 finished.append((ends, c))
                 exited_any |= ends > 0
-            w = np.where(go, w, 0.0)
-            if np.any(w > 0):
-                continuing.append((w, c))
+            if np.any(go & (w > 0)):
+                continuing.append((batch.masked(w, go), c))
         going_on = sum((w for w, _ in continuing), np.zeros(batch.size))
         # each member stops where the branching runner stops its loop (`stop_loop`)
         stops = going_on == 0
@@ -355,20 +395,29 @@ def _while(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
         running &= ~stops
         if not np.any(running):
             break
-        live = _merged(_body(batch, p["body"], [(np.where(running, w, 0.0), [*body_consts, *c])
-                                                 for w, c in continuing]))
+        # a member that stopped has weight 0 already in most branches: masked where not
+        live = batch.merged(_body(batch, p["body"], [
+            (w if np.all(running | (w == 0)) else batch.masked(w, running), [*body_consts, *c])
+            for w, c in continuing]))
         iterations += 1
-    return _merged(finished)
+    return batch.merged(finished)
 
 
-def _merged(items: list) -> list:
-    """Branches whose classical values agree and whose states agree up to phase for every
-    member merged into one (the weights summed): loops such as the von Neumann extractor
-    keep a bounded number of live branches. Branches are compared within buckets of equal
-    classical values only."""
-    groups = merge_groups(items, key=lambda values: tuple(_classical_key(x) for x, _ in values),
-                          same=_same_states)
-    return [(sum(items[i][0] for i in group), items[group[0]][1]) for group in groups]
+def merge_groups(items: list) -> list[list[int]]:
+    """Indices of the branches that merge, one group per merged branch: those whose
+    classical values agree and whose states agree up to phase for every member (loops such
+    as the von Neumann extractor keep a bounded number of live branches). Branches are
+    compared within buckets of equal classical values only.
+
+    >>> psi, one, two = np.array([[1.0, 0.0]], complex), np.asarray(1), np.asarray(2)
+    >>> merge_groups([(np.ones(1), [(psi, True), (one, False)]),
+    ...               (np.ones(1), [(1j * psi, True), (one, False)]),   # the same up to phase
+    ...               (np.ones(1), [(psi, True), (two, False)])])
+    [[0, 1], [2]]
+    """
+    return merge_index_groups(
+        items, key=lambda values: tuple(_classical_key(x) for x, _ in values),
+        same=_same_states)
 
 
 def _is_states(x: np.ndarray) -> bool:
@@ -436,4 +485,4 @@ def run_branches(program: Program, values: Sequence[Any], flags: Sequence[bool],
 
 register_batched_runner(branches_claim, run_branches)
 
-__all__ = ["branches_claim", "run_branches"]
+__all__ = ["branches_claim", "gate_matrices", "merge_groups", "run_branches"]
