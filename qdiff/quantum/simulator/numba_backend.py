@@ -23,10 +23,17 @@ from . import numba_adjoint
 from .backend import StatevectorBackend
 from .block_encoding import OP_DIAG, encode_block, in_precision
 from .gate_ops import GateOp
-from .indexing import IndexLayout, check_wires, diagonal_patterns, index_layout
+from .indexing import (
+    IndexLayout,
+    check_wires,
+    diagonal_patterns,
+    index_layout,
+    permutation_tiles,
+)
 from .numba_block_kernels import BLOCK, BLOCK_AMPS, FUSION_MIN_QUBITS, MAX_BLOCK_WIRES, MIN_BATCH
 from .numba_gate_kernels import (
     ABS_SQUARED,
+    ABS_SQUARED_PERMUTED,
     DENSE2,
     DENSEK,
     DIAGONAL,
@@ -163,6 +170,27 @@ class NumbaBackend(StatevectorBackend):
     def _abs_squared(self, state: Any) -> Any:
         out = np.empty(state.shape[0], np.float64)
         ABS_SQUARED(self._items(state, state.shape[0]), state, state.shape[0], out)
+        return out
+
+    def probs(self, state: Any, num_qubits: int, wires: Sequence[int] | None = None) -> Any:
+        """Marginal probabilities of ``wires`` (the base class has the contract); every wire
+        in another order (a register whose wires were renamed: a QFT's swaps) in one
+        tiled pass over the state instead of ``|psi|^2`` and a transpose of it (n = 20,
+        wires reversed: 31 ms for the transpose alone).
+
+        >>> be = NumbaBackend(); psi = be.apply_gate(be.zero_state(3), 3, "x", [0])
+        >>> be.probs(psi, 3, [2, 1, 0]).tolist()
+        [0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+        """
+        n = self._num_qubits_of(state, num_qubits, "probs")
+        ws = tuple(range(n)) if wires is None else check_wires(wires, n, "probs")
+        if len(ws) < n or ws == tuple(range(n)):
+            return super().probs(state, n, ws)
+        tile_pos, in_offs, out_offs, out_bit = permutation_tiles(n, ws)
+        out = np.empty(state.shape[0], np.float64)
+        tiles = state.shape[0] >> tile_pos.shape[0]
+        ABS_SQUARED_PERMUTED(spread_items(tiles, self._parallel(state.shape[0]) and tiles > 1),
+                             state, tiles, out, tile_pos, in_offs, out_offs, out_bit)
         return out
 
     def _permutation(self, state: Any, layout: IndexLayout, perm: Any, phases: Any) -> None:
