@@ -96,14 +96,15 @@ def block_workspace(R, B, dim):
 def block_start(g0, B, pos, bases, rowmap):
     # A batch of groups g0..g0+B-1: the identity row map, and the layout of the groups, with
     # their bases: 0, contiguous, when B is below the lowest block wire (bases[0]); 1, runs of
-    # 2^pos[0] >= 8 contiguous groups (bases[b] at the start of each run); 2, a transpose
-    # (every bases[b]).
+    # 2^pos[0] >= 4 contiguous groups (bases[b] at the start of each run; runs of 4, the
+    # lowest block wire 2: 0.83-0.85x the transpose's time, n = 20; runs of 2 ran 1.4x
+    # slower); 2, a transpose (every bases[b]).
     for r in range(rowmap.shape[0]):
         rowmap[r] = r
     if (np.int64(1) << pos[0]) >= B:
         bases[0] = _insert(g0, pos)
         return 0
-    if pos[0] >= 3:
+    if pos[0] >= 2:
         run = np.int64(1) << pos[0]
         for b in range(0, B, run):
             bases[b] = _insert(g0 + b, pos)
