@@ -45,6 +45,7 @@ from .block_encoding import (
 )
 from .indexing import insert_zero_bits
 from .numba_ranges import range_kernel
+from .subnormals import flush_subnormals, restore_float_mode
 
 __all__ = ["BLOCK", "MAX_BLOCK_WIRES", "MIN_BATCH", "FUSION_MIN_QUBITS", "BLOCK_AMPS",
            "block_gather", "block_scatter", "block_start", "block_workspace", "block_low",
@@ -599,10 +600,14 @@ def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool,
     if last > first and _edge_diagonal(kinds, cmasks, ntg, tgts, moffs, pool, last - 1,
                                        rowd_last):
         last -= 1
+    # subnormals flushed to zero while the batches run (see .subnormals: a complex64 QFT's
+    # noise amplitudes reach them, and each such multiply costs many cycles)
+    saved = flush_subnormals()
     for batch in range(lo, hi):
         _blk_batch(psi, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
                    perm, poffs, buf, rowmap, bases, toff, rows, xr, xi, rowd, first, last,
                    rowd_last)
+    restore_float_mode(saved)
 
 
 BLOCK = range_kernel(_blk_range)
