@@ -328,24 +328,29 @@ def lightning_circuit_runner(qc: Any) -> Callable[[], Any] | None:
 
 def support_fractions(fused: Any, n: int) -> list[float]:
     """The share of the state each top-level gate equation of ``fused`` passes over on the
-    Numba back end, which runs a fused block on wires still ``|0>`` on the first ``2^m``
-    amplitudes alone (`NumbaBackend.apply_fused`): m grows to the highest wire a block has
-    reached; the first block to reach the top wire from ``|0...0>`` writes ``U|0>`` into
-    its own amplitudes (no pass); any other equation makes the back end forget."""
+    Numba back end, which runs a fused block, or a lone gate on at most ``MAX_BLOCK_WIRES``
+    wires, on wires still ``|0>`` on the first ``2^m`` amplitudes alone
+    (`NumbaBackend.apply_fused`, `NumbaBackend.apply_gate`): m grows to the highest wire a
+    block has reached; the first block from ``|0...0>`` writes ``U|0>`` into its own
+    amplitudes (no pass) when its register (`zero_register_qubits`) is below 2^m or m is
+    the top; any other equation makes the back end forget."""
     from qdiff.quantum.lang.fusion import GATE_KINDS
-    from qdiff.quantum.simulator.numba_block_kernels import FUSION_MIN_QUBITS
+    from qdiff.quantum.simulator.numba_backend import zero_register_qubits
+    from qdiff.quantum.simulator.numba_block_kernels import FUSION_MIN_QUBITS, MAX_BLOCK_WIRES
 
     reached: int | None = 0 if n >= FUSION_MIN_QUBITS else None
     shares = []
     for eqn in fused.eqns:
         if eqn.primitive.name not in GATE_KINDS:
             continue
-        if reached is None or eqn.primitive.name != "fused_gate":
+        wires = eqn.params["wires"]
+        if reached is None or (eqn.primitive.name == "gate" and len(wires) > MAX_BLOCK_WIRES):
             reached = None
             shares.append(1.0)
             continue
-        m = max(reached, max(eqn.params["wires"]) + 1)
-        shares.append(2.0 ** (m - n) if m < n else 0.0 if reached == 0 else 1.0)
+        m = max(reached, max(wires) + 1)
+        on_zero = reached == 0 and (m == n or zero_register_qubits(len(wires)) < m)
+        shares.append(0.0 if on_zero else 2.0 ** (m - n) if m < n else 1.0)
         reached = m if m < n else None
     return shares
 
