@@ -85,4 +85,3 @@ def test_library_table_runs_and_lightning_agrees_with_qdiff():
     for row in rows:
         assert float(row[-1]) < 1e-12, row
     assert sum("goal <=" in line for line in lines) == 7 * 2 + 2
-
