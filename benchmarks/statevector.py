@@ -4,6 +4,7 @@ the memory-bandwidth floor.
     python benchmarks/statevector.py                      # n = 12, 16, 20, 22; 1 thread
     python benchmarks/statevector.py --quick              # n = 12, 16
     python benchmarks/statevector.py --sizes 20 22 --layers 10 --threads 2
+    python benchmarks/statevector.py --library-only --sizes 20 --dtype complex64
 
 Circuit: the hardware-efficient ansatz, L layers (default 10) of RY and RZ on every qubit
 then a CNOT ladder cx(0,1), cx(1,2), ..., cx(n-2,n-1); complex128, from |0...0>, returning
@@ -33,9 +34,10 @@ phase gate, a
 graph state, ``random_circuit(n, 10, max_operands=4, seed=5)`` as drawn), imported with
 ``qm.from_qiskit`` and run on the Numba back end (the program returns the probabilities).
 Columns: ``passes`` and ``cost`` (passes by the back end's price list) of the fused plan
-qdiff runs; ``bw floor`` its passes x 32 B x 2^n / copy bandwidth; ``flop floor`` its
-arithmetic (the gates in their sparse forms, 8 flops per complex multiply-add per amplitude)
-/ the flop rate of one complex128 matrix product (both floors count a block run on the part
+qdiff runs; ``bw floor`` its passes x 32 B x 2^n / copy bandwidth (16 B with ``--dtype
+complex64``); ``flop floor`` its arithmetic (the gates in their sparse forms, 8 flops per
+complex multiply-add per amplitude) / the flop rate of one matrix product in that dtype
+(``--dtype``, default complex128; both floors count a block run on the part
 of the state still off |0> by that part: ``support_fractions``); qdiff, aer and lightning in
 ms (lightning: the transpiled circuit gate for gate in a QNode returning the probabilities,
 a gate PennyLane has no name for as its ``QubitUnitary``), qdiff / aer, qdiff / lightning
@@ -76,6 +78,10 @@ def _parse() -> argparse.Namespace:
                     help="also the table of Qiskit library circuits (default sizes 20 22)")
     ap.add_argument("--library-only", action="store_true",
                     help="only the table of Qiskit library circuits")
+    ap.add_argument("--dtype", choices=["complex128", "complex64"], default="complex128",
+                    help="qdiff's amplitudes in the library table (complex64: single "
+                         "precision; its floors count 16 B per amplitude and a complex64 "
+                         "matrix product's flop rate)")
     ap.add_argument("--circuits", nargs="+", default=None,
                     help="library circuits to run (default: all of " + ", ".join(LIBRARY) + ")")
     args = ap.parse_args()
@@ -322,33 +328,38 @@ def lightning_circuit_runner(qc: Any) -> Callable[[], Any] | None:
 
 def support_fractions(fused: Any, n: int) -> list[float]:
     """The share of the state each top-level gate equation of ``fused`` passes over on the
-    Numba back end, which runs a fused block on wires still ``|0>`` on the first ``2^m``
-    amplitudes alone (`NumbaBackend.apply_fused`): m grows to the highest wire a block has
-    reached; the first block to reach the top wire from ``|0...0>`` writes ``U|0>`` into
-    its own amplitudes (no pass); any other equation makes the back end forget."""
+    Numba back end, which runs a fused block, or a lone gate on at most ``MAX_BLOCK_WIRES``
+    wires, on wires still ``|0>`` on the first ``2^m`` amplitudes alone
+    (`NumbaBackend.apply_fused`, `NumbaBackend.apply_gate`): m grows to the highest wire a
+    block has reached; the first block from ``|0...0>`` writes ``U|0>`` into its own
+    amplitudes (no pass) when its register (`zero_register_qubits`) is below 2^m or m is
+    the top; any other equation makes the back end forget."""
     from qdiff.quantum.lang.fusion import GATE_KINDS
-    from qdiff.quantum.simulator.numba_block_kernels import FUSION_MIN_QUBITS
+    from qdiff.quantum.simulator.numba_backend import zero_register_qubits
+    from qdiff.quantum.simulator.numba_block_kernels import FUSION_MIN_QUBITS, MAX_BLOCK_WIRES
 
     reached: int | None = 0 if n >= FUSION_MIN_QUBITS else None
     shares = []
     for eqn in fused.eqns:
         if eqn.primitive.name not in GATE_KINDS:
             continue
-        if reached is None or eqn.primitive.name != "fused_gate":
+        wires = eqn.params["wires"]
+        if reached is None or (eqn.primitive.name == "gate" and len(wires) > MAX_BLOCK_WIRES):
             reached = None
             shares.append(1.0)
             continue
-        m = max(reached, max(eqn.params["wires"]) + 1)
-        shares.append(2.0 ** (m - n) if m < n else 0.0 if reached == 0 else 1.0)
+        m = max(reached, max(wires) + 1)
+        on_zero = reached == 0 and (m == n or zero_register_qubits(len(wires)) < m)
+        shares.append(0.0 if on_zero else 2.0 ** (m - n) if m < n else 1.0)
         reached = m if m < n else None
     return shares
 
 
-def plan_floors(program: Any, n: int, bandwidth: float, flop_rate: float
-                ) -> tuple[int, float, float, float]:
+def plan_floors(program: Any, n: int, bandwidth: float, flop_rate: float,
+                amplitude_bytes: int = 16) -> tuple[int, float, float, float]:
     """(passes, cost, bandwidth floor s, compute floor s) of the plan the Numba back end
-    runs, each equation's bytes and flops counted over the share of the state it passes
-    over (`support_fractions`)."""
+    runs, each equation's bytes (a pass reads and writes ``amplitude_bytes`` per amplitude)
+    and flops counted over the share of the state it passes over (`support_fractions`)."""
     from qdiff.quantum.execution.reference import fused_program
     from qdiff.quantum.lang.fusion import GATE_KINDS, gate_parts
     from qdiff.quantum.lang.gate_forms import gate_form
@@ -358,20 +369,21 @@ def plan_floors(program: Any, n: int, bandwidth: float, flop_rate: float
     shares = support_fractions(fused, n)
     work = [sum(gate_form(spec).cost for spec, _, _, _ in gate_parts(e)) for e in gates]
     passes = sum(shares) + stats.passes - len(gates)   # passes inside sub-programs: whole
-    return (stats.passes, stats.cost, passes * 32 * 2 ** n / bandwidth,
+    return (stats.passes, stats.cost, passes * 2 * amplitude_bytes * 2 ** n / bandwidth,
             8 * sum(w * f for w, f in zip(work, shares)) * 2 ** n / flop_rate)
 
 
-def complex_flop_rate(size: int = 384) -> float:
-    """Flops per second of a complex128 matrix product (8 per multiply-add), best of 5."""
-    a = np.ones((size, size), complex)
+def complex_flop_rate(size: int = 384, dtype: Any = np.complex128) -> float:
+    """Flops per second of a matrix product of ``dtype`` (8 per multiply-add), best of 5."""
+    a = np.ones((size, size), dtype)
     seconds = common.best_of(lambda: a @ a, 5)[0]
     return 8 * size ** 3 / seconds
 
 
 def library_table(args: argparse.Namespace) -> None:
     """The table of library circuits (see the module docstring)."""
-    rate = complex_flop_rate()
+    rate = complex_flop_rate(dtype=args.dtype)
+    amplitude_bytes = np.dtype(args.dtype).itemsize
     header = ["circuit", "n", "gates", "passes", "cost", "bw floor", "flop floor", "qdiff",
               "aer", "lightning", "qdiff/aer", "qdiff/lightning", "qdiff/floor", "max|dp|"]
     goals: list[str] = []
@@ -389,8 +401,9 @@ def library_table(args: argparse.Namespace) -> None:
         bandwidth = common.copy_bandwidth(16 << n, args.threads)
         for name in args.circuits or LIBRARY:
             qc = library_circuit(name, n)
-            program = qm.from_qiskit(qc)
-            passes, cost, bw_floor, flop_floor = plan_floors(program, n, bandwidth, rate)
+            program = qm.from_qiskit(qc, dtype=args.dtype)
+            passes, cost, bw_floor, flop_floor = plan_floors(program, n, bandwidth, rate,
+                                                             amplitude_bytes)
             ours = best_time(lambda p=program: qm.run(p, backend="numba"), args.repeats,
                              args.budget)
             row = {"circuit": name, "n": str(n), "gates": str(len(qc.data)),
@@ -422,7 +435,7 @@ def library_table(args: argparse.Namespace) -> None:
             print(f"  {name} n={n}: " + ", ".join(f"{k} {row[k]}" for k in header[2:]),
                   file=sys.stderr, flush=True)
             rows.append(row)
-    print(f"Library circuits, complex128, one run of the whole circuit, ms ({args.clock} "
+    print(f"Library circuits, {args.dtype}, one run of the whole circuit, ms ({args.clock} "
           f"time); threads: "
           f"{args.threads}; copy bandwidth {bandwidth / 1e9:.1f} GB/s, complex matmul "
           f"{rate / 1e9:.1f} GFLOP/s")

@@ -52,6 +52,23 @@ def test_loops_benchmark_prints_both_runners_within_four_standard_errors():
     assert float(adjoint[1][-1]) < 1e-12  # checkpointed against stored: max rel. diff
 
 
+def test_library_table_in_complex64():
+    # --dtype complex64: qdiff runs the circuits in single precision (the table says so), its
+    # probabilities within single-precision rounding of lightning's double-precision ones
+    pytest.importorskip("pennylane")
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "statevector.py"),
+                           "--library-only", "--sizes", "5", "--repeats", "1", "--clock", "cpu",
+                           "--dtype", "complex64", "--circuits", "qft", "random"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("Library circuits, complex64") for line in lines)
+    start = next(k for k, line in enumerate(lines) if line.split()[:2] == ["circuit", "n"])
+    rows = [line.split() for line in lines[start + 1:start + 3]]
+    assert [row[0] for row in rows] == ["qft", "random"]
+    assert all(1e-12 < float(row[-1]) < 1e-5 for row in rows), rows
+
+
 def test_library_table_runs_and_lightning_agrees_with_qdiff():
     # lightning runs each library circuit gate for gate (converted from the transpiled Qiskit
     # circuit, wires reversed); its probabilities are qdiff's

@@ -64,8 +64,16 @@ _TABLE_BY_CLASS = {cls: name for name, cls in _QISKIT_CLASSES.items()}
 _NOTHING = ("barrier", "delay", "id", "global_phase")
 
 
-def from_qiskit(circuit: Any, observables: Any = None, name: str | None = None) -> Any:
-    """The qdiff Program of a Qiskit ``QuantumCircuit`` (see the module docstring)."""
+def from_qiskit(circuit: Any, observables: Any = None, name: str | None = None,
+                dtype: Any = np.complex128) -> Any:
+    """The qdiff Program of a Qiskit ``QuantumCircuit`` (see the module docstring); its
+    register holds amplitudes of ``dtype`` (complex128, or complex64: single precision).
+
+    >>> from qiskit import QuantumCircuit
+    >>> qc = QuantumCircuit(1); _ = qc.h(0)
+    >>> "dtype='complex64'" in str(from_qiskit(qc, dtype=np.complex64))
+    True
+    """
     from qiskit import QuantumCircuit
 
     if not isinstance(circuit, QuantumCircuit):
@@ -77,7 +85,7 @@ def from_qiskit(circuit: Any, observables: Any = None, name: str | None = None) 
 
     def program(*values: Any) -> Any:
         env = dict(zip(parameters, _entries(values[0], len(parameters)))) if values else {}
-        register = qm.qubits(circuit.num_qubits)
+        register = qm.qubits(circuit.num_qubits, dtype=dtype)
         scope = _Scope(register, {q: k for k, q in enumerate(circuit.qubits)},
                        {c: Cell(np.int64(0)) for c in circuit.clbits}, env)
         _replay(circuit, scope, "circuit")

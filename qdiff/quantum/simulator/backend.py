@@ -35,7 +35,7 @@ from .gate_ops import GateOp, fused_matrix
 from .indexing import IndexLayout, check_wires, index_layout, marginal_probabilities
 from .memory import check_statevector_memory
 
-__all__ = ["StatevectorBackend", "SUPPORTED_DTYPES"]
+__all__ = ["StatevectorBackend", "SUPPORTED_DTYPES", "checked_table_gate"]
 
 SUPPORTED_DTYPES = (np.dtype(np.complex128), np.dtype(np.complex64))
 
@@ -51,6 +51,30 @@ def _as_pauli_sum(obs: PauliSum | str | Sequence[tuple[Any, str]]) -> PauliSum:
 
 
 _INFER_CONTROLS = frozenset({"mcx", "mcz"})
+
+
+def checked_table_gate(gate: str | GateSpec, wires: Sequence[int], num_qubits: int,
+                       params: Sequence[float], static: dict[str, Any]
+                       ) -> tuple[GateSpec, tuple[int, ...], tuple[float, ...]]:
+    """``(spec, wires, params)`` of a table gate named ``gate`` (or given as a spec) with its
+    static arguments ``static``, as ``apply_gate`` takes them, checked against a register of
+    ``num_qubits`` (wires in range, distinct, as many as the gate acts on; its parameter
+    count): ``mcx``/``mcz`` infer ``num_controls`` from the wires when it is not given.
+
+    >>> spec, ws, params = checked_table_gate("mcx", [0, 2, 3, 1], 4, (), {})
+    >>> spec.num_qubits, spec.static, ws
+    (4, {'num_controls': 3}, (0, 2, 3, 1))
+    """
+    if static or gate in _INFER_CONTROLS:
+        if gate in _INFER_CONTROLS and "num_controls" not in static:
+            static = {**static, "num_controls": len(wires) - 1}
+        spec = gate_spec(gate, **static)
+    else:
+        spec = gate if isinstance(gate, GateSpec) else gate_spec(gate)
+    ws = _gate_wires(tuple(wires), num_qubits, spec.name, spec.num_qubits)
+    params = tuple(params)
+    spec._check_params(params)
+    return spec, ws, params
 
 
 @functools.lru_cache(maxsize=8192)
@@ -223,15 +247,7 @@ class StatevectorBackend(abc.ABC):
         n = self._num_qubits_of(state, num_qubits, "apply_gate")
         if not isinstance(gate, (str, GateSpec)):
             return self._apply_matrix(state, n, gate, wires)
-        if static or gate in _INFER_CONTROLS:
-            if gate in _INFER_CONTROLS and "num_controls" not in static:
-                static["num_controls"] = len(wires) - 1
-            spec = gate_spec(gate, **static)
-        else:
-            spec = gate if isinstance(gate, GateSpec) else gate_spec(gate)
-        ws = _gate_wires(tuple(wires), n, spec.name, spec.num_qubits)
-        params = tuple(params)
-        spec._check_params(params)
+        spec, ws, params = checked_table_gate(gate, wires, n, params, static)
         if spec.pauli_word is not None and spec.num_qubits > 2:
             # A wide Pauli rotation would need a 2^k matrix; the pair kernel needs none.
             return self.apply_pauli_rotation(state, n, params[0], spec.pauli_word, ws)

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["insert_zero_bits", "IndexLayout", "index_layout", "marginal_probabilities",
-           "check_wires", "diagonal_patterns", "DIAGONAL_LOW_BITS"]
+           "check_wires", "diagonal_patterns", "DIAGONAL_LOW_BITS", "permutation_tiles",
+           "PERMUTATION_TILE_BITS"]
 
 
 def insert_zero_bits(index: Any, sorted_positions: Any) -> Any:
@@ -123,6 +124,43 @@ def diagonal_patterns(num_qubits: int, wires: tuple[int, ...]) -> tuple[int, np.
     for arr in (lowpat, highpat):
         arr.setflags(write=False)
     return lowbits, lowpat, highpat
+
+
+PERMUTATION_TILE_BITS = 4
+"""Low bits of the amplitude index, and of the permuted index, that one tile of
+:func:`permutation_tiles` holds: reads and writes in runs of 16 contiguous entries."""
+
+
+@functools.lru_cache(maxsize=64)
+def permutation_tiles(num_qubits: int, wires: tuple[int, ...]
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Tiles of the map from amplitude index ``i`` to the index ``o`` whose bit ``j`` is bit
+    ``wires[j]`` of ``i`` (``wires``: a permutation of all wires), so that a kernel reads
+    and writes in contiguous runs: tile ``h`` is the indices whose bits outside
+    ``tile_pos`` spell ``h`` (``tile_pos``: the lowest ``PERMUTATION_TILE_BITS`` bits and
+    the bits that go to the lowest ``PERMUTATION_TILE_BITS`` bits of ``o``). Returns
+    ``(tile_pos, in_offs, out_offs, out_bit)``: pattern ``u`` of a tile sits at ``base |
+    in_offs[u]`` and goes to ``f(base) | out_offs[u]``, ``f`` taking bit ``b`` to bit
+    ``out_bit[b]``.
+
+    >>> pos, ins, outs, out_bit = permutation_tiles(2, (1, 0))
+    >>> pos.tolist(), ins.tolist(), outs.tolist(), out_bit.tolist()
+    ([0, 1], [0, 1, 2, 3], [0, 2, 1, 3], [1, 0])
+    """
+    n = num_qubits
+    if sorted(wires) != list(range(n)):
+        raise ValueError(f"permutation_tiles: {wires} is not a permutation of 0..{n - 1}")
+    t = min(n, PERMUTATION_TILE_BITS)
+    out_bit = np.empty(n, np.int64)
+    out_bit[list(wires)] = np.arange(n)
+    tile_pos = np.array(sorted(set(range(t)) | set(wires[:t])), np.int64)
+    u = np.arange(1 << tile_pos.size, dtype=np.int64)
+    bits = (u[:, None] >> np.arange(tile_pos.size)) & 1
+    in_offs = (bits << tile_pos).sum(axis=1)
+    out_offs = (bits << out_bit[tile_pos]).sum(axis=1)
+    for arr in (tile_pos, in_offs, out_offs, out_bit):
+        arr.setflags(write=False)
+    return tile_pos, in_offs, out_offs, out_bit
 
 
 def marginal_probabilities(p: Any, num_qubits: int, wires: Sequence[int], xp: Any = np) -> Any:

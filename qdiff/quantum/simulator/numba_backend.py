@@ -18,15 +18,22 @@ import numpy as np
 
 from ..lang.fusion import FusionWidth
 from ..lang.gate_forms import gate_form
-from ..lang.gates import gate_spec
+from ..lang.gates import GateSpec, gate_spec
 from . import numba_adjoint
-from .backend import StatevectorBackend
+from .backend import StatevectorBackend, checked_table_gate
 from .block_encoding import OP_DIAG, encode_block, in_precision
 from .gate_ops import GateOp
-from .indexing import IndexLayout, check_wires, diagonal_patterns, index_layout
+from .indexing import (
+    IndexLayout,
+    check_wires,
+    diagonal_patterns,
+    index_layout,
+    permutation_tiles,
+)
 from .numba_block_kernels import BLOCK, BLOCK_AMPS, FUSION_MIN_QUBITS, MAX_BLOCK_WIRES, MIN_BATCH
 from .numba_gate_kernels import (
     ABS_SQUARED,
+    ABS_SQUARED_PERMUTED,
     DENSE2,
     DENSEK,
     DIAGONAL,
@@ -41,7 +48,8 @@ from .numba_gate_kernels import (
 from .numba_ranges import spread_items
 from .registry import register_backend
 
-__all__ = ["NumbaBackend", "DEFAULT_PARALLEL_THRESHOLD", "encode_block", "all_diagonal"]
+__all__ = ["NumbaBackend", "DEFAULT_PARALLEL_THRESHOLD", "encode_block", "all_diagonal",
+           "zero_register_qubits"]
 
 DEFAULT_PARALLEL_THRESHOLD = 1 << 15
 """Amplitudes at and above which the threaded drivers are used."""
@@ -110,6 +118,26 @@ class NumbaBackend(StatevectorBackend):
             return -1
         return fresh[1]
 
+    def apply_gate(self, state: Any, num_qubits: int, gate: str | GateSpec | Any,
+                   wires: Sequence[int], params: Sequence[float] = (), **static: Any) -> Any:
+        """Apply a gate in place (the base class has the contract). A table gate on the
+        state :meth:`zero_state` returned, still remembered, runs as a block of its own
+        (:meth:`apply_fused`), so that it too runs on the part of the state that is not
+        zero: a circuit that opens with a lone gate (a 4-wire gate, say, that no block
+        takes) keeps the blocks after it on part of the state.
+
+        >>> be = NumbaBackend(); psi = be.zero_state(10)
+        >>> be.apply_gate(psi, 10, "mcx", [0, 1, 9])[[0, 512]].real.tolist()
+        [1.0, 0.0]
+        """
+        fresh = self._fresh
+        if (fresh is not None and fresh[0]() is state and num_qubits >= FUSION_MIN_QUBITS
+                and isinstance(gate, (str, GateSpec)) and len(wires) <= MAX_BLOCK_WIRES):
+            spec, ws, params = checked_table_gate(gate, wires, num_qubits, params, static)
+            op = GateOp(spec.static["matrix"] if spec.name == "unitary" else spec, ws, params)
+            return self.apply_fused(state, num_qubits, ws, [op])
+        return super().apply_gate(state, num_qubits, gate, wires, params, **static)
+
     def _parallel(self, size: int) -> bool:
         return size >= self.parallel_threshold and numba.get_num_threads() > 1
 
@@ -163,6 +191,27 @@ class NumbaBackend(StatevectorBackend):
     def _abs_squared(self, state: Any) -> Any:
         out = np.empty(state.shape[0], np.float64)
         ABS_SQUARED(self._items(state, state.shape[0]), state, state.shape[0], out)
+        return out
+
+    def probs(self, state: Any, num_qubits: int, wires: Sequence[int] | None = None) -> Any:
+        """Marginal probabilities of ``wires`` (the base class has the contract); every wire
+        in another order (a register whose wires were renamed: a QFT's swaps) in one
+        tiled pass over the state instead of ``|psi|^2`` and a transpose of it (n = 20,
+        wires reversed: 31 ms for the transpose alone).
+
+        >>> be = NumbaBackend(); psi = be.apply_gate(be.zero_state(3), 3, "x", [0])
+        >>> be.probs(psi, 3, [2, 1, 0]).tolist()
+        [0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+        """
+        n = self._num_qubits_of(state, num_qubits, "probs")
+        ws = tuple(range(n)) if wires is None else check_wires(wires, n, "probs")
+        if len(ws) < n or ws == tuple(range(n)):
+            return super().probs(state, n, ws)
+        tile_pos, in_offs, out_offs, out_bit = permutation_tiles(n, ws)
+        out = np.empty(state.shape[0], np.float64)
+        tiles = state.shape[0] >> tile_pos.shape[0]
+        ABS_SQUARED_PERMUTED(spread_items(tiles, self._parallel(state.shape[0]) and tiles > 1),
+                             state, tiles, out, tile_pos, in_offs, out_offs, out_bit)
         return out
 
     def _permutation(self, state: Any, layout: IndexLayout, perm: Any, phases: Any) -> None:
@@ -282,12 +331,15 @@ class NumbaBackend(StatevectorBackend):
                 and all(w in ws for op in ops for w in op[1])):
             ops = [GateOp(*op) for op in ops]
             m = max(support, ws[-1] + 1)
-            if m < n:  # the block on the wires below m: a register of 2^m amplitudes
+            on_zero = support == 0 and (m == n or zero_register_qubits(len(ws)) < m)
+            if on_zero:  # the first block: U|0> written into its 2^k amplitudes
+                self._fused_on_zero(state, n, ws, ops)
+            elif m < n:  # the block on the wires below m: a register of 2^m amplitudes
                 self.apply_fused(state[:1 << m], m, ws, ops)
+            if m < n:
                 self._fresh = (weakref.ref(state), m)
+            if on_zero or m < n:
                 return state
-            if support == 0:
-                return self._fused_on_zero(state, n, ws, ops)
         if n >= FUSION_MIN_QUBITS and all_diagonal(ops):
             return self._diagonal_block(state, n, ws, ops)
         ws = _block_wires(n, ws)
@@ -312,7 +364,7 @@ class NumbaBackend(StatevectorBackend):
         # it is (a pass saved: on wires 0-2 the most expensive, transposed, one)
         k = len(ws)
         local = {w: j for j, w in enumerate(ws)}
-        small_n = k + MIN_BATCH.bit_length() - 1
+        small_n = zero_register_qubits(k)
         small = np.zeros(1 << small_n, state.dtype)
         small[0] = 1
         self.apply_fused(small, small_n, tuple(range(k)),
@@ -333,6 +385,16 @@ class NumbaBackend(StatevectorBackend):
         table_wires = tuple(ws[int(mask).bit_length() - 1] for mask in tgts[0, :m])
         self._sweep_diagonal(state, n, table_wires, pool[moffs[0]:moffs[0] + (1 << m)])
         return state
+
+
+def zero_register_qubits(width: int) -> int:
+    """Qubits of the register a first block of ``width`` wires on ``|0...0>`` is computed on
+    (its wires and ``MIN_BATCH`` groups), before ``U|0>`` is written into the state.
+
+    >>> zero_register_qubits(8)
+    13
+    """
+    return width + MIN_BATCH.bit_length() - 1
 
 
 def all_diagonal(ops: Sequence[Any]) -> bool:

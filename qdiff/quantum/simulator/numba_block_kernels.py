@@ -45,6 +45,7 @@ from .block_encoding import (
 )
 from .indexing import insert_zero_bits
 from .numba_ranges import range_kernel
+from .subnormals import flush_subnormals, restore_float_mode
 
 __all__ = ["BLOCK", "MAX_BLOCK_WIRES", "MIN_BATCH", "FUSION_MIN_QUBITS", "BLOCK_AMPS",
            "block_gather", "block_scatter", "block_start", "block_workspace", "block_low",
@@ -96,14 +97,15 @@ def block_workspace(R, B, dim):
 def block_start(g0, B, pos, bases, rowmap):
     # A batch of groups g0..g0+B-1: the identity row map, and the layout of the groups, with
     # their bases: 0, contiguous, when B is below the lowest block wire (bases[0]); 1, runs of
-    # 2^pos[0] >= 8 contiguous groups (bases[b] at the start of each run); 2, a transpose
-    # (every bases[b]).
+    # 2^pos[0] >= 4 contiguous groups (bases[b] at the start of each run; runs of 4, the
+    # lowest block wire 2: 0.83-0.85x the transpose's time, n = 20; runs of 2 ran 1.4x
+    # slower); 2, a transpose (every bases[b]).
     for r in range(rowmap.shape[0]):
         rowmap[r] = r
     if (np.int64(1) << pos[0]) >= B:
         bases[0] = _insert(g0, pos)
         return 0
-    if pos[0] >= 3:
+    if pos[0] >= 2:
         run = np.int64(1) << pos[0]
         for b in range(0, B, run):
             bases[b] = _insert(g0 + b, pos)
@@ -598,10 +600,14 @@ def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool,
     if last > first and _edge_diagonal(kinds, cmasks, ntg, tgts, moffs, pool, last - 1,
                                        rowd_last):
         last -= 1
+    # subnormals flushed to zero while the batches run (see .subnormals: a complex64 QFT's
+    # noise amplitudes reach them, and each such multiply costs many cycles)
+    saved = flush_subnormals()
     for batch in range(lo, hi):
         _blk_batch(psi, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
                    perm, poffs, buf, rowmap, bases, toff, rows, xr, xi, rowd, first, last,
                    rowd_last)
+    restore_float_mode(saved)
 
 
 BLOCK = range_kernel(_blk_range)

@@ -23,7 +23,7 @@ from .numba_ranges import jit_range as _jit
 from .numba_ranges import range_kernel, summed_range_kernel
 
 __all__ = ["PAIR", "DENSE2", "DENSEK", "DIAGONAL", "DIAGONAL_TABLE", "PERMUTATION", "PAULI",
-           "Z_PAULI", "PAULI_SUMS", "ABS_SQUARED", "GROUPS_PER_ITEM"]
+           "Z_PAULI", "PAULI_SUMS", "ABS_SQUARED", "ABS_SQUARED_PERMUTED", "GROUPS_PER_ITEM"]
 
 GROUPS_PER_ITEM = 1 << 12
 """Groups per threaded work item: large enough to amortise scheduling."""
@@ -248,6 +248,20 @@ def _abs_squared_body(psi, lo, hi, out):
         out[i] = np.float64(v.real) * v.real + np.float64(v.imag) * v.imag
 
 
+@_jit
+def _abs_squared_permuted_body(psi, lo, hi, out, tile_pos, in_offs, out_offs, out_bit):
+    # tile h of indexing.permutation_tiles: its amplitudes read in runs of contiguous
+    # entries, their |.|^2 written to the permuted indices, runs of contiguous entries too
+    for h in range(lo, hi):
+        base = _insert(h, tile_pos)
+        obase = np.int64(0)
+        for b in range(out_bit.shape[0]):
+            obase |= ((base >> b) & 1) << out_bit[b]
+        for u in range(in_offs.shape[0]):
+            v = psi[base | in_offs[u]]
+            out[obase | out_offs[u]] = np.float64(v.real) * v.real + np.float64(v.imag) * v.imag
+
+
 @njit(inline="always", cache=True)
 def _clear_below(t, h):
     # how many indices below t have bit h clear
@@ -331,5 +345,9 @@ Z_PAULI = range_kernel(_zpauli_body)
 ABS_SQUARED = range_kernel(_abs_squared_body)
 """``out[i] = |psi[i]|^2`` in float64, over amplitudes: one pass (no square root, no
 temporaries)."""
+ABS_SQUARED_PERMUTED = range_kernel(_abs_squared_permuted_body)
+"""``out[o] = |psi[i]|^2`` in float64, ``o`` the index ``i`` with its bits permuted, over the
+tiles of ``indexing.permutation_tiles``: the probabilities of a register whose wires were
+renamed, in one pass (no transpose of the probability vector)."""
 PAULI_SUMS = summed_range_kernel(_sums_body)
 """``<psi|P_k|psi>``-style sums of every term (complex128 accumulator), over amplitudes."""

@@ -257,3 +257,18 @@ def test_imported_dynamic_circuits_export_back_with_their_loop():
     x = np.array([0.8])
     assert float(back(export.parameter_values(x))) == pytest.approx(float(program(x)),
                                                                     abs=1e-12)
+
+
+def test_circuit_imported_in_complex64_runs_in_single_precision():
+    # dtype=complex64: the register, every gate and the state in single precision, the
+    # probabilities within single-precision rounding of Qiskit's Statevector
+    from qiskit.circuit.random import random_circuit
+
+    qc = random_circuit(10, 6, max_operands=3, seed=11)
+    program = qm.from_qiskit(qc, dtype=np.complex64)
+    assert "dtype='complex64'" in str(program)
+    probs = np.asarray(qm.run(program, backend="numba").values)
+    expected = Statevector(qc).probabilities()
+    assert np.max(np.abs(probs - expected)) < 1e-5
+    assert np.max(np.abs(probs - expected)) > 0  # single precision: not exactly double's
+    assert "complex64" not in str(qm.from_qiskit(qc))

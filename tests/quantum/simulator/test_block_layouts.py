@@ -1,0 +1,28 @@
+"""The block kernel's batch layouts (contiguous rows, runs of 2^w contiguous groups below the
+lowest block wire w >= 2, a transpose below that), each on a random state against the dense
+matrices of the block's gates (the oracle), complex64 and complex128: blocks whose lowest
+wire is 0 to 4, at 8 wires (a batch of 128 groups) and at 3 (2048 groups)."""
+
+import numpy as np
+import pytest
+
+from qdiff.quantum.simulator import get_backend
+from tests.quantum.simulator.test_blocks_on_zero_wires import block_ops, run_oracle
+from tests.quantum.simulator.test_sparse_gates import random_state, tolerance
+
+N = 14  # above MIN_BATCH groups for an 8-wire block, with B = 128 groups to a batch
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize("wires", [(0, 3, 9), (1, 2, 5, 6, 9, 10, 12, 13),
+                                   (2, 3, 7, 8, 9, 10, 12, 13), (2, 6, 11),
+                                   (3, 4, 5, 6, 7, 8, 9, 10), (4, 9, 11),
+                                   (6, 7, 8, 9, 10, 11, 12, 13)])
+def test_blocks_on_every_layout_match_the_dense_matrices(wires, dtype):
+    rng = np.random.default_rng(sum(wires))
+    psi = random_state(N, dtype)
+    ops = block_ops(list(wires), rng)
+    got = get_backend("numba").apply_fused(psi.copy(), N, wires, ops)
+    assert got.dtype == dtype
+    expected = run_oracle(psi.astype(np.complex128), N, ops)
+    assert np.max(np.abs(got - expected)) < tolerance(dtype)
