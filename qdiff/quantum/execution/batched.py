@@ -50,7 +50,7 @@ from ..lang.gates import GateSpec, gate_spec
 from ..lang.observables import PauliSum, parity
 from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
 from ..simulator import get_backend, lane_kernels
-from ..simulator.batched_kernels import CONTROLLED1, DENSE1, DENSE2, PERMUTE, run_circuit
+from ..simulator.batched_kernels import CONTROLLED1, DENSE1, DENSE2, PERMUTE
 from . import array_batched
 from .batched_backend import batched_array_module
 
@@ -76,13 +76,112 @@ class CircuitGate:
 
 
 def gate_kind(spec: GateSpec) -> int:
-    """The kernel kind that applies ``spec`` (`batched_kernels`)."""
+    """The kernel kind that applies ``spec`` (`batched_kernels`): a gate on three or more
+    wires is a ``PERMUTE`` (`lowered_gates` only passes permutations on so many wires)."""
     if spec.num_qubits == 1:
         return DENSE1
+    if spec.num_qubits > 2:
+        return PERMUTE
     if spec.structure == "controlled" and spec.num_controls == 1 \
             and spec.base.num_qubits == 1:
         return CONTROLLED1
     return DENSE2
+
+
+_H = gate_spec("h")
+
+
+def _is_permutation(m: np.ndarray) -> bool:
+    """Whether ``m`` only moves amplitudes: zeros and ones (to 1e-12), one 1 a row and column."""
+    ones = np.abs(m - 1) < 1e-12
+    return bool(np.all(ones | (np.abs(m) < 1e-12)) and np.all(ones.sum(axis=0) == 1)
+                and np.all(ones.sum(axis=1) == 1))
+
+
+def _hadamard_on(k: int, j: int) -> np.ndarray:
+    """H on local wire ``j`` of a ``k``-wire gate (bit ``j`` of the index is wire ``j``)."""
+    return np.kron(np.kron(np.eye(1 << (k - 1 - j)), _H.matrix()), np.eye(1 << j))
+
+
+def _wide_fixed(spec: GateSpec, wires: tuple[int, ...]) -> list[CircuitGate] | None:
+    """A fixed gate on three or more wires as a ``PERMUTE`` gate (``ccx``, ``mcx``,
+    ``cswap``), or one conjugated by H on one of its wires (``ccz``, ``mcz``: ``H Z H =
+    X``), else None."""
+    m = spec.matrix()
+    if _is_permutation(m):
+        return [CircuitGate(spec, wires, None, PERMUTE)]
+    for j in range(spec.num_qubits):
+        h = _hadamard_on(spec.num_qubits, j)
+        moved = h @ m @ h
+        if _is_permutation(moved):
+            inner = gate_spec("unitary", matrix=np.round(moved.real))
+            hadamard = CircuitGate(_H, (wires[j],), None, DENSE1)
+            return [hadamard, CircuitGate(inner, wires, None, PERMUTE), hadamard]
+    return None
+
+
+def _pauli_rotation(word: str, wires: tuple[int, ...], angle: int | None
+                    ) -> list[CircuitGate]:
+    """``exp(-iθP/2)`` for a Pauli word on three or more wires as the same matrix from
+    gates of at most two wires: each X or Y letter turned into Z (H; S† then H), a CNOT
+    ladder that leaves the parity of the Z letters on the last of them, ``rz(θ)`` there,
+    and all of it undone. Letters I act on nothing; an all-I word is a global phase."""
+    active = [(wires[k], letter) for k, letter in enumerate(word) if letter != "I"]
+    if not active:
+        return []
+    into: list[CircuitGate] = []
+    out: list[CircuitGate] = []
+    for wire, letter in active:
+        if letter == "X":
+            into.append(CircuitGate(_H, (wire,), None, DENSE1))
+            out.insert(0, CircuitGate(_H, (wire,), None, DENSE1))
+        elif letter == "Y":   # Y = (S H) Z (S H)^†
+            into += [CircuitGate(gate_spec("sdg"), (wire,), None, DENSE1),
+                     CircuitGate(_H, (wire,), None, DENSE1)]
+            out[:0] = [CircuitGate(_H, (wire,), None, DENSE1),
+                       CircuitGate(gate_spec("s"), (wire,), None, DENSE1)]
+    cx = gate_spec("cx")
+    ladder = [CircuitGate(cx, (a, b), None, CONTROLLED1)
+              for (a, _), (b, _) in zip(active, active[1:])]
+    rz = CircuitGate(gate_spec("rz"), (active[-1][0],), angle, DENSE1)
+    return [*into, *ladder, rz, *ladder[::-1], *out]
+
+
+def lowered_gates(spec: GateSpec, wires: Sequence[int],
+                  angles: Sequence[int | None]) -> list[CircuitGate] | None:
+    """``spec`` on ``wires`` as gates the batched kernels apply, each with at most one angle
+    (``angles[k]``: where the gate's parameter ``k`` is among the circuit's angles), with
+    the same action on every readout; None when there is no such form.
+
+    - a gate of several angles (``u``) becomes its one-angle rotations
+      (`GateSpec.occurrences`), without the global phase ``exp(iα)``, which no
+      expectation or probability sees, so every angle keeps one generator;
+    - a Pauli rotation on three or more wires: `_pauli_rotation`;
+    - a fixed gate on three or more wires: `_wide_fixed`.
+
+    Other gates on three or more wires (one with an angle, or dense and fixed, such as
+    ``c3sx``, ``rccx`` as a ``unitary``) return None: their batch runs member by member.
+
+    >>> [(g.spec.name, g.wires, g.angle) for g in lowered_gates(gate_spec("u"), (2,), [0, 1, 2])]
+    [('rz', (2,), 2), ('ry', (2,), 0), ('rz', (2,), 1)]
+    >>> [g.spec.name for g in lowered_gates(gate_spec("mcz", num_controls=2), (0, 1, 2), [])]
+    ['h', 'unitary', 'h']
+    """
+    wires = tuple(int(w) for w in wires)
+    if spec.occurrences:
+        return [gate for o in spec.occurrences
+                for gate in lowered_gates(gate_spec(o.gate), tuple(wires[w] for w in o.wires),
+                                          [angles[o.param_index]])]
+    if spec.num_params > 1 or (spec.num_params and spec.generator is None):
+        return None
+    angle = angles[0] if spec.num_params else None
+    if spec.num_qubits <= 2:
+        return [CircuitGate(spec, wires, angle, gate_kind(spec))]
+    if spec.pauli_word is not None:
+        return _pauli_rotation(spec.pauli_word, wires, angle)
+    if spec.num_params:
+        return None
+    return _wide_fixed(spec, wires)
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,12 +240,13 @@ def _split(program: Program) -> BatchedCircuit | None:
         elif name == "gate":
             spec = gate_spec(eqn.params["name"], **(eqn.params.get("static") or {}))
             angles = eqn.inputs[1:]
-            if spec.num_qubits > 2 or len(angles) > 1 or (angles and spec.generator is None):
-                return None
             if any(isinstance(a, Var) and a in derived for a in angles):
                 return None  # an expectation value feeds a gate
-            gates.append(CircuitGate(spec, tuple(eqn.params["wires"]),
-                                     len(angle_atoms) if angles else None, gate_kind(spec)))
+            lowered = lowered_gates(spec, eqn.params["wires"],
+                                    range(len(angle_atoms), len(angle_atoms) + len(angles)))
+            if lowered is None:
+                return None
+            gates.extend(lowered)
             angle_atoms.extend(angles)
         elif name in ("expval", "probs"):
             observable = pauli_sum_of(eqn.params["terms"]) if name == "expval" else None
@@ -319,6 +419,8 @@ def _matrix_plan(circuit: BatchedCircuit) -> tuple[np.ndarray, list[tuple[Any, .
     fixed = np.zeros((len(circuit.gates), 4, 4), np.complex128)
     groups: dict[GateSpec, tuple[list[int], list[int]]] = {}
     for g, gate in enumerate(circuit.gates):
+        if gate.kind == PERMUTE:
+            continue   # a table (`_fusion_plan`), no matrix
         if gate.angle is None:
             m = gate.acting.matrix()
             fixed[g, :m.shape[0], :m.shape[1]] = m
@@ -356,22 +458,28 @@ def member_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int) -
 
 def _permutation(gate: CircuitGate, num_qubits: int) -> np.ndarray | None:
     """Where a fixed gate takes each amplitude from (``out[i] = in[source[i]]``) when it
-    only moves amplitudes (a matrix of zeros and ones: CNOT, SWAP, X, ...), else None."""
+    only moves amplitudes (a matrix of zeros and ones: CNOT, SWAP, X, Toffoli, ...), on
+    any number of wires, else None.
+
+    >>> _permutation(CircuitGate(gate_spec("cx"), (0, 1), None, CONTROLLED1), 2).tolist()
+    [0, 3, 2, 1]
+    """
     if gate.angle is not None:
         return None
     m = gate.spec.matrix()
-    if not (np.all((m == 0) | (m == 1)) and np.all(m.sum(axis=0) == 1)
-            and np.all(m.sum(axis=1) == 1)):
+    if not _is_permutation(m):
         return None
-    mats = np.zeros((1, 1, 4, 4), np.complex128)
-    block = gate.acting.matrix()
-    mats[0, 0, :block.shape[0], :block.shape[1]] = block
-    index = np.arange(1 << num_qubits, dtype=np.complex128)[None, :]
-    moved = run_circuit(index, *_arrays([gate]), mats, _NO_TABLES)
-    return moved[0].real.astype(np.int64)
-
-
-_NO_TABLES = np.zeros((0, 1), np.int64)
+    image = np.argmax(np.abs(m) > 0.5, axis=1)       # row r of the gate takes column image[r]
+    amplitudes = np.arange(1 << num_qubits, dtype=np.int64)
+    local = np.zeros_like(amplitudes)
+    mask = 0
+    for j, w in enumerate(gate.wires):
+        local |= ((amplitudes >> w) & 1) << j
+        mask |= 1 << w
+    source = amplitudes & ~mask
+    for j, w in enumerate(gate.wires):
+        source |= ((image[local] >> j) & 1) << w
+    return source
 
 
 @functools.lru_cache(maxsize=64)
@@ -404,7 +512,8 @@ def _fusion_plan(circuit: BatchedCircuit) -> tuple[tuple[np.ndarray, ...], list[
         stop = e
         while stop < len(entries) and sources[stop] is not None:
             stop += 1
-        if stop - e >= 2:
+        # a run of several, or one gate of three or more wires: no other kernel applies it
+        if stop - e >= 2 or (stop > e and circuit.gates[entries[e][0]].kind == PERMUTE):
             table = np.arange(1 << n)
             for source in sources[e:stop]:
                 table = table[source]
