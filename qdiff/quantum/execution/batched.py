@@ -533,6 +533,27 @@ def _fusion_plan(circuit: BatchedCircuit) -> tuple[tuple[np.ndarray, ...], list[
     return (kinds, first, last), merged, index, stacked
 
 
+@functools.lru_cache(maxsize=1024)
+def gate_step(circuit: BatchedCircuit, g: int, inverse: bool = False
+              ) -> tuple[np.ndarray, ...]:
+    """Gate ``g`` of ``circuit`` alone as `batched_kernels.run_circuit`'s kind, wire and
+    table arrays (a ``PERMUTE`` gate: its table, or with ``inverse`` the table that undoes
+    it; the caller passes the gate's matrices, inverted for ``inverse``, as ``mats``).
+
+    >>> from qdiff.quantum.lang.gates import gate_spec
+    >>> toffoli = CircuitGate(gate_spec("mcx", num_controls=2), (0, 1, 2), None, PERMUTE)
+    >>> gate_step(BatchedCircuit(None, None, None, (toffoli,), (), 3), 0)[3].tolist()
+    [[0, 1, 2, 7, 4, 5, 6, 3]]
+    """
+    gate = circuit.gates[g]
+    if gate.kind != PERMUTE:
+        kinds, first, last = _arrays([gate])
+        return kinds, first, last, np.zeros((0, 1), np.int64)
+    table = _permutation(gate, circuit.num_qubits)
+    table = np.argsort(table) if inverse else table
+    return np.array([PERMUTE]), np.array([0]), np.array([0]), table[None]
+
+
 def one_wire_runs(circuit: BatchedCircuit) -> tuple[np.ndarray, ...]:
     """The entries of `fused_one_wire_runs` as gate indices for the adjoint sweep: entry
     ``e`` is the gates ``order[runs[e]:runs[e + 1]]``; with each entry's permutation table
@@ -787,6 +808,7 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 register_batched_runner(_claims, run_batched)
 
 __all__ = ["BatchedCircuit", "CircuitGate", "angle_gather", "angle_rows", "batched_circuit",
-           "final_lane_states", "final_readouts", "lane_circuit", "one_wire_runs",
+           "final_lane_states", "final_readouts", "gate_step", "lane_circuit",
+           "lowered_gates", "one_wire_runs",
            "products_2x2", "readout_adjoint", "readout_adjoints", "readout_diagonals",
            "run_batched"]
