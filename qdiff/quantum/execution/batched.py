@@ -103,29 +103,86 @@ def _hadamard_on(k: int, j: int) -> np.ndarray:
     return np.kron(np.kron(np.eye(1 << (k - 1 - j)), _H.matrix()), np.eye(1 << j))
 
 
+def _fixed(matrix: np.ndarray, wires: tuple[int, ...]) -> CircuitGate:
+    """A fixed gate of ``matrix`` on one or two ``wires`` (or a permutation on more)."""
+    spec = gate_spec("unitary", matrix=matrix)
+    return CircuitGate(spec, wires, None, gate_kind(spec))
+
+
+def _diagonal(d: np.ndarray, wires: tuple[int, ...]) -> list[CircuitGate]:
+    """``diag(d)`` on ``wires`` (bit ``j`` of its index is ``wires[j]``), up to a global
+    phase, as Z-parity rotations: its phases ``φ(x) = Σ_S c_S (-1)^{|x ∧ S|}`` (Walsh
+    coefficients ``c_S``), so ``diag(d) = e^{i c_∅} Π_S exp(i c_S Z_S)``."""
+    k = len(wires)
+    x = np.arange(1 << k)
+    phases = np.angle(d)
+    gates: list[CircuitGate] = []
+    for subset in range(1, 1 << k):
+        signs = 1 - 2 * parity(x & subset)
+        c = float(np.mean(phases * signs))
+        if abs(c) > 1e-15:
+            word = "".join("Z" if subset >> j & 1 else "I" for j in range(k))
+            matrix = _RZ.matrix(-2 * c)
+            gates += _pauli_rotation(word, wires, lambda w, m=matrix: _fixed(m, (w,)))
+    return gates
+
+
+_RZ = gate_spec("rz")
+
+
 def _wide_fixed(spec: GateSpec, wires: tuple[int, ...]) -> list[CircuitGate] | None:
-    """A fixed gate on three or more wires as a ``PERMUTE`` gate (``ccx``, ``mcx``,
-    ``cswap``), or one conjugated by H on one of its wires (``ccz``, ``mcz``: ``H Z H =
-    X``), else None."""
+    """A fixed gate on three or more wires from permutation tables and gates of one and two
+    wires, up to a global phase; None when it has none of these forms:
+
+    - a permutation (``ccx``, ``mcx``, ``cswap``): one ``PERMUTE`` gate;
+    - H on one wire, a permutation, H again (``ccz``, ``mcz``: ``H Z H = X``);
+    - a permutation with phases (``rccx``; a diagonal such as ``ccz`` or a multi-wire
+      phase): the permutation, then the phases as Z-parity rotations (`_diagonal`);
+    - one wire's 2x2 unitary ``V`` where every other wire is 1 (``c3sx``, multi-controlled
+      rotations of a fixed angle): ``V = W diag(v) W^†`` from its eigenvectors, so the
+      gate is ``W`` on that wire, a diagonal, then ``W^†``.
+
+    A dense fixed gate of no such form runs member by member (no k-wire dense kernel:
+    such gates are rare, and each would need its own ``2^k x 2^k`` matrix in every
+    kernel)."""
     m = spec.matrix()
+    k = spec.num_qubits
     if _is_permutation(m):
         return [CircuitGate(spec, wires, None, PERMUTE)]
-    for j in range(spec.num_qubits):
-        h = _hadamard_on(spec.num_qubits, j)
+    for j in range(k):
+        h = _hadamard_on(k, j)
         moved = h @ m @ h
         if _is_permutation(moved):
-            inner = gate_spec("unitary", matrix=np.round(moved.real))
             hadamard = CircuitGate(_H, (wires[j],), None, DENSE1)
-            return [hadamard, CircuitGate(inner, wires, None, PERMUTE), hadamard]
+            return [hadamard, _fixed(np.round(moved.real), wires), hadamard]
+    nonzero = np.abs(m) > 1e-12
+    if np.all(nonzero.sum(axis=0) == 1) and np.all(nonzero.sum(axis=1) == 1):
+        image = np.argmax(nonzero, axis=1)           # m = diag(d) P, P[r, image[r]] = 1
+        d = m[np.arange(len(m)), image]
+        moves = [] if np.array_equal(image, np.arange(len(m))) else \
+            [_fixed(nonzero.astype(np.complex128), wires)]
+        return moves + _diagonal(d, wires)
+    for j in range(k):
+        ones = ((1 << k) - 1) & ~(1 << j)            # every wire but j is 1
+        block = m[np.ix_([ones, ones | 1 << j], [ones, ones | 1 << j])]
+        rest = np.eye(len(m), dtype=m.dtype)
+        rest[np.ix_([ones, ones | 1 << j], [ones, ones | 1 << j])] = block
+        if np.allclose(rest, m, rtol=0, atol=1e-12):
+            _, w = np.linalg.eig(block)
+            w, _ = np.linalg.qr(w)   # orthonormal eigenvectors (V is normal)
+            d = np.ones(len(m), np.complex128)
+            d[[ones, ones | 1 << j]] = np.diag(w.conj().T @ block @ w)
+            return [_fixed(w.conj().T, (wires[j],)), *_diagonal(d, wires),
+                    _fixed(w, (wires[j],))]
     return None
 
 
-def _pauli_rotation(word: str, wires: tuple[int, ...], angle: int | None
-                    ) -> list[CircuitGate]:
-    """``exp(-iθP/2)`` for a Pauli word on three or more wires as the same matrix from
-    gates of at most two wires: each X or Y letter turned into Z (H; S† then H), a CNOT
-    ladder that leaves the parity of the Z letters on the last of them, ``rz(θ)`` there,
-    and all of it undone. Letters I act on nothing; an all-I word is a global phase."""
+def _pauli_rotation(word: str, wires: tuple[int, ...],
+                    rotation: Callable[[int], CircuitGate]) -> list[CircuitGate]:
+    """``exp(-iθP/2)`` for a Pauli word as the same matrix from gates of at most two wires:
+    each X or Y letter turned into Z (H; S† then H), a CNOT ladder that leaves the parity
+    of the Z letters on the last of them, ``rotation(wire)`` (``rz(θ)``) there, and all of
+    it undone. Letters I act on nothing; an all-I word is a global phase."""
     active = [(wires[k], letter) for k, letter in enumerate(word) if letter != "I"]
     if not active:
         return []
@@ -143,8 +200,7 @@ def _pauli_rotation(word: str, wires: tuple[int, ...], angle: int | None
     cx = gate_spec("cx")
     ladder = [CircuitGate(cx, (a, b), None, CONTROLLED1)
               for (a, _), (b, _) in zip(active, active[1:])]
-    rz = CircuitGate(gate_spec("rz"), (active[-1][0],), angle, DENSE1)
-    return [*into, *ladder, rz, *ladder[::-1], *out]
+    return [*into, *ladder, rotation(active[-1][0]), *ladder[::-1], *out]
 
 
 def lowered_gates(spec: GateSpec, wires: Sequence[int],
@@ -159,8 +215,8 @@ def lowered_gates(spec: GateSpec, wires: Sequence[int],
     - a Pauli rotation on three or more wires: `_pauli_rotation`;
     - a fixed gate on three or more wires: `_wide_fixed`.
 
-    Other gates on three or more wires (one with an angle, or dense and fixed, such as
-    ``c3sx``, ``rccx`` as a ``unitary``) return None: their batch runs member by member.
+    Other gates on three or more wires (with an angle, or dense and fixed of no form
+    `_wide_fixed` knows) return None: their batch runs member by member.
 
     >>> [(g.spec.name, g.wires, g.angle) for g in lowered_gates(gate_spec("u"), (2,), [0, 1, 2])]
     [('rz', (2,), 2), ('ry', (2,), 0), ('rz', (2,), 1)]
@@ -178,7 +234,8 @@ def lowered_gates(spec: GateSpec, wires: Sequence[int],
     if spec.num_qubits <= 2:
         return [CircuitGate(spec, wires, angle, gate_kind(spec))]
     if spec.pauli_word is not None:
-        return _pauli_rotation(spec.pauli_word, wires, angle)
+        return _pauli_rotation(spec.pauli_word, wires,
+                               lambda wire: CircuitGate(_RZ, (wire,), angle, DENSE1))
     if spec.num_params:
         return None
     return _wide_fixed(spec, wires)
