@@ -7,6 +7,9 @@ and highest wire among them), and no member-by-member fallback."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from qiskit.circuit.library import C3SXGate, CCZGate, CSwapGate, MCPhaseGate, RCCXGate, RXGate
@@ -179,3 +182,18 @@ def test_vmap_of_a_measured_program_with_a_unitary_gate_does_not_fail_as_unhasha
     theta = np.array([0.1, 0.5, 2.0])
     np.testing.assert_allclose(qdiff.vmap(program)(theta), [program(t) for t in theta],
                                **TOL)
+
+
+def test_the_torus_walk_case_study_batches_under_vmap_grad(no_fallback):
+    # its coin is an mcz on six wires and its flag an mcx on five, inside loops on
+    # measurements: once member by member, now one batched branching run and one sweep
+    sys.path.insert(0, str(Path(__file__).parents[2] / "case_studies"))
+    import quantum_walk
+
+    program = qdiff.trace(quantum_walk.objective, np.zeros(2))
+    assert batched_branches.branches_claim(program, [True])
+    t = np.array([[3.0, 2.8], [2.6, 3.3]])
+    value, grad = qdiff.vmap(qdiff.value_and_grad(program))(t)
+    pairs = [qdiff.value_and_grad(program)(row) for row in t]
+    np.testing.assert_allclose(value, [v for v, _ in pairs], **TOL)
+    np.testing.assert_allclose(grad, np.stack([g for _, g in pairs]), **TOL)
