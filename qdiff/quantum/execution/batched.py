@@ -1,9 +1,14 @@
 """Batches of a quantum program as one batched statevector simulation (`qdiff.vmap`).
 
 A program qualifies when its quantum part is one straight circuit: one register
-(complex128), then gates of at most two wires with at most one angle each, then
-expectation values, with classical code before (computing the angles, loops included)
-and after (a loss on the expectations). It splits into three parts (`BatchedCircuit`):
+(complex128), then gates, then expectation values, with classical code before (computing
+the angles, loops included) and after (a loss on the expectations). Each gate is lowered
+(`lowered_gates`) into steps the kernels have (``DENSE1``, ``DENSE2``, ``CONTROLLED1``,
+``PERMUTE``): gates of several angles into one-angle rotations, Pauli rotations on three
+or more wires into CNOT ladders around ``rz``, fixed gates on three or more wires into
+permutation tables and Z-parity rotations (`_wide_fixed`). There is no DENSEk step: a
+dense fixed gate on three or more wires of no form `_wide_fixed` knows leaves the program
+unclaimed (member by member). It splits into three parts (`BatchedCircuit`):
 
 - ``angles``: a classical program from the inputs to every gate's angle, batched by
   `qdiff.batching` like any classical program (an angle the batch shares stays one number);
