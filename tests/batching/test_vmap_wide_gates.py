@@ -20,6 +20,7 @@ from qdiff import quantum as qm
 from qdiff.batching.vmap import VmappedFunction
 from qdiff.quantum.execution import batched_branches
 from qdiff.quantum.execution.batched import batched_circuit, lowered_gates
+from qdiff.quantum.gradients.batched_adjoint import checkpoint_segments
 from qdiff.quantum.lang.gates import GATE_TABLE, GateSpec, gate_spec
 
 N = 4
@@ -94,8 +95,10 @@ def no_fallback(monkeypatch):
     monkeypatch.setattr(VmappedFunction, "_member_by_member", refuse)
 
 
-def _check(program, spec, backend):
-    t = rng.uniform(-np.pi, np.pi, (B, N + spec.num_params))
+def _check(program, num_angles, backend):
+    """vmap's value and value_and_grad on ``backend`` against the loop, on random inputs
+    of ``N`` layer angles and ``num_angles`` gate angles."""
+    t = rng.uniform(-np.pi, np.pi, (B, N + num_angles))
     values = np.array([program(row) for row in t])
     pairs = [qdiff.value_and_grad(program)(row) for row in t]
     with qm.batched_backend(backend):
@@ -111,7 +114,7 @@ def _check(program, spec, backend):
 def test_every_gate_batches_and_equals_the_loop(name, static, wires, backend, no_fallback):
     program, spec = _program(name, static, wires)
     assert batched_circuit(program) is not None
-    _check(program, spec, backend)
+    _check(program, spec.num_params, backend)
 
 
 def test_a_dense_fixed_gate_on_three_wires_runs_member_by_member_and_equals_the_loop(
@@ -128,7 +131,7 @@ def test_a_dense_fixed_gate_on_three_wires_runs_member_by_member_and_equals_the_
         return one_by_one(self, *args)
 
     monkeypatch.setattr(VmappedFunction, "_member_by_member", spy)
-    _check(program, spec, "auto")
+    _check(program, spec.num_params, "auto")
     assert len(calls) == 2     # the spy sees a fallback (value, then value_and_grad)
 
 
@@ -166,7 +169,7 @@ def test_wide_gates_batch_on_the_branching_path(label, name, static, no_fallback
     program, spec = _measured(name, static, tuple(range(N - k, N))[::-1])
     assert batched_circuit(program) is None and batched_branches.branches_claim(program,
                                                                                  [True])
-    _check(program, spec, "auto")
+    _check(program, spec.num_params, "auto")
 
 
 def test_vmap_of_a_measured_program_with_a_unitary_gate_does_not_fail_as_unhashable():
@@ -197,3 +200,22 @@ def test_the_torus_walk_case_study_batches_under_vmap_grad(no_fallback):
     pairs = [qdiff.value_and_grad(program)(row) for row in t]
     np.testing.assert_allclose(value, [v for v, _ in pairs], **TOL)
     np.testing.assert_allclose(grad, np.stack([g for _, g in pairs]), **TOL)
+
+
+def test_wide_gates_on_the_checkpointed_sweep(no_fallback):
+    # runs of at most two one-wire gates: the sweep that keeps the states at segment
+    # boundaries (`checkpoint_segments`), across tables of wide gates
+    def circuit(t):
+        q = qm.qubits(N)
+        for w in range(N):
+            qm.ry(t[w], q[w])
+        qm.mcx([q[3], q[0]], q[2])
+        qm.pauli_rot(t[4], "XYZZ", q)
+        qm.unitary(CSwapGate().to_matrix(), [q[1], q[3], q[0]])
+        for w in range(N):
+            qm.rx(t[w] * 0.5, q[w])
+        return qm.expval("XIYZ + 0.5*ZXIY", q)
+
+    program = qdiff.trace(circuit, np.zeros(N + 1))
+    assert checkpoint_segments(batched_circuit(program), B) is not None
+    _check(program, 1, "auto")
