@@ -19,7 +19,7 @@ import qdiff
 from qdiff import quantum as qm
 from qdiff.batching.vmap import VmappedFunction
 from qdiff.quantum.execution import batched_branches
-from qdiff.quantum.execution.batched import batched_circuit, lowered_gates
+from qdiff.quantum.execution.batched import MAX_LOWERED_WIRES, batched_circuit, lowered_gates
 from qdiff.quantum.gradients.batched_adjoint import checkpoint_segments
 from qdiff.quantum.lang.gates import GATE_TABLE, GateSpec, gate_spec
 
@@ -219,3 +219,20 @@ def test_wide_gates_on_the_checkpointed_sweep(no_fallback):
     program = qdiff.trace(circuit, np.zeros(N + 1))
     assert checkpoint_segments(batched_circuit(program), B) is not None
     _check(program, 1, "auto")
+
+
+def test_a_gate_on_more_wires_than_are_lowered_runs_member_by_member():
+    # its matrix is not built whole: the batch runs member by member, as before
+    wide = MAX_LOWERED_WIRES + 1
+
+    def circuit(t):
+        q = qm.qubits(wide)
+        for w in range(wide):
+            qm.ry(t, q[w])
+        qm.mcx(list(q)[:-1], q[wide - 1])
+        return qm.expval("Z", [q[wide - 1]])
+
+    program = qdiff.trace(circuit, 0.1)
+    assert batched_circuit(program) is None
+    theta = np.array([2.5, 3.0])
+    np.testing.assert_allclose(qdiff.vmap(program)(theta), [program(t) for t in theta], **TOL)

@@ -103,11 +103,6 @@ def _is_permutation(m: np.ndarray) -> bool:
                 and np.all(ones.sum(axis=1) == 1))
 
 
-def _hadamard_on(k: int, j: int) -> np.ndarray:
-    """H on local wire ``j`` of a ``k``-wire gate (bit ``j`` of the index is wire ``j``)."""
-    return np.kron(np.kron(np.eye(1 << (k - 1 - j)), _H.matrix()), np.eye(1 << j))
-
-
 def _fixed(matrix: np.ndarray, wires: tuple[int, ...]) -> CircuitGate:
     """A fixed gate of ``matrix`` on one or two ``wires`` (or a permutation on more)."""
     spec = gate_spec("unitary", matrix=matrix)
@@ -135,6 +130,28 @@ def _diagonal(d: np.ndarray, wires: tuple[int, ...]) -> list[CircuitGate]:
 _RZ = gate_spec("rz")
 
 
+# Fixed gates on more wires are not lowered (their matrices are read whole): member by member
+MAX_LOWERED_WIRES = 10
+
+
+def _z_flips(m: np.ndarray) -> tuple[int, np.ndarray] | None:
+    """``(j, P)`` when the diagonal ``m`` is ``H_j P H_j`` for a permutation ``P`` (H on its
+    wire ``j``): every entry with bit ``j`` 0 is 1 and every other is ±1 (``mcz``, ``ccz``:
+    ``H Z H = X``); ``P`` swaps the pairs whose entry with bit ``j`` set is -1."""
+    d = np.diagonal(m)
+    if np.any(np.abs(m - np.diag(d)) > 1e-12):
+        return None
+    index = np.arange(len(d))
+    for j in range(len(d).bit_length() - 1):
+        low, high = index[(index >> j & 1) == 0], index[(index >> j & 1) == 1]
+        flip = np.abs(d[high] + 1) < 1e-12
+        if np.all(np.abs(d[low] - 1) < 1e-12) and np.all(flip | (np.abs(d[high] - 1) < 1e-12)):
+            source = index.copy()
+            source[low[flip]], source[high[flip]] = high[flip], low[flip]
+            return j, np.eye(len(d))[source]
+    return None
+
+
 def _wide_fixed(spec: GateSpec, wires: tuple[int, ...]) -> list[CircuitGate] | None:
     """A fixed gate on three or more wires from permutation tables and gates of one and two
     wires, up to a global phase; None when it has none of these forms:
@@ -147,19 +164,20 @@ def _wide_fixed(spec: GateSpec, wires: tuple[int, ...]) -> list[CircuitGate] | N
       rotations of a fixed angle): ``V = W diag(v) W^†`` from its eigenvectors, so the
       gate is ``W`` on that wire, a diagonal, then ``W^†``.
 
-    A dense fixed gate of no such form runs member by member (no k-wire dense kernel:
-    such gates are rare, and each would need its own ``2^k x 2^k`` matrix in every
-    kernel)."""
-    m = spec.matrix()
+    A dense fixed gate of no such form, or one on more than `MAX_LOWERED_WIRES` wires,
+    runs member by member (no k-wire dense kernel: such gates are rare, and each would need
+    its own ``2^k x 2^k`` matrix in every kernel)."""
     k = spec.num_qubits
+    if k > MAX_LOWERED_WIRES:
+        return None
+    m = spec.matrix()
     if _is_permutation(m):
         return [CircuitGate(spec, wires, None, PERMUTE)]
-    for j in range(k):
-        h = _hadamard_on(k, j)
-        moved = h @ m @ h
-        if _is_permutation(moved):
-            hadamard = CircuitGate(_H, (wires[j],), None, DENSE1)
-            return [hadamard, _fixed(np.round(moved.real), wires), hadamard]
+    flips = _z_flips(m)
+    if flips is not None:
+        j, table = flips
+        hadamard = CircuitGate(_H, (wires[j],), None, DENSE1)
+        return [hadamard, _fixed(table, wires), hadamard]
     nonzero = np.abs(m) > 1e-12
     if np.all(nonzero.sum(axis=0) == 1) and np.all(nonzero.sum(axis=1) == 1):
         image = np.argmax(nonzero, axis=1)           # m = diag(d) P, P[r, image[r]] = 1
