@@ -158,11 +158,12 @@ def _wide_fixed(spec: GateSpec, wires: tuple[int, ...]) -> list[CircuitGate] | N
 
     - a permutation (``ccx``, ``mcx``, ``cswap``): one ``PERMUTE`` gate;
     - H on one wire, a permutation, H again (``ccz``, ``mcz``: ``H Z H = X``);
-    - a permutation with phases (``rccx``; a diagonal such as ``ccz`` or a multi-wire
-      phase): the permutation, then the phases as Z-parity rotations (`_diagonal`);
     - one wire's 2x2 unitary ``V`` where every other wire is 1 (``c3sx``, multi-controlled
-      rotations of a fixed angle): ``V = W diag(v) W^†`` from its eigenvectors, so the
-      gate is ``W`` on that wire, a diagonal, then ``W^†``.
+      rotations and phases of a fixed angle): ``V = W diag(v) W^†`` from its
+      eigenvectors, so the gate is ``W^†`` on that wire, the controlled phases
+      (`_controlled_phases`), then ``W``;
+    - a permutation with phases (``rccx``; any other diagonal): the permutation, then the
+      phases as Z-parity rotations (`_diagonal`).
 
     A dense fixed gate of no such form, or one on more than `MAX_LOWERED_WIRES` wires,
     runs member by member (no k-wire dense kernel: such gates are rare, and each would need
@@ -178,6 +179,19 @@ def _wide_fixed(spec: GateSpec, wires: tuple[int, ...]) -> list[CircuitGate] | N
         j, table = flips
         hadamard = CircuitGate(_H, (wires[j],), None, DENSE1)
         return [hadamard, _fixed(table, wires), hadamard]
+    for j in range(k):
+        ones = ((1 << k) - 1) & ~(1 << j)            # every wire but j is 1
+        pair = np.ix_([ones, ones | 1 << j], [ones, ones | 1 << j])
+        rest = np.eye(len(m), dtype=m.dtype)
+        rest[pair] = m[pair]
+        if np.allclose(rest, m, rtol=0, atol=1e-12):
+            _, w = np.linalg.eig(m[pair])
+            w, _ = np.linalg.qr(w)   # orthonormal eigenvectors (V is normal)
+            alpha, beta = np.angle(np.diag(w.conj().T @ m[pair] @ w))
+            controls = tuple(wires[c] for c in range(k) if c != j)
+            return [_fixed(w.conj().T, (wires[j],)),
+                    *_controlled_phases(alpha, beta, controls, wires[j]),
+                    _fixed(w, (wires[j],))]
     nonzero = np.abs(m) > 1e-12
     if np.all(nonzero.sum(axis=0) == 1) and np.all(nonzero.sum(axis=1) == 1):
         image = np.argmax(nonzero, axis=1)           # m = diag(d) P, P[r, image[r]] = 1
@@ -185,19 +199,23 @@ def _wide_fixed(spec: GateSpec, wires: tuple[int, ...]) -> list[CircuitGate] | N
         moves = [] if np.array_equal(image, np.arange(len(m))) else \
             [_fixed(nonzero.astype(np.complex128), wires)]
         return moves + _diagonal(d, wires)
-    for j in range(k):
-        ones = ((1 << k) - 1) & ~(1 << j)            # every wire but j is 1
-        block = m[np.ix_([ones, ones | 1 << j], [ones, ones | 1 << j])]
-        rest = np.eye(len(m), dtype=m.dtype)
-        rest[np.ix_([ones, ones | 1 << j], [ones, ones | 1 << j])] = block
-        if np.allclose(rest, m, rtol=0, atol=1e-12):
-            _, w = np.linalg.eig(block)
-            w, _ = np.linalg.qr(w)   # orthonormal eigenvectors (V is normal)
-            d = np.ones(len(m), np.complex128)
-            d[[ones, ones | 1 << j]] = np.diag(w.conj().T @ block @ w)
-            return [_fixed(w.conj().T, (wires[j],)), *_diagonal(d, wires),
-                    _fixed(w, (wires[j],))]
     return None
+
+
+def _controlled_phases(alpha: float, beta: float, controls: tuple[int, ...],
+                       target: int) -> list[CircuitGate]:
+    """``diag(e^{iα}, e^{iβ})`` on ``target`` where every control is 1: with ``θ = β - α``,
+    ``γ = (α + β)/2``, the multi-controlled X, ``rz(-θ/2)``, the X again and ``rz(θ/2)``
+    (``X rz(-θ/2) X = rz(θ/2)``: ``rz(θ)`` where the controls are 1, else nothing), then
+    the phase ``e^{iγ}`` where the controls are 1, the same on one control fewer: about
+    four steps a control, where a diagonal's Z-parity rotations would be ``2^k``."""
+    if not controls:
+        return [_fixed(np.diag(np.exp(1j * np.array([alpha, beta]))), (target,))]
+    theta, gamma = beta - alpha, (alpha + beta) / 2
+    flip = lowered_gates(gate_spec("mcx", num_controls=len(controls)), (*controls, target), [])
+    return [*flip, _fixed(_RZ.matrix(-theta / 2), (target,)), *flip,
+            _fixed(_RZ.matrix(theta / 2), (target,)),
+            *_controlled_phases(0.0, gamma, controls[:-1], controls[-1])]
 
 
 def _pauli_rotation(word: str, wires: tuple[int, ...],
