@@ -33,6 +33,18 @@ def test_benchmark_script_runs_and_its_methods_agree(script, args):
         assert float(row[-1]) < 1e-8  # max|d| against qdiff's adjoint result
 
 
+def test_wide_gates_benchmark_batches_the_random_circuit_and_agrees_with_the_loop():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "wide_gates.py"),
+                           "--batch", "3", "--repeats", "1"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    assert lines[0].endswith("one batched circuit: True")
+    rows = [line.split() for line in lines[2:]]
+    assert [row[0] for row in rows] == ["value", "value+grad"]
+    assert all(float(row[-1]) < 1e-12 for row in rows)
+
+
 def test_loops_benchmark_prints_both_runners_within_four_standard_errors():
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "loops.py"), "--shots",
                            "3000", "--python-shots", "20", "--samples", "2000",

@@ -1,9 +1,14 @@
 """Batches of a quantum program as one batched statevector simulation (`qdiff.vmap`).
 
 A program qualifies when its quantum part is one straight circuit: one register
-(complex128), then gates of at most two wires with at most one angle each, then
-expectation values, with classical code before (computing the angles, loops included)
-and after (a loss on the expectations). It splits into three parts (`BatchedCircuit`):
+(complex128), then gates, then expectation values, with classical code before (computing
+the angles, loops included) and after (a loss on the expectations). Each gate is lowered
+(`lowered_gates`) into steps the kernels have (``DENSE1``, ``DENSE2``, ``CONTROLLED1``,
+``PERMUTE``): gates of several angles into one-angle rotations, Pauli rotations on three
+or more wires into CNOT ladders around ``rz``, fixed gates on three or more wires into
+permutation tables and Z-parity rotations (`_wide_fixed`). There is no DENSEk step: a
+dense fixed gate on three or more wires of no form `_wide_fixed` knows leaves the program
+unclaimed (member by member). It splits into three parts (`BatchedCircuit`):
 
 - ``angles``: a classical program from the inputs to every gate's angle, batched by
   `qdiff.batching` like any classical program (an angle the batch shares stays one number);
@@ -50,7 +55,7 @@ from ..lang.gates import GateSpec, gate_spec
 from ..lang.observables import PauliSum, parity
 from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
 from ..simulator import get_backend, lane_kernels
-from ..simulator.batched_kernels import CONTROLLED1, DENSE1, DENSE2, PERMUTE, run_circuit
+from ..simulator.batched_kernels import CONTROLLED1, DENSE1, DENSE2, PERMUTE
 from . import array_batched
 from .batched_backend import batched_array_module
 
@@ -76,13 +81,205 @@ class CircuitGate:
 
 
 def gate_kind(spec: GateSpec) -> int:
-    """The kernel kind that applies ``spec`` (`batched_kernels`)."""
+    """The kernel kind that applies ``spec`` (`batched_kernels`): a gate on three or more
+    wires is a ``PERMUTE`` (`lowered_gates` only passes permutations on so many wires)."""
     if spec.num_qubits == 1:
         return DENSE1
+    if spec.num_qubits > 2:
+        return PERMUTE
     if spec.structure == "controlled" and spec.num_controls == 1 \
             and spec.base.num_qubits == 1:
         return CONTROLLED1
     return DENSE2
+
+
+_H = gate_spec("h")
+
+
+def _is_permutation(m: np.ndarray) -> bool:
+    """Whether ``m`` only moves amplitudes: zeros and ones (to 1e-12), one 1 a row and column."""
+    ones = np.abs(m - 1) < 1e-12
+    return bool(np.all(ones | (np.abs(m) < 1e-12)) and np.all(ones.sum(axis=0) == 1)
+                and np.all(ones.sum(axis=1) == 1))
+
+
+def _fixed(matrix: np.ndarray, wires: tuple[int, ...]) -> CircuitGate:
+    """A fixed gate of ``matrix`` on one or two ``wires`` (or a permutation on more)."""
+    spec = gate_spec("unitary", matrix=matrix)
+    return CircuitGate(spec, wires, None, gate_kind(spec))
+
+
+def _diagonal(d: np.ndarray, wires: tuple[int, ...]) -> list[CircuitGate]:
+    """``diag(d)`` on ``wires`` (bit ``j`` of its index is ``wires[j]``), up to a global
+    phase, as Z-parity rotations: its phases ``φ(x) = Σ_S c_S (-1)^{|x ∧ S|}`` (Walsh
+    coefficients ``c_S``), so ``diag(d) = e^{i c_∅} Π_S exp(i c_S Z_S)``."""
+    k = len(wires)
+    x = np.arange(1 << k)
+    phases = np.angle(d)
+    gates: list[CircuitGate] = []
+    for subset in range(1, 1 << k):
+        signs = 1 - 2 * parity(x & subset)
+        c = float(np.mean(phases * signs))
+        if abs(c) > 1e-15:
+            word = "".join("Z" if subset >> j & 1 else "I" for j in range(k))
+            matrix = _RZ.matrix(-2 * c)
+            gates += _pauli_rotation(word, wires, lambda w, m=matrix: _fixed(m, (w,)))
+    return gates
+
+
+_RZ = gate_spec("rz")
+
+
+# Fixed gates on more wires are not lowered (their matrices are read whole): member by member
+MAX_LOWERED_WIRES = 10
+
+
+def _z_flips(m: np.ndarray) -> tuple[int, np.ndarray] | None:
+    """``(j, P)`` when the diagonal ``m`` is ``H_j P H_j`` for a permutation ``P`` (H on its
+    wire ``j``): every entry with bit ``j`` 0 is 1 and every other is ±1 (``mcz``, ``ccz``:
+    ``H Z H = X``); ``P`` swaps the pairs whose entry with bit ``j`` set is -1."""
+    d = np.diagonal(m)
+    if np.any(np.abs(m - np.diag(d)) > 1e-12):
+        return None
+    index = np.arange(len(d))
+    for j in range(len(d).bit_length() - 1):
+        low, high = index[(index >> j & 1) == 0], index[(index >> j & 1) == 1]
+        flip = np.abs(d[high] + 1) < 1e-12
+        if np.all(np.abs(d[low] - 1) < 1e-12) and np.all(flip | (np.abs(d[high] - 1) < 1e-12)):
+            source = index.copy()
+            source[low[flip]], source[high[flip]] = high[flip], low[flip]
+            return j, np.eye(len(d))[source]
+    return None
+
+
+def _wide_fixed(spec: GateSpec, wires: tuple[int, ...]) -> list[CircuitGate] | None:
+    """A fixed gate on three or more wires from permutation tables and gates of one and two
+    wires, up to a global phase; None when it has none of these forms:
+
+    - a permutation (``ccx``, ``mcx``, ``cswap``): one ``PERMUTE`` gate;
+    - H on one wire, a permutation, H again (``ccz``, ``mcz``: ``H Z H = X``);
+    - one wire's 2x2 unitary ``V`` where every other wire is 1 (``c3sx``, multi-controlled
+      rotations and phases of a fixed angle): ``V = W diag(v) W^†`` from its
+      eigenvectors, so the gate is ``W^†`` on that wire, the controlled phases
+      (`_controlled_phases`), then ``W``;
+    - a permutation with phases (``rccx``; any other diagonal): the permutation, then the
+      phases as Z-parity rotations (`_diagonal`).
+
+    A dense fixed gate of no such form, or one on more than `MAX_LOWERED_WIRES` wires,
+    runs member by member (no k-wire dense kernel: such gates are rare, and each would need
+    its own ``2^k x 2^k`` matrix in every kernel)."""
+    k = spec.num_qubits
+    if k > MAX_LOWERED_WIRES:
+        return None
+    m = spec.matrix()
+    if _is_permutation(m):
+        return [CircuitGate(spec, wires, None, PERMUTE)]
+    flips = _z_flips(m)
+    if flips is not None:
+        j, table = flips
+        hadamard = CircuitGate(_H, (wires[j],), None, DENSE1)
+        return [hadamard, _fixed(table, wires), hadamard]
+    for j in range(k):
+        ones = ((1 << k) - 1) & ~(1 << j)            # every wire but j is 1
+        pair = np.ix_([ones, ones | 1 << j], [ones, ones | 1 << j])
+        rest = np.eye(len(m), dtype=m.dtype)
+        rest[pair] = m[pair]
+        if np.allclose(rest, m, rtol=0, atol=1e-12):
+            _, w = np.linalg.eig(m[pair])
+            w, _ = np.linalg.qr(w)   # orthonormal eigenvectors (V is normal)
+            alpha, beta = np.angle(np.diag(w.conj().T @ m[pair] @ w))
+            controls = tuple(wires[c] for c in range(k) if c != j)
+            return [_fixed(w.conj().T, (wires[j],)),
+                    *_controlled_phases(alpha, beta, controls, wires[j]),
+                    _fixed(w, (wires[j],))]
+    nonzero = np.abs(m) > 1e-12
+    if np.all(nonzero.sum(axis=0) == 1) and np.all(nonzero.sum(axis=1) == 1):
+        image = np.argmax(nonzero, axis=1)           # m = diag(d) P, P[r, image[r]] = 1
+        d = m[np.arange(len(m)), image]
+        moves = [] if np.array_equal(image, np.arange(len(m))) else \
+            [_fixed(nonzero.astype(np.complex128), wires)]
+        return moves + _diagonal(d, wires)
+    return None
+
+
+def _controlled_phases(alpha: float, beta: float, controls: tuple[int, ...],
+                       target: int) -> list[CircuitGate]:
+    """``diag(e^{iα}, e^{iβ})`` on ``target`` where every control is 1: with ``θ = β - α``,
+    ``γ = (α + β)/2``, the multi-controlled X, ``rz(-θ/2)``, the X again and ``rz(θ/2)``
+    (``X rz(-θ/2) X = rz(θ/2)``: ``rz(θ)`` where the controls are 1, else nothing), then
+    the phase ``e^{iγ}`` where the controls are 1, the same on one control fewer: about
+    four steps a control, where a diagonal's Z-parity rotations would be ``2^k``."""
+    if not controls:
+        return [_fixed(np.diag(np.exp(1j * np.array([alpha, beta]))), (target,))]
+    theta, gamma = beta - alpha, (alpha + beta) / 2
+    flip = lowered_gates(gate_spec("mcx", num_controls=len(controls)), (*controls, target), [])
+    return [*flip, _fixed(_RZ.matrix(-theta / 2), (target,)), *flip,
+            _fixed(_RZ.matrix(theta / 2), (target,)),
+            *_controlled_phases(0.0, gamma, controls[:-1], controls[-1])]
+
+
+def _pauli_rotation(word: str, wires: tuple[int, ...],
+                    rotation: Callable[[int], CircuitGate]) -> list[CircuitGate]:
+    """``exp(-iθP/2)`` for a Pauli word as the same matrix from gates of at most two wires:
+    each X or Y letter turned into Z (H; S† then H), a CNOT ladder that leaves the parity
+    of the Z letters on the last of them, ``rotation(wire)`` (``rz(θ)``) there, and all of
+    it undone. Letters I act on nothing; an all-I word is a global phase."""
+    active = [(wires[k], letter) for k, letter in enumerate(word) if letter != "I"]
+    if not active:
+        return []
+    into: list[CircuitGate] = []
+    out: list[CircuitGate] = []
+    for wire, letter in active:
+        if letter == "X":
+            into.append(CircuitGate(_H, (wire,), None, DENSE1))
+            out.insert(0, CircuitGate(_H, (wire,), None, DENSE1))
+        elif letter == "Y":   # Y = (S H) Z (S H)^†
+            into += [CircuitGate(gate_spec("sdg"), (wire,), None, DENSE1),
+                     CircuitGate(_H, (wire,), None, DENSE1)]
+            out[:0] = [CircuitGate(_H, (wire,), None, DENSE1),
+                       CircuitGate(gate_spec("s"), (wire,), None, DENSE1)]
+    cx = gate_spec("cx")
+    ladder = [CircuitGate(cx, (a, b), None, CONTROLLED1)
+              for (a, _), (b, _) in zip(active, active[1:])]
+    return [*into, *ladder, rotation(active[-1][0]), *ladder[::-1], *out]
+
+
+def lowered_gates(spec: GateSpec, wires: Sequence[int],
+                  angles: Sequence[int | None]) -> list[CircuitGate] | None:
+    """``spec`` on ``wires`` as gates the batched kernels apply, each with at most one angle
+    (``angles[k]``: where the gate's parameter ``k`` is among the circuit's angles), with
+    the same action on every readout; None when there is no such form.
+
+    - a gate of several angles (``u``) becomes its one-angle rotations
+      (`GateSpec.occurrences`), without the global phase ``exp(iα)``, which no
+      expectation or probability sees, so every angle keeps one generator;
+    - a Pauli rotation on three or more wires: `_pauli_rotation`;
+    - a fixed gate on three or more wires: `_wide_fixed`.
+
+    Other gates on three or more wires (with an angle, or dense and fixed of no form
+    `_wide_fixed` knows) return None: their batch runs member by member.
+
+    >>> [(g.spec.name, g.wires, g.angle) for g in lowered_gates(gate_spec("u"), (2,), [0, 1, 2])]
+    [('rz', (2,), 2), ('ry', (2,), 0), ('rz', (2,), 1)]
+    >>> [g.spec.name for g in lowered_gates(gate_spec("mcz", num_controls=2), (0, 1, 2), [])]
+    ['h', 'unitary', 'h']
+    """
+    wires = tuple(int(w) for w in wires)
+    if spec.occurrences:
+        return [gate for o in spec.occurrences
+                for gate in lowered_gates(gate_spec(o.gate), tuple(wires[w] for w in o.wires),
+                                          [angles[o.param_index]])]
+    if spec.num_params > 1 or (spec.num_params and spec.generator is None):
+        return None
+    angle = angles[0] if spec.num_params else None
+    if spec.num_qubits <= 2:
+        return [CircuitGate(spec, wires, angle, gate_kind(spec))]
+    if spec.pauli_word is not None:
+        return _pauli_rotation(spec.pauli_word, wires,
+                               lambda wire: CircuitGate(_RZ, (wire,), angle, DENSE1))
+    if spec.num_params:
+        return None
+    return _wide_fixed(spec, wires)
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,12 +338,13 @@ def _split(program: Program) -> BatchedCircuit | None:
         elif name == "gate":
             spec = gate_spec(eqn.params["name"], **(eqn.params.get("static") or {}))
             angles = eqn.inputs[1:]
-            if spec.num_qubits > 2 or len(angles) > 1 or (angles and spec.generator is None):
-                return None
             if any(isinstance(a, Var) and a in derived for a in angles):
                 return None  # an expectation value feeds a gate
-            gates.append(CircuitGate(spec, tuple(eqn.params["wires"]),
-                                     len(angle_atoms) if angles else None, gate_kind(spec)))
+            lowered = lowered_gates(spec, eqn.params["wires"],
+                                    range(len(angle_atoms), len(angle_atoms) + len(angles)))
+            if lowered is None:
+                return None
+            gates.extend(lowered)
             angle_atoms.extend(angles)
         elif name in ("expval", "probs"):
             observable = pauli_sum_of(eqn.params["terms"]) if name == "expval" else None
@@ -319,6 +517,8 @@ def _matrix_plan(circuit: BatchedCircuit) -> tuple[np.ndarray, list[tuple[Any, .
     fixed = np.zeros((len(circuit.gates), 4, 4), np.complex128)
     groups: dict[GateSpec, tuple[list[int], list[int]]] = {}
     for g, gate in enumerate(circuit.gates):
+        if gate.kind == PERMUTE:
+            continue   # a table (`_fusion_plan`), no matrix
         if gate.angle is None:
             m = gate.acting.matrix()
             fixed[g, :m.shape[0], :m.shape[1]] = m
@@ -356,22 +556,28 @@ def member_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int) -
 
 def _permutation(gate: CircuitGate, num_qubits: int) -> np.ndarray | None:
     """Where a fixed gate takes each amplitude from (``out[i] = in[source[i]]``) when it
-    only moves amplitudes (a matrix of zeros and ones: CNOT, SWAP, X, ...), else None."""
+    only moves amplitudes (a matrix of zeros and ones: CNOT, SWAP, X, Toffoli, ...), on
+    any number of wires, else None.
+
+    >>> _permutation(CircuitGate(gate_spec("cx"), (0, 1), None, CONTROLLED1), 2).tolist()
+    [0, 3, 2, 1]
+    """
     if gate.angle is not None:
         return None
     m = gate.spec.matrix()
-    if not (np.all((m == 0) | (m == 1)) and np.all(m.sum(axis=0) == 1)
-            and np.all(m.sum(axis=1) == 1)):
+    if not _is_permutation(m):
         return None
-    mats = np.zeros((1, 1, 4, 4), np.complex128)
-    block = gate.acting.matrix()
-    mats[0, 0, :block.shape[0], :block.shape[1]] = block
-    index = np.arange(1 << num_qubits, dtype=np.complex128)[None, :]
-    moved = run_circuit(index, *_arrays([gate]), mats, _NO_TABLES)
-    return moved[0].real.astype(np.int64)
-
-
-_NO_TABLES = np.zeros((0, 1), np.int64)
+    image = np.argmax(np.abs(m) > 0.5, axis=1)       # row r of the gate takes column image[r]
+    amplitudes = np.arange(1 << num_qubits, dtype=np.int64)
+    local = np.zeros_like(amplitudes)
+    mask = 0
+    for j, w in enumerate(gate.wires):
+        local |= ((amplitudes >> w) & 1) << j
+        mask |= 1 << w
+    source = amplitudes & ~mask
+    for j, w in enumerate(gate.wires):
+        source |= ((image[local] >> j) & 1) << w
+    return source
 
 
 @functools.lru_cache(maxsize=64)
@@ -404,7 +610,8 @@ def _fusion_plan(circuit: BatchedCircuit) -> tuple[tuple[np.ndarray, ...], list[
         stop = e
         while stop < len(entries) and sources[stop] is not None:
             stop += 1
-        if stop - e >= 2:
+        # a run of several, or one gate of three or more wires: no other kernel applies it
+        if stop - e >= 2 or (stop > e and circuit.gates[entries[e][0]].kind == PERMUTE):
             table = np.arange(1 << n)
             for source in sources[e:stop]:
                 table = table[source]
@@ -422,6 +629,27 @@ def _fusion_plan(circuit: BatchedCircuit) -> tuple[tuple[np.ndarray, ...], list[
     first[index >= 0] = index[index >= 0]
     stacked = np.stack(tables) if tables else np.zeros((0, 1 << n), np.int64)
     return (kinds, first, last), merged, index, stacked
+
+
+@functools.lru_cache(maxsize=1024)
+def gate_step(circuit: BatchedCircuit, g: int, inverse: bool = False
+              ) -> tuple[np.ndarray, ...]:
+    """Gate ``g`` of ``circuit`` alone as `batched_kernels.run_circuit`'s kind, wire and
+    table arrays (a ``PERMUTE`` gate: its table, or with ``inverse`` the table that undoes
+    it; the caller passes the gate's matrices, inverted for ``inverse``, as ``mats``).
+
+    >>> from qdiff.quantum.lang.gates import gate_spec
+    >>> toffoli = CircuitGate(gate_spec("mcx", num_controls=2), (0, 1, 2), None, PERMUTE)
+    >>> gate_step(BatchedCircuit(None, None, None, (toffoli,), (), 3), 0)[3].tolist()
+    [[0, 1, 2, 7, 4, 5, 6, 3]]
+    """
+    gate = circuit.gates[g]
+    if gate.kind != PERMUTE:
+        kinds, first, last = _arrays([gate])
+        return kinds, first, last, np.zeros((0, 1), np.int64)
+    table = _permutation(gate, circuit.num_qubits)
+    table = np.argsort(table) if inverse else table
+    return np.array([PERMUTE]), np.array([0]), np.array([0]), table[None]
 
 
 def one_wire_runs(circuit: BatchedCircuit) -> tuple[np.ndarray, ...]:
@@ -678,6 +906,7 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 register_batched_runner(_claims, run_batched)
 
 __all__ = ["BatchedCircuit", "CircuitGate", "angle_gather", "angle_rows", "batched_circuit",
-           "final_lane_states", "final_readouts", "lane_circuit", "one_wire_runs",
+           "final_lane_states", "final_readouts", "gate_step", "lane_circuit",
+           "lowered_gates", "one_wire_runs",
            "products_2x2", "readout_adjoint", "readout_adjoints", "readout_diagonals",
            "run_batched"]

@@ -46,14 +46,14 @@ from ...ir.interpreter import evaluate
 from ...ir.passes import unpack_scalars
 from ...ir.types import Bit, QState
 from ..lang import primitives as qp
-from ..lang.gates import gate_spec
+from ..lang.gates import GateSpec, gate_spec
 from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
 from ..simulator.batched_kernels import run_circuit
 from .batched import (
     BatchedCircuit,
-    CircuitGate,
     batched_circuit,
-    gate_kind,
+    gate_step,
+    lowered_gates,
     member_matrices,
     observable_rows,
     outcome_index,
@@ -74,7 +74,7 @@ class _MemberByMember(Exception):
 
 def _accepts(program: Program) -> bool:
     """Whether every quantum operation of ``program`` (sub-programs included) is one the
-    batched branches run, on one register, with gates of at most two wires and one angle."""
+    batched branches run, on one register, with gates `lowered_gates` batches."""
     registers = 0
     for eqn in program.all_eqns():
         name = eqn.primitive.name
@@ -85,11 +85,8 @@ def _accepts(program: Program) -> bool:
                 registers += 1
                 if eqn.params["dtype"] != "complex128":
                     return False
-            if name == "gate":
-                spec = gate_spec(eqn.params["name"], **(eqn.params.get("static") or {}))
-                angles = len(eqn.inputs) - 1
-                if spec.num_qubits > 2 or angles > 1 or (angles and spec.generator is None):
-                    return False
+            if name == "gate" and _gate_circuit(eqn, 0) is None:   # (no tables made)
+                return False
     return registers == 1 and not any(isinstance(a.type, (QState, Bit))
                                       for a in program.outputs)
 
@@ -206,12 +203,30 @@ def _qalloc(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
     return [(weights, [(psi, True)])]
 
 
+def _one_gate(spec: GateSpec, wires: tuple[int, ...], angles: int,
+              num_qubits: int) -> BatchedCircuit | None:
+    """One gate as a circuit of the gates `lowered_gates` makes of it (None: it has no
+    batched form); their angles are the gate's, by position."""
+    gates = lowered_gates(spec, wires, range(angles))
+    return None if gates is None else BatchedCircuit(None, None, None, tuple(gates), (),
+                                                     num_qubits)
+
+
 @functools.lru_cache(maxsize=1024)
-def _one_gate(name: str, static: Any, wires: tuple[int, ...], angled: bool,
-              num_qubits: int) -> BatchedCircuit:
-    spec = gate_spec(name, **dict(static or ()))
-    gate = CircuitGate(spec, wires, 0 if angled else None, gate_kind(spec))
-    return BatchedCircuit(None, None, None, (gate,), (), num_qubits)
+def _gate_circuit(eqn: Eqn, num_qubits: int) -> BatchedCircuit | None:
+    """`_one_gate` of a gate equation on a register of ``num_qubits`` wires (cached per
+    equation: its static arguments may hold a matrix, which no cache key can)."""
+    spec = gate_spec(eqn.params["name"], **(eqn.params.get("static") or {}))
+    return _one_gate(spec, tuple(eqn.params["wires"]), len(eqn.inputs) - 1, num_qubits)
+
+
+def apply_gate(circuit: BatchedCircuit, g: int, rows: np.ndarray, mats: np.ndarray,
+               inverse: bool = False) -> np.ndarray:
+    """Gate ``g`` of ``circuit`` applied to every row of ``rows``, in place, with each
+    member's matrices ``mats`` (`gate_matrices`; for ``inverse``, their adjoints, which
+    undo it)."""
+    kinds, first, last, tables = gate_step(circuit, g, inverse)
+    return run_circuit(rows, kinds, first, last, np.ascontiguousarray(mats[:, g:g + 1]), tables)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -226,7 +241,7 @@ def gate_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int,
     a gate without angles has one matrix for every member, made once per batch size (the
     fixed gates of a loop's rounds would otherwise copy it per member, per round).
 
-    >>> hadamard = _one_gate("h", None, (0,), False, 1)
+    >>> hadamard = _one_gate(gate_spec("h"), (0,), 0, 1)
     >>> mats = gate_matrices(hadamard, [], 3)
     >>> mats.shape, gate_matrices(hadamard, [], 3) is mats
     ((3, 1, 4, 4), True)
@@ -241,15 +256,12 @@ def _gate(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
     (psi, _), *angles = inputs
     if not all(np.all(np.isfinite(a)) for a, _ in angles):
         raise _MemberByMember  # the member's error names the gate (`check_finite_angles`)
-    static = eqn.params.get("static")
-    circuit = _one_gate(eqn.params["name"], tuple(sorted(static.items())) if static else None,
-                        tuple(eqn.params["wires"]), bool(angles), psi.shape[1].bit_length() - 1)
+    circuit = _gate_circuit(eqn, psi.shape[1].bit_length() - 1)
     mats = gate_matrices(circuit, [a for a, _ in angles], batch.size)
-    moved = run_circuit(psi.copy(), *circuit.arrays(), mats, _NO_TABLES)
+    moved = psi.copy()
+    for g in range(len(circuit.gates)):
+        apply_gate(circuit, g, moved, mats)
     return [(weights, [(moved, True)])]
-
-
-_NO_TABLES = np.zeros((0, 1), np.int64)
 
 
 def _outcomes(batch: _Batch, psi: np.ndarray, wire: int, weights: np.ndarray
@@ -485,4 +497,4 @@ def run_branches(program: Program, values: Sequence[Any], flags: Sequence[bool],
 
 register_batched_runner(branches_claim, run_branches)
 
-__all__ = ["branches_claim", "gate_matrices", "merge_groups", "run_branches"]
+__all__ = ["apply_gate", "branches_claim", "gate_matrices", "merge_groups", "run_branches"]

@@ -95,9 +95,7 @@ from ..execution.batched import (
 from ..execution.options import DEFAULTS
 from ..execution.runner import NonTerminatingLoopError
 from ..lang import primitives as qp
-from ..lang.gates import gate_spec
 from ..lang.primitives import pauli_sum_of
-from ..simulator.batched_kernels import run_circuit
 from .adjoint import probability_cotangent
 from .gradient import gradient, report_truncation
 
@@ -283,26 +281,26 @@ def _members(value: Any, batched: bool, size: int) -> np.ndarray:
 
 
 def _gate(sweep: _Sweep, record: _Record) -> None:
-    # θ̄ = 2 Im<λ_out|G ψ_out>, λ_in = U^†λ_out, ψ_in = U^†ψ_out
+    # gate by gate of the equation's lowered gates (`lowered_gates`), from its last:
+    # θ̄_k += 2 Im<λ_out|G ψ_out> for the gate's angle k, λ_in = U^†λ_out, ψ_in = U^†ψ_out
     lam, psi_out = sweep.pair(record.out_nodes[0])
     if lam is None:
         return
-    eqn = record.eqn
     _, *angles = record.in_values
     n = psi_out.shape[1].bit_length() - 1
-    static = eqn.params.get("static")
-    wires = tuple(eqn.params["wires"])
-    circuit = bb._one_gate(eqn.params["name"], tuple(sorted(static.items())) if static else None,
-                           wires, bool(angles), n)
-    if angles and record.in_nodes[1] is not None:
-        generator = gate_spec(eqn.params["name"], **(static or {})).generator
-        moved = observable_rows(psi_out, n, generator, wires)
-        sweep.add(record.in_nodes[1], 2.0 * np.einsum("bi,bi->b", lam.conj(), moved).imag)
+    circuit = bb._gate_circuit(record.eqn, n)
     # λ and ψ undone in one call: the members' rows stacked twice, each with its inverse
     twice = [np.concatenate([a, a]) if b else a for a, b in angles]
     inverse = bb.gate_matrices(circuit, twice, 2 * sweep.size, inverse=True)
-    both = run_circuit(np.concatenate([lam, psi_out]), *circuit.arrays(), inverse,
-                       bb._NO_TABLES)
+    both = np.concatenate([lam, psi_out])
+    for g in range(len(circuit.gates) - 1, -1, -1):
+        gate = circuit.gates[g]
+        if gate.angle is not None and record.in_nodes[1 + gate.angle] is not None:
+            lam, psi = both[:sweep.size], both[sweep.size:]
+            moved = observable_rows(psi, n, gate.spec.generator, gate.wires)
+            sweep.add(record.in_nodes[1 + gate.angle],
+                      2.0 * np.einsum("bi,bi->b", lam.conj(), moved).imag)
+        bb.apply_gate(circuit, g, both, inverse, inverse=True)
     sweep.add_lam(record.in_nodes[0], both[:sweep.size], both[sweep.size:])
 
 

@@ -8,8 +8,9 @@ for member ``b``): a step reshapes the states to ``(members, 2, ..., 2)``, moves
 last and multiplies every member's amplitudes by that member's matrix in one batched
 ``matmul`` (a step whose matrices are diagonal for every member is one elementwise
 product), a controlled step acts on the half of the amplitudes where its control is 1,
-and a permutation is one index gather. Each step returns new arrays: the code is the same
-on NumPy and CuPy, and the NumPy run is what the tests check.
+and a permutation (several gates, or one on three or more wires: how wide gates arrive,
+`execution.batched.lowered_gates`) is one index gather. Each step returns new arrays: the
+code is the same on NumPy and CuPy, and the NumPy run is what the tests check.
 
 >>> import numpy as np
 >>> from qdiff.quantum.simulator.batched_kernels import DENSE1

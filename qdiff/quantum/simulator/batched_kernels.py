@@ -7,7 +7,9 @@ members one at a time and run the whole circuit on that row before the next, so 
 per gate. Each gate has a kind: ``DENSE1`` (a 2x2 matrix on ``wire0``), ``DENSE2`` (a 4x4
 matrix on ``wire0, wire1``; bit ``j`` of its index is wire ``j``) or ``CONTROLLED1`` (a
 2x2 matrix on ``wire1`` where ``wire0`` is 1). ``mats[b, g]`` is a 4x4 array holding gate
-``g``'s matrix for member ``b`` (top-left block for 2x2 ones). The batched branching
+``g``'s matrix for member ``b`` (top-left block for 2x2 ones). Gates on more wires, or
+of several angles, reach these kernels lowered into such steps and ``PERMUTE`` tables
+(`execution.batched.lowered_gates`). The batched branching
 simulation (`execution.batched_branches`) runs its branches here; ``qdiff.vmap`` of a
 straight circuit runs on `lane_kernels` (the members along the SIMD lanes).
 

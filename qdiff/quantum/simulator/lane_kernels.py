@@ -12,7 +12,9 @@ vector instructions whatever wire the gate acts on.
 Each step of the circuit has a kind: ``DENSE1`` (a 2x2 matrix on ``wire0``), ``DENSE2`` (a
 4x4 matrix on ``wire0, wire1``; bit ``j`` of its index is wire ``j``), ``CONTROLLED1`` (a
 2x2 matrix on ``wire1`` where ``wire0`` is 1) or ``PERMUTE`` (amplitudes moved by the table
-``tables[wire0]``: ``state[i] := state[table[i]]``, a product of permutation gates).
+``tables[wire0]``: ``state[i] := state[table[i]]``, a product of permutation gates, or
+one on three or more wires). Wider and multi-angle gates arrive lowered into these
+(`execution.batched.lowered_gates`).
 
 >>> psi = np.zeros((2, 2), complex); psi[:, 0] = 1
 >>> mats = np.zeros((2, 1, 4, 4), complex)
