@@ -109,6 +109,21 @@ def _rows_in_a_loop(m, w):
     return qdiff.fori_loop(0, m.shape[0], lambda i, c: c * qnp.sin(e[i]) + m[i] * w, w)
 
 
+def _reductions_feed_kernels(x, y):
+    # full reductions whose scalars feed scalar code (a log, a running total) that feeds
+    # kernels, in a loop (ADBench D-LSTM's shape): each scalar came back at every step
+    def step(i, carry):
+        c, total = carry
+        c = qnp.sin(c) * y - qnp.log(qnp.sum(qnp.exp(c)))
+        return c, total + 0.5 * qnp.sum(c * y)
+    return qdiff.fori_loop(0, 4, step, (x, 0.0))
+
+
+def _objective_of_reductions(x, y):
+    c, total = _reductions_feed_kernels(x, y)
+    return qnp.sum(c) + total
+
+
 def _while_of_kernels(x):
     # the carry is tested on the host (a sum) and updated by kernels; a step count bounds it
     # too, so that the loop also ends where the kernels only get lowered (cuda_lowering.py)
@@ -209,6 +224,13 @@ TRANSFERS = {
     # the gradient: x, y and the two cotangents over before the loops, the gradient back
     "gradient of a checkpointed loop of kernels": (
         qdiff.grad(_checkpointed_loop_of_kernels, argnums=(0, 1)),
+        (RNG.normal(size=6), RNG.normal(size=6)), (4, 2, 192)),
+    # reductions' scalars stay on the device, feeding one-thread kernels and the next
+    # step's kernels: only the outputs come back (9 downloads before, one per reduction)
+    "reductions feeding scalar code and kernels in a loop": (
+        _reductions_feed_kernels, (RNG.normal(size=6), RNG.normal(size=6)), (2, 2, 96)),
+    "gradient of reductions feeding scalar code and kernels": (
+        qdiff.grad(_objective_of_reductions, argnums=(0, 1)),
         (RNG.normal(size=6), RNG.normal(size=6)), (4, 2, 192)),
 }
 
@@ -326,6 +348,38 @@ def buffers_kept_from_call_to_call(_: str) -> None:
     assert_agree_on_gpu(compiled(*args), kept, "the first inputs again")
 
 
+def transfers_per_thread(_: str) -> None:
+    # one counter for the process: a call in another thread reset the counts this thread's
+    # `last_call` gave, and a copy it made while this one's call ran was counted in it
+    from qdiff.compiler.cuda import transfers as counter  # noqa: PLC0415
+
+    chain, args, counts = TRANSFERS["kernel -> kernel -> output"]
+    gather, other_args, other_counts = TRANSFERS["a host gather between kernels"]
+    here = CompiledProgram(qdiff.trace(chain, *args), backend="numba-cuda")
+    there = CompiledProgram(qdiff.trace(gather, *other_args), backend="numba-cuda")
+    seen = []
+
+    def call_there() -> None:
+        there(*other_args)
+        seen.append(last_call())
+
+    here(*args)
+    thread = threading.Thread(target=call_there)
+    thread.start()
+    thread.join()
+    mine = last_call()
+    assert (mine.uploads, mine.downloads, mine.upload_bytes) == counts, mine
+    theirs = seen[0]
+    assert (theirs.uploads, theirs.downloads, theirs.upload_bytes) == other_counts, theirs
+    counter.begin_call()  # a call of this thread running while the other thread calls
+    counter.current().uploaded(8)
+    thread = threading.Thread(target=call_there)
+    thread.start()
+    thread.join()
+    counter.end_call("running")
+    assert (last_call().uploads, last_call().downloads) == (1, 0), last_call()
+
+
 def _hybrid(x):
     q = qm.qubits(1)
     qm.ry(qnp.sum(qnp.sin(x)), q[0])
@@ -367,6 +421,7 @@ def cases() -> dict:
     table.update({f"gradient: {n}": (gradient, n) for n in [*GRADIENT, *EXTRA]})
     table.update({f"transfers: {n}": (transfers, n) for n in TRANSFERS})
     table["buffers: kept from call to call"] = (buffers_kept_from_call_to_call, "")
+    table["transfers: counted per thread"] = (transfers_per_thread, "")
     table["error: a quantum program on the CUDA target"] = (quantum_program_refused, "")
     table["error: a while loop past max_iter"] = (loop_limit, "")
     return table

@@ -24,6 +24,7 @@ from ...classical.linalg import einsum_p, parse_spec
 from ...classical.reductions import argmax_p, argmin_p
 from ...classical.shape import transpose_p
 from ...ir.core import Eqn
+from ...ir.types import Tensor
 from ..lowering import Scope
 from ..source import cast, scalar_literal
 from .kernels import KernelSource, blocks_for, device_array, has_atomic, threads_for, unflatten
@@ -111,16 +112,18 @@ def _einsum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
                        f"{result}[{element}] = {acc}")
     name, params = src.kernel("einsum", body)
     src.launch(name, blocks_for(count, threads), threads, params, [result])
-    return [_shaped(scope, result, out.shape)]
+    return [_shaped(scope, result, out)]
 
 
-def _shaped(scope: Scope, flat: str, shape: tuple) -> str:
-    """The flat device result ``flat`` as an array of ``shape`` (a scalar: read on the host)."""
-    if shape:
-        return _source(scope).device_view(flat, f"({''.join(f'{n}, ' for n in shape)})")
-    scalar = scope.fresh()
-    scope.line(f"{scalar} = {flat}[0]")
-    return scalar
+def _shaped(scope: Scope, flat: str, result: Tensor) -> str:
+    """The flat device result ``flat`` as an array of ``result``'s shape (a scalar: kept on
+    the device, the host taking it where it reads it)."""
+    src = _source(scope)
+    if result.shape:
+        return src.device_view(flat, f"({''.join(f'{n}, ' for n in result.shape)})")
+    src.residency.ranks.pop(flat, None)
+    src.residency.scalars[flat] = result.np_dtype
+    return flat
 
 
 @cuda_rule(transpose_p)
@@ -181,4 +184,4 @@ def _arg_extremum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
             scope.line(f"{result}[{t}] = {at}")
     name, params = src.kernel("argext", body)
     src.launch(name, blocks_for(count, threads), threads, params, [result])
-    return [_shaped(scope, result, eqn.outputs[0].type.shape)]
+    return [_shaped(scope, result, eqn.outputs[0].type)]

@@ -40,10 +40,11 @@ _buffers = rtc.BufferPool()
 
 def kernel(*args):
     transfers.begin_call()
-    with _buffers.call(), np.errstate(all="ignore"):
-        results = host(*args)
-    transfers.end_call({name!r})
-    return results
+    try:
+        with _buffers.call(), np.errstate(all="ignore"):
+            return host(*args)
+    finally:
+        transfers.end_call({name!r})
 """
 
 

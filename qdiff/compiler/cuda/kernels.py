@@ -116,6 +116,7 @@ class KernelSource(Source):
     def __init__(self, plan: CarryPlan | None = None) -> None:
         super().__init__()
         self.kernels: list[str] = []
+        self._kernel_at: dict[str, int] = {}  # kernel name -> its place in `kernels`
         self._folds: dict[tuple[str, str, int], str] = {}
         self.kernel_depth = 0  # > 0 while kernel code is written (bodies, nests; they nest)
         self.residency = Residency(self.lines, plan)
@@ -195,8 +196,31 @@ class KernelSource(Source):
         params = free_names(body)
         # cache=True: a new process loads the kernel's machine code (the module is a file)
         header = f"@cuda.jit(cache=True)\ndef {name}({', '.join(params)}):\n"
+        self._kernel_at[name] = len(self.kernels)
         self.kernels.append(header + "\n".join(body))
         return name, params
+
+    @property
+    def capturing(self) -> bool:
+        """Whether lines go to a kernel body now (not to the host function)."""
+        return self._captured > 0
+
+    def allocate_scalar(self, name: str, dtype: object) -> None:
+        """`allocate` ``name``, a scalar, as its device variable: a new uninitialized array of
+        one element, which kernels write and read."""
+        super().line(f"{device_name(name)} = {device_array((1,), dtype)}")
+        self.residency.allocated(name)
+        self.residency.scalars[name] = np.dtype(dtype)
+
+    def _read_elements(self, name: str, params: Sequence[str]) -> None:
+        """Kernel ``name`` takes each scalar of ``params`` as its device variable (an array of
+        one element): its body reads the element first (each kernel has one launch)."""
+        at = self._kernel_at[name]
+        decorator, _, body = self.kernels[at].split("\n", 2)
+        renamed = {p: device_name(p) for p in params}
+        signature = ", ".join(renamed.get(n, n) for n in free_names(body.splitlines()))
+        reads = "".join(f"    {p} = {renamed[p]}[0]\n" for p in params)
+        self.kernels[at] = f"{decorator}\ndef {name}({signature}):\n{reads}{body}"
 
     def launch(self, name: str, blocks: int, threads: int, params: list[str],
                written: Sequence[str]) -> None:
@@ -205,6 +229,10 @@ class KernelSource(Source):
         moves, device = self.residency.on_device(params)
         for move in moves:
             super().line(move)
+        boxed = [p for p, d in zip(params, device) if p in self.residency.scalars
+                 and p not in written and d == device_name(p)]
+        if boxed:
+            self._read_elements(name, boxed)
         super().line(f"rtc.launch({name}, {blocks}, {threads}, "
                      f"({''.join(d + ', ' for d in device)}))")
         for array in written:
@@ -231,7 +259,13 @@ class KernelSource(Source):
 
     def final_fold(self, partials: str, count: int, monoid: str, dtype: np.dtype) -> str:
         """Host statements folding the ``count`` per-block ``partials`` on the device (one
-        block, the second level of a reduction); return the host name of the result."""
+        block, the second level of a reduction); return the name of the result, a scalar
+        on the device (the host takes it only where it reads it). One block's partial is
+        the result itself."""
+        if count == 1:
+            self.residency.ranks.pop(partials, None)
+            self.residency.scalars[partials] = np.dtype(dtype)
+            return partials
         threads = threads_for(count)
         key = (monoid, np.dtype(dtype).name, threads)
         name = self._folds.get(key)
@@ -249,6 +283,8 @@ class KernelSource(Source):
             name, _ = self.kernel("fold", body)
             self._folds[key] = name
         out = self.fresh("acc")
-        super().line(f"{out} = rtc.fold({name}, {threads}, {device_name(partials)})")
-        self.residency.assigned([out])
+        super().line(f"{device_name(out)} = rtc.fold({name}, {threads}, "
+                     f"{device_name(partials)})")
+        self.residency.allocated(out)
+        self.residency.scalars[out] = np.dtype(dtype)
         return out

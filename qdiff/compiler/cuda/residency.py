@@ -48,6 +48,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from ..source import dtype_name
 from .statements import parse_statement
 
 HOST, DEVICE = "host", "device"
@@ -92,6 +93,9 @@ class CarryPlan:
 
     carries: set[str] = field(default_factory=set)
     buffers: set[str] = field(default_factory=set)
+    # host names of scalar values and their dtypes (`Residency.scalars`), known to each
+    # pass from the first use of a name on (the same dict in every pass)
+    scalars: dict[str, object] = field(default_factory=dict, compare=False)
 
 
 class Residency:
@@ -133,6 +137,10 @@ class Residency:
         # slices and reshapes: name -> (base, the view's text after the base's name, the
         # names that text reads), taken on a side when that side reads the name
         self.recipes: dict[str, tuple[str, str, frozenset[str]]] = {}
+        # scalar values (name -> dtype): a kernel takes one by value where the host has it,
+        # else its device variable, an array of one element (made by a reduction or a
+        # one-thread kernel), which the kernel reads its element from
+        self.scalars = self.plan.scalars
 
     # ------------------------------------------------------------------ state
     def sides(self, name: str) -> frozenset[str]:
@@ -189,8 +197,7 @@ class Residency:
         if not self.sides(name):  # a view on neither side: taken on the device, brought back
             return [*self._view_on_device(name), *self._transfer(name, HOST, hoist=False)]
         source = DEVICE if side == HOST else HOST
-        text = (f"{name} = rtc.download({device_name(name)})" if side == HOST else
-                f"{device_name(name)} = rtc.upload({name})")
+        text = _transfer_text(name, side, self.scalars.get(name))
         level = len(self.frames)
         while hoist and level and name not in self.frames[level - 1].touched \
                 and self._old(name, self.frames[level - 1]) \
@@ -232,15 +239,30 @@ class Residency:
     def on_device(self, names: list[str]) -> tuple[list[str], list[str]]:
         """The statements putting each of ``names`` (a kernel's parameters) on the device,
         and the device names to pass."""
-        moves = []
+        moves, passed = [], []
         for name in names:
             if name not in self.defined:
                 self.outside.add(name)
+            if name in self.scalars:
+                on_device = self.scalar_on_device(name)
+                self._use(name, DEVICE if on_device else HOST)
+                passed.append(device_name(name) if on_device else name)
+                continue
+            passed.append(device_name(name))
             if DEVICE in self.sides(name):
                 self._use(name, DEVICE)
             else:
                 moves += self._transfer(name, DEVICE)
-        return moves, [device_name(n) for n in names]
+        return moves, passed
+
+    def scalar_on_device(self, name: str) -> bool:
+        """Whether kernels take scalar ``name`` from its device variable (an array of one
+        element): where the host does not have it, or where it is a loop carry kept on the
+        device (its loop's kernels update it there: a host read would bring it back at
+        every step)."""
+        sides = self.sides(name)
+        return name in self.scalars and DEVICE in sides and (
+            HOST not in sides or not {name, self._root(name)}.isdisjoint(self.plan.carries))
 
     def _view_on_device(self, name: str) -> list[str]:
         """The statements taking the view ``name`` on the device from its recipe: its base
@@ -291,6 +313,10 @@ class Residency:
         changed = {*parsed.assigns, *parsed.writes}
         settled = self._settle([view for view, (base, _, reads) in self.recipes.items()
                                 if base in changed or reads & changed], free=True)
+        if not _moves_names(text):  # scalars it reads only on the device come back first
+            for name in parsed.reads:  # (an index among them makes a slice a view)
+                if name in self.scalars and HOST not in self.sides(name):
+                    settled += self._transfer(name, HOST)
         if self._deferred_view(text):
             return settled
         written = self._device_write(text)
@@ -370,7 +396,8 @@ class Residency:
         """
         carries = (self.plan.carries | self.device_carries) - self.host_carries
         return CarryPlan(carries, self.device_rows | {buffer for buffer, value
-                                                      in self.row_writes if value in carries})
+                                                      in self.row_writes if value in carries},
+                         self.scalars)
 
     def _deferred_view(self, text: str) -> bool:
         """Whether host statement ``text`` is an array view (a basic slice or a reshape of
@@ -468,7 +495,13 @@ class Residency:
             return [*settled, f"{indent}{new} = rtc.copy({old})"]
         self.view(target, source, rank)
         self.aliases[target] = source
+        self._same_kind(target, source)
         return [*settled, f"{indent}{new} = {old}"]
+
+    def _same_kind(self, target: str, source: str) -> None:
+        """``target`` took ``source``'s value on the device: a scalar where it is one."""
+        if source in self.scalars:
+            self.scalars.setdefault(target, self.scalars[source])
 
     def _settle(self, names: list[str], free: bool = False) -> list[str]:
         """The statements taking each view among ``names`` that is on neither side on one:
@@ -585,6 +618,7 @@ class Residency:
         self.assigned([t for t, _ in on_host])
         for target, source in on_device:
             self.allocated(target)
+            self._same_kind(target, source)
             group = groups[source] | {target}
             for name in group:
                 self.shared[name] = group
@@ -685,6 +719,38 @@ class Residency:
         if exiting:
             frame.breaks.append(dict(self.where))
         return lines
+
+
+def _transfer_text(name: str, side: str, scalar_dtype: object = None) -> str:
+    """The statement making ``name`` valid on ``side`` (the host, or the device) from the
+    other; a scalar's device variable is an array of one element, filled on the device
+    from the host's value (a kernel argument, no copy).
+
+    >>> _transfer_text("x", HOST), _transfer_text("s", DEVICE, "float64")
+    ('x = rtc.download(x_d)', 's_d = rtc.full((1,), s, np.float64)')
+    """
+    if scalar_dtype is None:
+        return (f"{name} = rtc.download({device_name(name)})" if side == HOST else
+                f"{device_name(name)} = rtc.upload({name})")
+    if side == HOST:
+        return f"{name} = rtc.download_scalar({device_name(name)})"
+    return f"{device_name(name)} = rtc.full((1,), {name}, {dtype_name(scalar_dtype)})"
+
+
+def _moves_names(text: str) -> bool:
+    """Whether statement ``text`` only gives names the values of others: ``a = b`` or
+    ``a, c, = b, d,`` (loop carries).
+
+    >>> _moves_names("a, c, = b, d,"), _moves_names("a = b"), _moves_names("a = b[i]")
+    (True, True, False)
+    """
+    node = _single_assignment(text)
+    if node is None:
+        return False
+    target, value = node.targets[0], node.value
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+        return all(isinstance(n, ast.Name) for n in (*target.elts, *value.elts))
+    return isinstance(target, ast.Name) and isinstance(value, ast.Name)
 
 
 def _one_assignment(text: str) -> ast.Assign | None:
