@@ -18,6 +18,7 @@ import qdiff
 import qdiff.numpy as qnp
 from qdiff import quantum as qm
 from qdiff.classical.elementwise import BINARY, PRIMITIVES, UNARY
+from qdiff.classical.shape import rev_p
 from qdiff.compiler import CompiledProgram, NotCompilableError
 from qdiff.compiler.cuda.transfers import last_call
 from qdiff.ir.errors import LoopLimitError, QdiffError
@@ -174,6 +175,18 @@ def _gmm(alphas, means, icf, x):
                             alphas, means, icf, x)
 
 
+def _reversals(t):
+    # reversed axes (a scan's reverse pass) are kernels: they came back to the host, were
+    # reversed there and went over again
+    return bind(rev_p, qnp.sin(t), axes=(0, 2)) * 2.0 + bind(rev_p, t, axes=(1,))
+
+
+def _loop_of_scans(x, y):
+    # the reverse pass of each step reverses its cotangent around a scan: on the host, it
+    # brought the loop's carry back at every step (9 uploads and 7 downloads per call)
+    return qnp.sum(qdiff.fori_loop(0, 3, lambda i, c: qnp.cumsum(qnp.sin(c) * y), x))
+
+
 def _transposes_and_extrema(m, t):
     moved = qnp.transpose(t, (2, 0, 1)) * 2.0
     return (moved, qnp.argmax(m, axis=1), qnp.argmin(m, axis=0), qnp.argmax(t, axis=1),
@@ -203,6 +216,7 @@ EXTRA = {
                                             RNG.normal(size=70) + 1j * RNG.normal(size=70))),
     "ADBench GMM, 12 points": (_gmm, (RNG.normal(size=3), RNG.normal(size=(3, 2)),
                                       0.1 * RNG.normal(size=(3, 3)), RNG.normal(size=(12, 2)))),
+    "reversals": (_reversals, (RNG.normal(size=(2, 3, 4)),)),
     "transposes, argmax and argmin": (_transposes_and_extrema, (
         np.array([[1.0, 3.0, 3.0, -1.0], [np.nan, 2.0, np.nan, 0.0], [0.0, -0.0, 5.0, 5.0]]),
         RNG.normal(size=(2, 3, 4)))),
@@ -229,6 +243,9 @@ TRANSFERS = {
     # step's kernels: only the outputs come back (9 downloads before, one per reduction)
     "reductions feeding scalar code and kernels in a loop": (
         _reductions_feed_kernels, (RNG.normal(size=6), RNG.normal(size=6)), (2, 2, 96)),
+    "gradient of a loop of scans, reversed on the device": (
+        qdiff.grad(_loop_of_scans, argnums=(0, 1)),
+        (RNG.normal(size=6), RNG.normal(size=6)), (4, 2, 192)),
     "gradient of reductions feeding scalar code and kernels": (
         qdiff.grad(_objective_of_reductions, argnums=(0, 1)),
         (RNG.normal(size=6), RNG.normal(size=6)), (4, 2, 192)),
@@ -249,6 +266,7 @@ KERNEL_TEXT = {
     "einsums": ("def einsum",),
     "einsums with long sums": ("def einsum", "cuda.atomic.add("),
     "transposes, argmax and argmin": ("def transpose", "def argext"),
+    "reversals": ("def rev",),
 }
 
 

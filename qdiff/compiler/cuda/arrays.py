@@ -1,8 +1,8 @@
-"""Dense array primitives as kernels (CUDA target): ``einsum``, ``transpose``, ``argmax`` and
-``argmin``. Their CPU rules run on the host, in the host function, which is plain Python:
-an einsum lowered as direct loops would run there one interpreted iteration per product
-(GMM's Σ_n t̄[n,k,i] c[n,k,j]), and every one of them would take its operands back from
-the device and send its result over again.
+"""Dense array primitives as kernels (CUDA target): ``einsum``, ``transpose``, ``rev``,
+``argmax`` and ``argmin``. Their CPU rules run on the host, in the host function, which is
+plain Python: an einsum lowered as direct loops would run there one interpreted iteration
+per product (GMM's Σ_n t̄[n,k,i] c[n,k,j]), and every one of them would take its operands
+back from the device and send its result over again.
 
 Rewrite rules, one thread per element of the result:
 
@@ -11,7 +11,8 @@ Rewrite rules, one thread per element of the result:
   than `FEW_OUTPUTS` threads otherwise), the sum is cut into chunks, a thread per
   (chunk, element), each adding its partial sum with ``cuda.atomic.add`` into the zeroed
   result; dtypes without an add atomic (complex) keep one thread per element.
-- ``transpose``: out[i] = x[perm⁻¹(i)], a thread per element.
+- ``transpose``: out[i] = x[perm⁻¹(i)], and ``rev``: out[i] = x[n - 1 - i] along the
+  reversed axes (a reversed loop's reversed scan), a thread per element.
 - ``argmax``/``argmin`` along an axis: a thread per (before, after) pair scans the axis,
   keeping the first extremum and the first NaN, as NumPy does (`runtime.arg_extremum`).
 """
@@ -19,10 +20,11 @@ Rewrite rules, one thread per element of the result:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from ...classical.linalg import einsum_p, parse_spec
 from ...classical.reductions import argmax_p, argmin_p
-from ...classical.shape import transpose_p
+from ...classical.shape import rev_p, transpose_p
 from ...ir.core import Eqn
 from ...ir.types import Tensor
 from ..lowering import Scope
@@ -131,7 +133,29 @@ def _transpose(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     perm = tuple(eqn.params["perm"])
     if perm == tuple(range(len(perm))):
         return [args[0]]
-    args = _named(scope, args)
+
+    def source(index: list[str]) -> list[str]:
+        taken = [""] * len(perm)
+        for position, axis in enumerate(perm):
+            taken[axis] = index[position]
+        return taken
+    return [_moved(scope, eqn, args[0], "transpose", source)]
+
+
+@cuda_rule(rev_p)
+def _rev(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    shape, axes = eqn.inputs[0].type.shape, eqn.params["axes"]
+    if not shape:
+        return [args[0]]
+    return [_moved(scope, eqn, args[0], "rev", lambda index: [
+        f"{shape[axis] - 1} - {q}" if axis in axes else q for axis, q in enumerate(index)])]
+
+
+def _moved(scope: Scope, eqn: Eqn, operand: str, prefix: str,
+           source: Callable[[list[str]], list[str]]) -> str:
+    """A new device array holding ``eqn``'s result, each element ``index`` of it taken from
+    element ``source(index)`` of ``operand`` (a thread per element)."""
+    (operand,) = _named(scope, [operand])
     shape = eqn.outputs[0].type.shape
     src = _source(scope)
     result = scope.fresh("y")
@@ -144,13 +168,10 @@ def _transpose(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
         with src.block(f"if {t} < {count}"):
             names = [scope.fresh("q") for _ in shape]
             unflatten(scope, t, names, list(shape))
-            source = [""] * len(perm)
-            for position, axis in enumerate(perm):
-                source[axis] = names[position]
-            scope.line(f"{result}[{', '.join(names)}] = {args[0]}[{', '.join(source)}]")
-    name, params = src.kernel("transpose", body)
+            scope.line(f"{result}[{', '.join(names)}] = {operand}[{', '.join(source(names))}]")
+    name, params = src.kernel(prefix, body)
     src.launch(name, blocks_for(count, threads), threads, params, [result])
-    return [result]
+    return result
 
 
 @cuda_rule(argmax_p, argmin_p)
