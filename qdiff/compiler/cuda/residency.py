@@ -73,6 +73,7 @@ class _Frame:
     depth: int                         # the header's indentation
     start: dict[str, frozenset[str]]
     defined: set[str]
+    key: int | None  # of a loop: the how-manieth loop header of the text (`CarryPlan`)
     touched: set[str] = field(default_factory=set)   # names assigned or written in it
     established: dict[str, set[str]] = field(default_factory=dict)  # sides made valid in it
     relied: dict[str, set[str]] = field(default_factory=dict)  # sides used, valid at start
@@ -86,16 +87,25 @@ ON_HOST = frozenset({HOST})
 class CarryPlan:
     """What the host function's text is written knowing in advance (the code is written in
     one pass, so a loop's header is written before its body shows which carries kernels
-    update): the loop ``carries`` that go to the device before their loop, and the
-    checkpoint ``buffers`` made on the device (their rows written and read there). A pass
-    finds them (`Residency.next_plan`), the next is written with them.
+    update): the loop ``carries`` that go to the device before their loop (each with its
+    loop: the how-manieth loop header of the text, counted from 0), and the checkpoint
+    ``buffers`` made on the device (their rows written and read there). A pass finds them
+    (`Residency.next_plan`), the next is written with them.
+
+    >>> CarryPlan({(0, "c"), (2, "d")}).names
+    {'c', 'd'}
     """
 
-    carries: set[str] = field(default_factory=set)
+    carries: set[tuple[int, str]] = field(default_factory=set)
     buffers: set[str] = field(default_factory=set)
     # host names of scalar values and their dtypes (`Residency.scalars`), known to each
     # pass from the first use of a name on (the same dict in every pass)
     scalars: dict[str, object] = field(default_factory=dict, compare=False)
+
+    @property
+    def names(self) -> set[str]:
+        """The names of the planned carries (of any loop)."""
+        return {name for _, name in self.carries}
 
 
 class Residency:
@@ -118,8 +128,9 @@ class Residency:
         # what this pass shows the next should know (`next_plan`): carries that came back
         # at the end of each step of their loop, those of the plan its body read on the
         # host, rows written (buffer, value), buffers taking rows made on the device
-        self.device_carries: set[str] = set()
-        self.host_carries: set[str] = set()
+        self.device_carries: set[tuple[int, str]] = set()  # (loop, name), as `CarryPlan`
+        self.host_carries: set[tuple[int, str]] = set()
+        self.loops = 0  # loop headers written so far
         self.row_writes: set[tuple[str, str]] = set()
         self.device_rows: set[str] = set()
         self.aliases: dict[str, str] = {}  # a = b written on the host: a -> b
@@ -262,7 +273,7 @@ class Residency:
         every step)."""
         sides = self.sides(name)
         return name in self.scalars and DEVICE in sides and (
-            HOST not in sides or not {name, self._root(name)}.isdisjoint(self.plan.carries))
+            HOST not in sides or not {name, self._root(name)}.isdisjoint(self.plan.names))
 
     def _view_on_device(self, name: str) -> list[str]:
         """The statements taking the view ``name`` on the device from its recipe: its base
@@ -368,7 +379,7 @@ class Residency:
             return None
         buffer, source = self._root(target), self._root(value)
         self.row_writes.add((buffer, source))
-        if source not in self.plan.carries and (DEVICE in self.sides(value)
+        if source not in self.plan.names and (DEVICE in self.sides(value)
                                                 or self._reachable(value, DEVICE)):
             self.device_rows.add(buffer)
         if self.sides(target) != {DEVICE}:
@@ -387,16 +398,17 @@ class Residency:
         loop's body does not read on the host, and the buffers whose rows take them (or
         other values made on the device).
 
-        >>> r = Residency([], CarryPlan({"c"}, set()))
-        >>> r.device_carries, r.row_writes = {"d", "e"}, {("buf", "d")}
-        >>> r.host_carries = {"e"}
+        >>> r = Residency([], CarryPlan({(0, "c")}, set()))
+        >>> r.device_carries, r.row_writes = {(1, "d"), (1, "e")}, {("buf", "d")}
+        >>> r.host_carries = {(1, "e")}
         >>> plan = r.next_plan()
         >>> sorted(plan.carries), plan.buffers
-        (['c', 'd'], {'buf'})
+        ([(0, 'c'), (1, 'd')], {'buf'})
         """
         carries = (self.plan.carries | self.device_carries) - self.host_carries
+        names = {name for _, name in carries}
         return CarryPlan(carries, self.device_rows | {buffer for buffer, value
-                                                      in self.row_writes if value in carries},
+                                                      in self.row_writes if value in names},
                          self.scalars)
 
     def _deferred_view(self, text: str) -> bool:
@@ -484,7 +496,7 @@ class Residency:
         # a planned carry valid on both sides is taken on the device: its loop's kernels
         # read it there, and a host alias would bring it back at every step
         device_carry = method is None and DEVICE in self.sides(source) \
-            and self._root(source) in self.plan.carries
+            and self._root(source) in self.plan.names
         if HOST in self.sides(source) and not device_carry:
             return None if not settled else [*settled, *self.statement(text)]
         new, old = device_name(target), device_name(source)
@@ -640,15 +652,18 @@ class Residency:
         depth = (len(self.lines[-1]) - len(self.lines[-1].lstrip())) // 4
         # an elif/else branch starts where its chain's `if` does: nothing goes between
         opened = self.chain_head if header.startswith(("elif ", "else")) else len(self.lines) - 1
-        if loop:  # carries kernels update go over before the loop, not back at each step
-            for name in sorted(self.plan.carries & self.defined):
+        key = None
+        if loop:  # carries kernels update go over before their loop, not back at each step
+            key, self.loops = self.loops, self.loops + 1
+            for name in sorted(n for k, n in self.plan.carries if k == key and n in self.defined):
                 if DEVICE not in self.sides(name) and name not in self.recipes:
                     header_line = self.lines.pop()
                     indent = header_line[:len(header_line) - len(header_line.lstrip())]
                     self.lines += [indent + line for line in self._transfer(name, DEVICE)]
                     self.lines.append(header_line)
                     opened = len(self.lines) - 1
-        self.frames.append(_Frame(loop, opened, depth, dict(self.where), set(self.defined)))
+        self.frames.append(_Frame(loop, opened, depth, dict(self.where), set(self.defined),
+                                  key))
         self.assigned(assigns)
         if header.startswith("for ") and " in range(" in header:
             self.ranks.update(dict.fromkeys(assigns, 0))  # integer indices
@@ -706,9 +721,9 @@ class Residency:
             if not before & now:
                 need |= before
                 if frame.loop and now == {DEVICE}:
-                    self.device_carries.add(name)
-            if frame.loop and name in self.plan.carries and HOST in frame.relied.get(name, ()):
-                self.host_carries.add(name)
+                    self.device_carries.add((frame.key, name))
+            if (frame.key, name) in self.plan.carries and HOST in frame.relied.get(name, ()):
+                self.host_carries.add((frame.key, name))
             for side in sorted(need - now):
                 lines += self._transfer(name, side, hoist=False)
         if not frame.loop or exiting or frame.breaks:
