@@ -125,6 +125,13 @@ def _objective_of_reductions(x, y):
     return qnp.sum(c) + total
 
 
+def _hist_in_a_loop(x, k):
+    # each step's hist adds into a copy of a constant: the copy was made on the host and
+    # sent over at every step
+    return qdiff.fori_loop(0, 3, lambda i, c: c * 0.5 + qdiff.hist(
+        qnp.array([0.0, 1.0, 2.0, 3.0]), "add", 0.0, k, qnp.sin(c)), x)
+
+
 def _while_of_kernels(x):
     # the carry is tested on the host (a sum) and updated by kernels; a step count bounds it
     # too, so that the loop also ends where the kernels only get lowered (cuda_lowering.py)
@@ -246,6 +253,8 @@ TRANSFERS = {
     "gradient of a loop of scans, reversed on the device": (
         qdiff.grad(_loop_of_scans, argnums=(0, 1)),
         (RNG.normal(size=6), RNG.normal(size=6)), (4, 2, 192)),
+    "hist into a copy of a constant in a loop": (
+        _hist_in_a_loop, (RNG.normal(size=4), np.array([2, 0, 2, 3])), (3, 1, 96)),
     "gradient of reductions feeding scalar code and kernels": (
         qdiff.grad(_objective_of_reductions, argnums=(0, 1)),
         (RNG.normal(size=6), RNG.normal(size=6)), (4, 2, 192)),

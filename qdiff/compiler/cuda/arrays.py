@@ -29,7 +29,15 @@ from ...ir.core import Eqn
 from ...ir.types import Tensor
 from ..lowering import Scope
 from ..source import cast, scalar_literal
-from .kernels import KernelSource, blocks_for, device_array, has_atomic, threads_for, unflatten
+from .kernels import (
+    KernelSource,
+    blocks_for,
+    device_array,
+    has_atomic,
+    named,
+    threads_for,
+    unflatten,
+)
 from .scope import cuda_rule
 
 # below this many result elements a long sum is split into chunks across threads
@@ -41,19 +49,6 @@ CHUNK = 64
 def _source(scope: Scope) -> KernelSource:
     assert isinstance(scope.src, KernelSource)
     return scope.src
-
-
-def _named(scope: Scope, args: list[str]) -> list[str]:
-    """``args`` with each expression (a row ``x[i]`` of a host loop, a literal) bound to a
-    host name first: kernels take names as parameters."""
-    named = []
-    for arg in args:
-        if not arg.isidentifier():
-            name = scope.fresh()
-            scope.line(f"{name} = {arg}")
-            arg = name
-        named.append(arg)
-    return named
 
 
 def _at(array: str, term: str, index: dict[str, str]) -> str:
@@ -74,7 +69,7 @@ def chunks_for(outputs: int, summed: int) -> int:
 
 @cuda_rule(einsum_p)
 def _einsum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
-    args = _named(scope, args)
+    args = named(scope, args)
     a_term, b_term, out_term = parse_spec(eqn.params["spec"])
     sizes = dict(zip(a_term, eqn.inputs[0].type.shape)) | dict(zip(b_term,
                                                                    eqn.inputs[1].type.shape))
@@ -155,7 +150,7 @@ def _moved(scope: Scope, eqn: Eqn, operand: str, prefix: str,
            source: Callable[[list[str]], list[str]]) -> str:
     """A new device array holding ``eqn``'s result, each element ``index`` of it taken from
     element ``source(index)`` of ``operand`` (a thread per element)."""
-    (operand,) = _named(scope, [operand])
+    (operand,) = named(scope, [operand])
     shape = eqn.outputs[0].type.shape
     src = _source(scope)
     result = scope.fresh("y")
@@ -176,7 +171,7 @@ def _moved(scope: Scope, eqn: Eqn, operand: str, prefix: str,
 
 @cuda_rule(argmax_p, argmin_p)
 def _arg_extremum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
-    args = _named(scope, args)
+    args = named(scope, args)
     shape, axis = eqn.inputs[0].type.shape, eqn.params["axis"]
     before, size, after = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
     better = ">" if eqn.primitive is argmax_p else "<"

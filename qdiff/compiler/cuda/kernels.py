@@ -98,6 +98,19 @@ def free_names(lines: Sequence[str]) -> list[str]:
     return list(found)
 
 
+def named(scope: Any, args: list[str]) -> list[str]:
+    """``args`` with each expression (a row ``x[i]`` of a host loop, a literal) bound to a
+    host name first: kernels take names as parameters."""
+    result = []
+    for arg in args:
+        if not arg.isidentifier():
+            name = scope.fresh()
+            scope.line(f"{name} = {arg}")
+            arg = name
+        result.append(arg)
+    return result
+
+
 def device_array(shape: Sequence[int], dtype: object, fill: str | None = None) -> str:
     """The runtime call making a new device array of ``shape`` and ``dtype``, every element
     ``fill`` (a scalar's source text) or uninitialized (None).
@@ -184,6 +197,18 @@ class KernelSource(Source):
         super().line(f"{device_name(view)} = {device}.reshape({shape})")
         self.residency.view(view, base, len(ast.parse(shape).body[0].value.elts))
         return view
+
+    def device_copy(self, base: str) -> str:
+        """A new device array holding ``base``'s values, for a kernel to write: copied on the
+        device, ``base`` going over first (once, before the loops that leave it be), not
+        copied on the host and sent over at each step."""
+        moves, (device,) = self.residency.on_device([base])
+        for move in moves:
+            super().line(move)
+        copy = self.fresh("w")
+        super().line(f"{device_name(copy)} = rtc.copy({device})")
+        self.residency.allocated(copy, self.residency.ranks.get(base))
+        return copy
 
     def constant(self, array: np.ndarray) -> str:
         name = super().constant(array)
