@@ -87,8 +87,9 @@ def _chain(x, y):
     return qnp.cumsum(qnp.sin(x) * y) * x
 
 
-def _host_gather_between(x, y):
-    # the gather runs on the host, between the kernels
+def _gather_between(x, y):
+    # the gather is a kernel between the kernels (its constant indices go over instead of
+    # its operand coming back and its result going over again)
     return qnp.cumsum((qnp.sin(x) * y)[np.array([3, 0, 1, 5, 2, 4])]) * x
 
 
@@ -130,6 +131,15 @@ def _hist_in_a_loop(x, k):
     # sent over at every step
     return qdiff.fori_loop(0, 3, lambda i, c: c * 0.5 + qdiff.hist(
         qnp.array([0.0, 1.0, 2.0, 3.0]), "add", 0.0, k, qnp.sin(c)), x)
+
+
+def _gathers_between_kernels(m, k):
+    # gathers are kernels: with indices known when the code is written (checked then), and
+    # with indices computed (negative ones too; a bad one is marked for the host, one
+    # download); each took its operands back to the host and sent its result over again
+    rows = qnp.sin(m)[np.array([2, 0, 2])]
+    picked = qnp.cos(m)[:, (k * 2) % 5 - 2]
+    return rows * 2.0, picked + 1.0, qnp.exp(m)[k[0], 1] * m
 
 
 def _while_of_kernels(x):
@@ -224,6 +234,8 @@ EXTRA = {
     "ADBench GMM, 12 points": (_gmm, (RNG.normal(size=3), RNG.normal(size=(3, 2)),
                                       0.1 * RNG.normal(size=(3, 3)), RNG.normal(size=(12, 2)))),
     "reversals": (_reversals, (RNG.normal(size=(2, 3, 4)),)),
+    "gathers between kernels": (_gathers_between_kernels,
+                                (RNG.normal(size=(3, 4)), np.array([1, 3, 2, 0]))),
     "transposes, argmax and argmin": (_transposes_and_extrema, (
         np.array([[1.0, 3.0, 3.0, -1.0], [np.nan, 2.0, np.nan, 0.0], [0.0, -0.0, 5.0, 5.0]]),
         RNG.normal(size=(2, 3, 4)))),
@@ -235,8 +247,8 @@ EXTRA = {
 TRANSFERS = {
     "kernel -> kernel -> output": (_chain, (RNG.normal(size=6), RNG.normal(size=6)),
                                    (2, 1, 96)),
-    "a host gather between kernels": (_host_gather_between,
-                                      (RNG.normal(size=6), RNG.normal(size=6)), (3, 2, 144)),
+    "a gather between kernels": (_gather_between,
+                                 (RNG.normal(size=6), RNG.normal(size=6)), (3, 1, 144)),
     "a loop of kernels": (_loop_of_kernels, (RNG.normal(size=6), RNG.normal(size=6)),
                           (2, 1, 96)),
     "rows of device arrays in a loop": (_rows_in_a_loop,
@@ -253,6 +265,8 @@ TRANSFERS = {
     "gradient of a loop of scans, reversed on the device": (
         qdiff.grad(_loop_of_scans, argnums=(0, 1)),
         (RNG.normal(size=6), RNG.normal(size=6)), (4, 2, 192)),
+    "gathers between kernels": (_gathers_between_kernels,
+                                (RNG.normal(size=(3, 4)), np.array([1, 3, 2, 0])), (3, 5, 152)),
     "hist into a copy of a constant in a loop": (
         _hist_in_a_loop, (RNG.normal(size=4), np.array([2, 0, 2, 3])), (3, 1, 96)),
     "gradient of reductions feeding scalar code and kernels": (
@@ -276,6 +290,7 @@ KERNEL_TEXT = {
     "einsums with long sums": ("def einsum", "cuda.atomic.add("),
     "transposes, argmax and argmin": ("def transpose", "def argext"),
     "reversals": ("def rev",),
+    "gathers between kernels": ("def gather",),
 }
 
 
@@ -381,7 +396,7 @@ def transfers_per_thread(_: str) -> None:
     from qdiff.compiler.cuda import transfers as counter  # noqa: PLC0415
 
     chain, args, counts = TRANSFERS["kernel -> kernel -> output"]
-    gather, other_args, other_counts = TRANSFERS["a host gather between kernels"]
+    gather, other_args, other_counts = TRANSFERS["a gather between kernels"]
     here = CompiledProgram(qdiff.trace(chain, *args), backend="numba-cuda")
     there = CompiledProgram(qdiff.trace(gather, *other_args), backend="numba-cuda")
     seen = []
@@ -432,6 +447,26 @@ def quantum_program_refused(_: str) -> None:
     assert abs(float(value) - np.cos(np.sum(np.sin(x)))) < 1e-12
 
 
+def gather_out_of_bounds(_: str) -> None:
+    # a gather kernel marks an index out of bounds for the host, which raises the
+    # interpreter's error after the launch
+    def f(x, k):
+        return qnp.sin(x)[k * 2] * 2.0
+
+    x, k = RNG.normal(size=5), np.array([1, 3])
+    f_program = qdiff.trace(f, x, k)
+    compiled = CompiledProgram(f_program, backend="numba-cuda")
+    assert "def gather" in compiled.source
+    assert_agree_on_gpu(compiled(x, np.array([2, -2])), f_program(x, np.array([2, -2])), "gather")
+    for errors in (compiled, f_program):
+        try:
+            errors(x, k)
+        except QdiffError as error:
+            assert "out of bounds for axis 0 with size 5" in str(error), error
+        else:
+            raise AssertionError(f"{errors} gathered index 6 of 5")
+
+
 def loop_limit(_: str) -> None:
     f = qdiff.jit(lambda x: qdiff.while_loop(lambda v: v > 0.0, lambda v: v + 1.0, x,
                                               max_iter=50), backend="numba-cuda")
@@ -451,6 +486,7 @@ def cases() -> dict:
     table["transfers: counted per thread"] = (transfers_per_thread, "")
     table["error: a quantum program on the CUDA target"] = (quantum_program_refused, "")
     table["error: a while loop past max_iter"] = (loop_limit, "")
+    table["error: a gather index out of bounds"] = (gather_out_of_bounds, "")
     return table
 
 

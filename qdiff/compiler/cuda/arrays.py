@@ -22,12 +22,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+import numpy as np
+
+from ...classical.indexing import gather_p
 from ...classical.linalg import einsum_p, parse_spec
 from ...classical.reductions import argmax_p, argmin_p
-from ...classical.shape import rev_p, transpose_p
-from ...ir.core import Eqn
+from ...classical.shape import reshape_p, rev_p, transpose_p
+from ...ir.core import Eqn, Literal
+from ...ir.errors import QdiffError
 from ...ir.types import Tensor
-from ..lowering import Scope
+from ..lowering import RULES, Scope
 from ..source import cast, scalar_literal
 from .kernels import (
     KernelSource,
@@ -38,6 +42,7 @@ from .kernels import (
     threads_for,
     unflatten,
 )
+from .residency import DEVICE
 from .scope import cuda_rule
 
 # below this many result elements a long sum is split into chunks across threads
@@ -115,12 +120,78 @@ def _einsum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
 def _shaped(scope: Scope, flat: str, result: Tensor) -> str:
     """The flat device result ``flat`` as an array of ``result``'s shape (a scalar: kept on
     the device, the host taking it where it reads it)."""
-    src = _source(scope)
     if result.shape:
-        return src.device_view(flat, f"({''.join(f'{n}, ' for n in result.shape)})")
-    src.residency.ranks.pop(flat, None)
-    src.residency.scalars[flat] = result.np_dtype
+        return _source(scope).device_view(flat, f"({''.join(f'{n}, ' for n in result.shape)})")
+    return _as_scalar(scope, flat, result.np_dtype)
+
+
+@cuda_rule(reshape_p)
+def _reshape(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    # the one element of an array only on the device is a scalar kept there (a view of
+    # one element): the host takes it only where it reads it
+    residency = _source(scope).residency
+    operand = args[0]
+    if eqn.params["shape"] != () or eqn.inputs[0] in scope.elements \
+            or not operand.isidentifier() or residency.sides(operand) != {DEVICE}:
+        return RULES[reshape_p](scope, eqn, args)
+    return [_as_scalar(scope, _source(scope).device_view(operand, "(1,)"),
+                       eqn.outputs[0].type.np_dtype)]
+
+
+def _as_scalar(scope: Scope, flat: str, dtype: object) -> str:
+    """The device array of one element ``flat`` as a scalar of ``dtype``, kept on the
+    device."""
+    residency = _source(scope).residency
+    residency.ranks.pop(flat, None)
+    residency.scalars[flat] = np.dtype(dtype)
     return flat
+
+
+@cuda_rule(gather_p)
+def _gather(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    x, indices = eqn.inputs[0].type, eqn.inputs[1]
+    axis = eqn.params["axis"]
+    before, size, after = math.prod(x.shape[:axis]), x.shape[axis], math.prod(x.shape[axis + 1:])
+    count = indices.type.size if indices.type.shape else 1
+    src = _source(scope)
+    operand, index = named(scope, args)
+    # indices known when the code is written are checked then; others in the kernel, which
+    # marks a bad one for the host to raise the interpreter's error after it
+    known = isinstance(indices, Literal)
+    if known and not np.all((-size <= indices.value) & (indices.value < size)):
+        return RULES[gather_p](scope, eqn, args)
+    bad = None
+    if not known:
+        bad = scope.fresh("bad")
+        src.allocate(bad, device_array((1,), np.int64, "0"))
+        _as_scalar(scope, bad, np.int64)
+    x3 = src.device_view(operand, f"({before}, {size}, {after})")
+    flat = src.device_view(index, f"({count},)") if indices.type.shape else index
+    result = scope.fresh("y")
+    total = before * count * after
+    src.allocate_empty(result, (total,), eqn.outputs[0].type.np_dtype)
+    threads = threads_for(total)
+    with src.capture() as body:
+        t, a, j, b, k = (scope.fresh(p) for p in ("t", "a", "j", "b", "k"))
+        scope.line(f"{t} = cuda.grid(1)")
+        with src.block(f"if {t} < {total}"):
+            unflatten(scope, t, [a, j, b], [before, count, after])
+            scope.line(f"{k} = {flat}[{j}]" if indices.type.shape else f"{k} = {flat}")
+            with src.block(f"if {k} < 0"):
+                scope.line(f"{k} += {size}")
+            with src.block(f"if 0 <= {k} < {size}"):
+                scope.line(f"{result}[{t}] = {x3}[{a}, {k}, {b}]")
+            if bad is not None:
+                with src.block("else"):
+                    scope.line(f"{bad}[0] = 1")
+    name, params = src.kernel("gather", body)
+    src.launch(name, blocks_for(total, threads), threads, params,
+               [result] + ([bad] if bad else []))
+    if bad is not None:
+        with src.block(f"if {bad}"):
+            scope.line(src.error(QdiffError, f"gather: an index is out of bounds for axis "
+                                             f"{axis} with size {size}"))
+    return [_shaped(scope, result, eqn.outputs[0].type)]
 
 
 @cuda_rule(transpose_p)
