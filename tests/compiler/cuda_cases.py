@@ -93,6 +93,11 @@ def _gather_between(x, y):
     return qnp.cumsum((qnp.sin(x) * y)[np.array([3, 0, 1, 5, 2, 4])]) * x
 
 
+def _host_solve_between(x, y):
+    # a dense solve runs on the host, between the kernels
+    return qnp.cumsum(qnp.linalg.solve(4.0 * np.eye(6) + 0.5, qnp.sin(x) * y)) * x
+
+
 def _loop_of_kernels(x, y):
     return qdiff.fori_loop(0, 3, lambda i, c: qnp.cumsum(qnp.sin(c) * y), x)
 
@@ -249,6 +254,8 @@ TRANSFERS = {
                                    (2, 1, 96)),
     "a gather between kernels": (_gather_between,
                                  (RNG.normal(size=6), RNG.normal(size=6)), (3, 1, 144)),
+    "a host solve between kernels": (_host_solve_between,
+                                     (RNG.normal(size=6), RNG.normal(size=6)), (3, 2, 144)),
     "a loop of kernels": (_loop_of_kernels, (RNG.normal(size=6), RNG.normal(size=6)),
                           (2, 1, 96)),
     "rows of device arrays in a loop": (_rows_in_a_loop,

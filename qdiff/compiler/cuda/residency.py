@@ -92,8 +92,8 @@ class CarryPlan:
     ``buffers`` made on the device (their rows written and read there). A pass finds them
     (`Residency.next_plan`), the next is written with them.
 
-    >>> CarryPlan({(0, "c"), (2, "d")}).names
-    {'c', 'd'}
+    >>> sorted(CarryPlan({(0, "c"), (2, "d"), (3, "c")}).names)
+    ['c', 'd']
     """
 
     carries: set[tuple[int, str]] = field(default_factory=set)
