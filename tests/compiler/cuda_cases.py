@@ -147,6 +147,18 @@ def _gathers_between_kernels(m, k):
     return rows * 2.0, picked + 1.0, qnp.exp(m)[k[0], 1] * m
 
 
+def _scalar_carry_scaling_kernels(x, y):
+    # a scalar carry made by a reduction and read by the next step's kernels; under `grad`
+    # the loop is checkpointed and written again: a pass whose scalar operations ran on the
+    # other side than the pass before shifted the generated names, and an array carry was
+    # taken for a scalar (ValueError in rtc.full)
+    def step(i, carry):
+        c, t = carry
+        return qnp.sin(c) * t + y, t * 0.5 + 0.1 * qnp.sum(c * c)
+    c, t = qdiff.fori_loop(0, 4, step, (x, 1.0))
+    return qnp.sum(c) * t
+
+
 def _while_of_kernels(x):
     # the carry is tested on the host (a sum) and updated by kernels; a step count bounds it
     # too, so that the loop also ends where the kernels only get lowered (cuda_lowering.py)
@@ -239,6 +251,8 @@ EXTRA = {
     "ADBench GMM, 12 points": (_gmm, (RNG.normal(size=3), RNG.normal(size=(3, 2)),
                                       0.1 * RNG.normal(size=(3, 3)), RNG.normal(size=(12, 2)))),
     "reversals": (_reversals, (RNG.normal(size=(2, 3, 4)),)),
+    "scalar carry scaling kernels": (_scalar_carry_scaling_kernels,
+                                     (RNG.normal(size=6), RNG.normal(size=6))),
     "gathers between kernels": (_gathers_between_kernels,
                                 (RNG.normal(size=(3, 4)), np.array([1, 3, 2, 0]))),
     "transposes, argmax and argmin": (_transposes_and_extrema, (

@@ -71,3 +71,24 @@ def test_carries_go_over_before_their_own_loop_of_nested_loops():
     assert _transfers(_body_of(lines, "for i in range(3)")) == [], "\n".join(lines)
     assert _transfers(lines) == ["c_d = rtc.upload(c)", "c = rtc.download(c_d)"], \
         "\n".join(lines)
+
+
+def test_carry_its_loop_reads_on_the_host_settles_the_passes():
+    # a carry that kernels update and its loop's body reads on the host was planned, dropped
+    # (read on the host), planned again (it came back at every step), ...: the passes never
+    # agreed, and the text written last was whichever pass the limit stopped at
+    def write(src: KernelSource) -> None:
+        src.line("c = a.copy()")
+        with src.block("for i in range(3)"):
+            src.line("s = np.sum(c)")
+            src.line("d = c")
+            src.allocate_empty("o", (6,), np.float64)
+            src.launch("k", 1, 8, ["d", "s", "o"], ["o"])
+            src.line("c, = o,")
+        src.line("return (c,)")
+
+    source, _ = written_with_plans(write)
+    assert source.residency.next_plan() == source.residency.plan
+    downloads = [t for t in _transfers(_body_of(source.lines, "for i in range(3)"))
+                 if "download" in t]
+    assert downloads == ["c = rtc.download(c_d)"], "\n".join(source.lines)  # for np.sum

@@ -128,7 +128,8 @@ def _shaped(scope: Scope, flat: str, result: Tensor) -> str:
 @cuda_rule(reshape_p)
 def _reshape(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     # the one element of an array only on the device is a scalar kept there (a view of
-    # one element): the host takes it only where it reads it
+    # one element): the host takes it only where it reads it. Either way takes one fresh
+    # name: the names must be the same in each pass (`codegen.written_with_plans`)
     residency = _source(scope).residency
     operand = args[0]
     if eqn.params["shape"] != () or eqn.inputs[0] in scope.elements \

@@ -17,7 +17,9 @@ from .kernels import KernelSource
 from .residency import CarryPlan
 from .scope import CudaScope
 
-_PASSES = 3  # the first finds carries and buffers, the second drops carries read on the host
+# the first finds carries and buffers, the second more carries (of buffers' loops), the
+# third drops carries read on the host, the fourth shows nothing new
+_PASSES = 4
 T = TypeVar("T")
 
 HEADER = """\
@@ -93,10 +95,14 @@ def written_with_plans(write: Callable[[KernelSource], T]) -> tuple[KernelSource
     >>> source.lines
     ['    y = x + 1.0']
     """
-    plan = CarryPlan()
+    plan, names = CarryPlan(), None
     for _ in range(_PASSES):
         source = KernelSource(plan)
         written = write(source)
+        # the plan and the scalars are keyed by name: a pass taking other fresh names would
+        # read them as other values (an array carry taken for a scalar)
+        assert names in (None, source.names_taken), "the passes took different names"
+        names = source.names_taken
         found = source.residency.next_plan()
         if found == plan:
             break

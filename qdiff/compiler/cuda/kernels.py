@@ -215,15 +215,22 @@ class KernelSource(Source):
         self.residency.ranks[name] = np.ndim(array)
         return name
 
-    def kernel(self, prefix: str, body: list[str]) -> tuple[str, list[str]]:
-        """Add a kernel with ``body``; return its name and its parameters (host names)."""
-        name = self.fresh(prefix)
+    def kernel(self, prefix: str, body: list[str], name: str | None = None
+               ) -> tuple[str, list[str]]:
+        """Add a kernel with ``body``, named ``name`` (a fresh name with ``prefix`` where
+        None); return its name and its parameters (host names)."""
+        name = name or self.fresh(prefix)
         params = free_names(body)
         # cache=True: a new process loads the kernel's machine code (the module is a file)
         header = f"@cuda.jit(cache=True)\ndef {name}({', '.join(params)}):\n"
         self._kernel_at[name] = len(self.kernels)
         self.kernels.append(header + "\n".join(body))
         return name, params
+
+    @property
+    def names_taken(self) -> int:
+        """How many fresh names the text has taken so far."""
+        return self._counter
 
     @property
     def capturing(self) -> bool:

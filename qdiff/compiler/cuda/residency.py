@@ -90,7 +90,10 @@ class CarryPlan:
     update): the loop ``carries`` that go to the device before their loop (each with its
     loop: the how-manieth loop header of the text, counted from 0), and the checkpoint
     ``buffers`` made on the device (their rows written and read there). A pass finds them
-    (`Residency.next_plan`), the next is written with them.
+    (`Residency.next_plan`), the next is written with them. Carries a pass showed their
+    loop's body reading on the host are ``kept_on_host`` from then on (planned again, they
+    would alternate: each pass that plans one shows it read on the host, each that does not
+    shows it coming back at every step).
 
     >>> sorted(CarryPlan({(0, "c"), (2, "d"), (3, "c")}).names)
     ['c', 'd']
@@ -98,6 +101,7 @@ class CarryPlan:
 
     carries: set[tuple[int, str]] = field(default_factory=set)
     buffers: set[str] = field(default_factory=set)
+    kept_on_host: set[tuple[int, str]] = field(default_factory=set)
     # host names of scalar values and their dtypes (`Residency.scalars`), known to each
     # pass from the first use of a name on (the same dict in every pass)
     scalars: dict[str, object] = field(default_factory=dict, compare=False)
@@ -402,14 +406,15 @@ class Residency:
         >>> r.device_carries, r.row_writes = {(1, "d"), (1, "e")}, {("buf", "d")}
         >>> r.host_carries = {(1, "e")}
         >>> plan = r.next_plan()
-        >>> sorted(plan.carries), plan.buffers
-        ([(0, 'c'), (1, 'd')], {'buf'})
+        >>> sorted(plan.carries), plan.buffers, plan.kept_on_host
+        ([(0, 'c'), (1, 'd')], {'buf'}, {(1, 'e')})
         """
-        carries = (self.plan.carries | self.device_carries) - self.host_carries
+        kept_on_host = self.plan.kept_on_host | self.host_carries
+        carries = (self.plan.carries | self.device_carries) - kept_on_host
         names = {name for _, name in carries}
         return CarryPlan(carries, self.device_rows | {buffer for buffer, value
                                                       in self.row_writes if value in names},
-                         self.scalars)
+                         kept_on_host, self.scalars)
 
     def _deferred_view(self, text: str) -> bool:
         """Whether host statement ``text`` is an array view (a basic slice or a reshape of

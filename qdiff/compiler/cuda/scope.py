@@ -88,7 +88,14 @@ class CudaScope(Scope):
             self.src.residency.scalars.setdefault(name, var.type.np_dtype)
 
     def lower_eqn(self, eqn: Eqn) -> None:
-        if self.src.capturing or not self._reads_device_scalars(eqn):
+        if self.src.capturing or eqn.primitive not in SCALAR \
+                or not all(map(_scalar, (*eqn.inputs, *eqn.outputs))):
+            super().lower_eqn(eqn)
+            return
+        # the kernel's name is taken either way: which way a pass goes depends on what it
+        # knows, and the names must be the same in each pass (`codegen.written_with_plans`)
+        name = self.fresh("scalar")
+        if not self._reads_device_scalars(eqn):
             super().lower_eqn(eqn)
             return
         # an operation on scalars, one of them kept on the device: a one-thread kernel
@@ -98,15 +105,13 @@ class CudaScope(Scope):
             expression = scalar_expression(eqn, [self.read(a) for a in eqn.inputs],
                                            self.scalar_forms)
             self.line(f"{out}[0] = {expression}")
-        name, params = src.kernel("scalar", body)
+        name, params = src.kernel("scalar", body, name)
         src.launch(name, 1, 1, params, [out])
         self.bind(eqn.outputs[0], out)
 
     def _reads_device_scalars(self, eqn: Eqn) -> bool:
-        """Whether ``eqn`` is an elementwise operation on scalars that reads a scalar kernels
-        take from the device (its host names plain names)."""
-        if eqn.primitive not in SCALAR or not all(map(_scalar, (*eqn.inputs, *eqn.outputs))):
-            return False
+        """Whether scalar operation ``eqn`` reads a scalar kernels take from the device (its
+        host names plain names)."""
         names = [self.read(a) for a in eqn.inputs if isinstance(a, Var)]
         return all(n.isidentifier() for n in names) and any(
             self.src.residency.scalar_on_device(n) for n in names)
