@@ -18,6 +18,7 @@ import qdiff
 import qdiff.numpy as qnp
 from qdiff import quantum as qm
 from qdiff.classical.elementwise import BINARY, PRIMITIVES, UNARY
+from qdiff.classical.shape import rev_p
 from qdiff.compiler import CompiledProgram, NotCompilableError
 from qdiff.compiler.cuda.transfers import last_call
 from qdiff.ir.errors import LoopLimitError, QdiffError
@@ -86,9 +87,15 @@ def _chain(x, y):
     return qnp.cumsum(qnp.sin(x) * y) * x
 
 
-def _host_gather_between(x, y):
-    # the gather runs on the host, between the kernels
+def _gather_between(x, y):
+    # the gather is a kernel between the kernels (its constant indices go over instead of
+    # its operand coming back and its result going over again)
     return qnp.cumsum((qnp.sin(x) * y)[np.array([3, 0, 1, 5, 2, 4])]) * x
+
+
+def _host_solve_between(x, y):
+    # a dense solve runs on the host, between the kernels
+    return qnp.cumsum(qnp.linalg.solve(4.0 * np.eye(6) + 0.5, qnp.sin(x) * y)) * x
 
 
 def _loop_of_kernels(x, y):
@@ -107,6 +114,49 @@ def _rows_in_a_loop(m, w):
     # (ADBench D-LSTM's shape): views on the device, nothing copied per step
     e = qnp.exp(m)
     return qdiff.fori_loop(0, m.shape[0], lambda i, c: c * qnp.sin(e[i]) + m[i] * w, w)
+
+
+def _reductions_feed_kernels(x, y):
+    # full reductions whose scalars feed scalar code (a log, a running total) that feeds
+    # kernels, in a loop (ADBench D-LSTM's shape): each scalar came back at every step
+    def step(i, carry):
+        c, total = carry
+        c = qnp.sin(c) * y - qnp.log(qnp.sum(qnp.exp(c)))
+        return c, total + 0.5 * qnp.sum(c * y)
+    return qdiff.fori_loop(0, 4, step, (x, 0.0))
+
+
+def _objective_of_reductions(x, y):
+    c, total = _reductions_feed_kernels(x, y)
+    return qnp.sum(c) + total
+
+
+def _hist_in_a_loop(x, k):
+    # each step's hist adds into a copy of a constant: the copy was made on the host and
+    # sent over at every step
+    return qdiff.fori_loop(0, 3, lambda i, c: c * 0.5 + qdiff.hist(
+        qnp.array([0.0, 1.0, 2.0, 3.0]), "add", 0.0, k, qnp.sin(c)), x)
+
+
+def _gathers_between_kernels(m, k):
+    # gathers are kernels: with indices known when the code is written (checked then), and
+    # with indices computed (negative ones too; a bad one is marked for the host, one
+    # download); each took its operands back to the host and sent its result over again
+    rows = qnp.sin(m)[np.array([2, 0, 2])]
+    picked = qnp.cos(m)[:, (k * 2) % 5 - 2]
+    return rows * 2.0, picked + 1.0, qnp.exp(m)[k[0], 1] * m
+
+
+def _scalar_carry_scaling_kernels(x, y):
+    # a scalar carry made by a reduction and read by the next step's kernels; under `grad`
+    # the loop is checkpointed and written again: a pass whose scalar operations ran on the
+    # other side than the pass before shifted the generated names, and an array carry was
+    # taken for a scalar (ValueError in rtc.full)
+    def step(i, carry):
+        c, t = carry
+        return qnp.sin(c) * t + y, t * 0.5 + 0.1 * qnp.sum(c * c)
+    c, t = qdiff.fori_loop(0, 4, step, (x, 1.0))
+    return qnp.sum(c) * t
 
 
 def _while_of_kernels(x):
@@ -159,6 +209,18 @@ def _gmm(alphas, means, icf, x):
                             alphas, means, icf, x)
 
 
+def _reversals(t):
+    # reversed axes (a scan's reverse pass) are kernels: they came back to the host, were
+    # reversed there and went over again
+    return bind(rev_p, qnp.sin(t), axes=(0, 2)) * 2.0 + bind(rev_p, t, axes=(1,))
+
+
+def _loop_of_scans(x, y):
+    # the reverse pass of each step reverses its cotangent around a scan: on the host, it
+    # brought the loop's carry back at every step (9 uploads and 7 downloads per call)
+    return qnp.sum(qdiff.fori_loop(0, 3, lambda i, c: qnp.cumsum(qnp.sin(c) * y), x))
+
+
 def _transposes_and_extrema(m, t):
     moved = qnp.transpose(t, (2, 0, 1)) * 2.0
     return (moved, qnp.argmax(m, axis=1), qnp.argmin(m, axis=0), qnp.argmax(t, axis=1),
@@ -188,6 +250,11 @@ EXTRA = {
                                             RNG.normal(size=70) + 1j * RNG.normal(size=70))),
     "ADBench GMM, 12 points": (_gmm, (RNG.normal(size=3), RNG.normal(size=(3, 2)),
                                       0.1 * RNG.normal(size=(3, 3)), RNG.normal(size=(12, 2)))),
+    "reversals": (_reversals, (RNG.normal(size=(2, 3, 4)),)),
+    "scalar carry scaling kernels": (_scalar_carry_scaling_kernels,
+                                     (RNG.normal(size=6), RNG.normal(size=6))),
+    "gathers between kernels": (_gathers_between_kernels,
+                                (RNG.normal(size=(3, 4)), np.array([1, 3, 2, 0]))),
     "transposes, argmax and argmin": (_transposes_and_extrema, (
         np.array([[1.0, 3.0, 3.0, -1.0], [np.nan, 2.0, np.nan, 0.0], [0.0, -0.0, 5.0, 5.0]]),
         RNG.normal(size=(2, 3, 4)))),
@@ -199,8 +266,10 @@ EXTRA = {
 TRANSFERS = {
     "kernel -> kernel -> output": (_chain, (RNG.normal(size=6), RNG.normal(size=6)),
                                    (2, 1, 96)),
-    "a host gather between kernels": (_host_gather_between,
-                                      (RNG.normal(size=6), RNG.normal(size=6)), (3, 2, 144)),
+    "a gather between kernels": (_gather_between,
+                                 (RNG.normal(size=6), RNG.normal(size=6)), (3, 1, 144)),
+    "a host solve between kernels": (_host_solve_between,
+                                     (RNG.normal(size=6), RNG.normal(size=6)), (3, 2, 144)),
     "a loop of kernels": (_loop_of_kernels, (RNG.normal(size=6), RNG.normal(size=6)),
                           (2, 1, 96)),
     "rows of device arrays in a loop": (_rows_in_a_loop,
@@ -209,6 +278,20 @@ TRANSFERS = {
     # the gradient: x, y and the two cotangents over before the loops, the gradient back
     "gradient of a checkpointed loop of kernels": (
         qdiff.grad(_checkpointed_loop_of_kernels, argnums=(0, 1)),
+        (RNG.normal(size=6), RNG.normal(size=6)), (4, 2, 192)),
+    # reductions' scalars stay on the device, feeding one-thread kernels and the next
+    # step's kernels: only the outputs come back (9 downloads before, one per reduction)
+    "reductions feeding scalar code and kernels in a loop": (
+        _reductions_feed_kernels, (RNG.normal(size=6), RNG.normal(size=6)), (2, 2, 96)),
+    "gradient of a loop of scans, reversed on the device": (
+        qdiff.grad(_loop_of_scans, argnums=(0, 1)),
+        (RNG.normal(size=6), RNG.normal(size=6)), (4, 2, 192)),
+    "gathers between kernels": (_gathers_between_kernels,
+                                (RNG.normal(size=(3, 4)), np.array([1, 3, 2, 0])), (3, 5, 152)),
+    "hist into a copy of a constant in a loop": (
+        _hist_in_a_loop, (RNG.normal(size=4), np.array([2, 0, 2, 3])), (3, 1, 96)),
+    "gradient of reductions feeding scalar code and kernels": (
+        qdiff.grad(_objective_of_reductions, argnums=(0, 1)),
         (RNG.normal(size=6), RNG.normal(size=6)), (4, 2, 192)),
 }
 
@@ -227,6 +310,8 @@ KERNEL_TEXT = {
     "einsums": ("def einsum",),
     "einsums with long sums": ("def einsum", "cuda.atomic.add("),
     "transposes, argmax and argmin": ("def transpose", "def argext"),
+    "reversals": ("def rev",),
+    "gathers between kernels": ("def gather",),
 }
 
 
@@ -326,6 +411,38 @@ def buffers_kept_from_call_to_call(_: str) -> None:
     assert_agree_on_gpu(compiled(*args), kept, "the first inputs again")
 
 
+def transfers_per_thread(_: str) -> None:
+    # one counter for the process: a call in another thread reset the counts this thread's
+    # `last_call` gave, and a copy it made while this one's call ran was counted in it
+    from qdiff.compiler.cuda import transfers as counter  # noqa: PLC0415
+
+    chain, args, counts = TRANSFERS["kernel -> kernel -> output"]
+    gather, other_args, other_counts = TRANSFERS["a gather between kernels"]
+    here = CompiledProgram(qdiff.trace(chain, *args), backend="numba-cuda")
+    there = CompiledProgram(qdiff.trace(gather, *other_args), backend="numba-cuda")
+    seen = []
+
+    def call_there() -> None:
+        there(*other_args)
+        seen.append(last_call())
+
+    here(*args)
+    thread = threading.Thread(target=call_there)
+    thread.start()
+    thread.join()
+    mine = last_call()
+    assert (mine.uploads, mine.downloads, mine.upload_bytes) == counts, mine
+    theirs = seen[0]
+    assert (theirs.uploads, theirs.downloads, theirs.upload_bytes) == other_counts, theirs
+    counter.begin_call()  # a call of this thread running while the other thread calls
+    counter.current().uploaded(8)
+    thread = threading.Thread(target=call_there)
+    thread.start()
+    thread.join()
+    counter.end_call("running")
+    assert (last_call().uploads, last_call().downloads) == (1, 0), last_call()
+
+
 def _hybrid(x):
     q = qm.qubits(1)
     qm.ry(qnp.sum(qnp.sin(x)), q[0])
@@ -351,6 +468,26 @@ def quantum_program_refused(_: str) -> None:
     assert abs(float(value) - np.cos(np.sum(np.sin(x)))) < 1e-12
 
 
+def gather_out_of_bounds(_: str) -> None:
+    # a gather kernel marks an index out of bounds for the host, which raises the
+    # interpreter's error after the launch
+    def f(x, k):
+        return qnp.sin(x)[k * 2] * 2.0
+
+    x, k = RNG.normal(size=5), np.array([1, 3])
+    f_program = qdiff.trace(f, x, k)
+    compiled = CompiledProgram(f_program, backend="numba-cuda")
+    assert "def gather" in compiled.source
+    assert_agree_on_gpu(compiled(x, np.array([2, -2])), f_program(x, np.array([2, -2])), "gather")
+    for errors in (compiled, f_program):
+        try:
+            errors(x, k)
+        except QdiffError as error:
+            assert "out of bounds for axis 0 with size 5" in str(error), error
+        else:
+            raise AssertionError(f"{errors} gathered index 6 of 5")
+
+
 def loop_limit(_: str) -> None:
     f = qdiff.jit(lambda x: qdiff.while_loop(lambda v: v > 0.0, lambda v: v + 1.0, x,
                                               max_iter=50), backend="numba-cuda")
@@ -367,8 +504,10 @@ def cases() -> dict:
     table.update({f"gradient: {n}": (gradient, n) for n in [*GRADIENT, *EXTRA]})
     table.update({f"transfers: {n}": (transfers, n) for n in TRANSFERS})
     table["buffers: kept from call to call"] = (buffers_kept_from_call_to_call, "")
+    table["transfers: counted per thread"] = (transfers_per_thread, "")
     table["error: a quantum program on the CUDA target"] = (quantum_program_refused, "")
     table["error: a while loop past max_iter"] = (loop_limit, "")
+    table["error: a gather index out of bounds"] = (gather_out_of_bounds, "")
     return table
 
 

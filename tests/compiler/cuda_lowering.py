@@ -7,10 +7,11 @@ numba-cuda cannot lower (``np.exp`` in a kernel: ``KeyError: <ufunc 'exp'>``; a 
 index into a 1-d array in ``cuda.atomic.add``). numba-cuda's typing and lowering to LLVM IR
 need no device, only its compute capability; NVVM, linking and launching do. So each case
 runs its host function with the launches replaced: a launch lowers its kernel for the
-arguments' types and runs nothing (kernel outputs stay zero, the cases' comparisons fail,
-and only lowering is judged); so does each elementwise primitive alone in every dtype
-it accepts (`DTYPES`). Prints one JSON line: case name -> "ok" or the failures; the
-entry `UNREACHED` lists kernels of loaded modules that no launch lowered.
+arguments' types and runs nothing but one-thread kernels of scalar code, as Python (other
+kernels' outputs stay zero, the cases' comparisons fail, and only lowering is judged);
+so does each elementwise primitive alone in every dtype it accepts (`DTYPES`). Prints one
+JSON line: case name -> "ok" or the failures; the entry `UNREACHED` lists kernels of loaded
+modules that no launch lowered.
 """
 
 from __future__ import annotations
@@ -77,10 +78,18 @@ class Lowering:
 
     def launch(self, kernel: CUDADispatcher, blocks: int, threads: int, args: tuple) -> None:
         self.check(kernel, tuple(args))
+        if kernel.py_func.__name__.startswith("scalar"):
+            # a one-thread kernel of scalar code runs, as Python: the host may branch on its
+            # result (a while loop's test), and a test left False would skip the loop's kernels
+            try:
+                kernel.py_func(*args)
+            except Exception:  # noqa: BLE001, S110  (a libdevice stub: the value stays zero)
+                pass
 
     def fold(self, kernel: CUDADispatcher, threads: int, partials: np.ndarray) -> Any:
-        self.check(kernel, (partials, np.zeros(1, partials.dtype)))
-        return partials[0]
+        out = _on_device(np.zeros(1, partials.dtype))  # the result stays on the device
+        self.check(kernel, (partials, out))
+        return out
 
     def unreached(self) -> list[str]:
         lowered = {kernel for kernel, _ in self.lowered}

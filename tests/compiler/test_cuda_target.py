@@ -261,20 +261,20 @@ def test_view_not_yet_taken_is_taken_before_its_base_changes():
 
 
 def test_host_statement_between_kernels_gets_one_download_and_one_upload():
-    from tests.compiler.cuda_cases import _host_gather_between  # noqa: PLC0415
+    from tests.compiler.cuda_cases import _host_solve_between  # noqa: PLC0415
 
-    lines = [line.strip() for line in _host_function(_host_gather_between, np.ones(6),
+    lines = [line.strip() for line in _host_function(_host_solve_between, np.ones(6),
                                                       np.ones(6))]
-    gather = next(k for k, line in enumerate(lines) if "rt.gather(" in line)
+    solve = next(k for k, line in enumerate(lines) if "rt.factor_or_solve(" in line)
     moves = [(k, line) for k, line in enumerate(lines)
              if "rtc.upload(" in line or "rtc.download(" in line]
     downloads = [k for k, line in moves if "download" in line]
     uploads = [k for k, line in moves if "upload" in line]
-    # the arguments once, the gather's operand back and its result over, the output back
-    assert len(uploads) == 3 and len(downloads) == 2
-    gathered = lines[gather].split(" = ")[0]
-    assert downloads[0] == gather - 1
-    assert lines[uploads[-1]] == f"{gathered}_d = rtc.upload({gathered})"
+    # the arguments once, the solve's operand back and its result over, the output back
+    assert len(uploads) == 3 and len(downloads) == 2, lines
+    solved = lines[solve].split(" = ")[0]
+    assert downloads[0] == solve - 1
+    assert lines[uploads[-1]] == f"{solved}_d = rtc.upload({solved})"
 
 
 def test_host_write_in_place_sends_the_array_again():

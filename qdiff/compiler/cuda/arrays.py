@@ -1,8 +1,8 @@
-"""Dense array primitives as kernels (CUDA target): ``einsum``, ``transpose``, ``argmax`` and
-``argmin``. Their CPU rules run on the host, in the host function, which is plain Python:
-an einsum lowered as direct loops would run there one interpreted iteration per product
-(GMM's Σ_n t̄[n,k,i] c[n,k,j]), and every one of them would take its operands back from
-the device and send its result over again.
+"""Dense array primitives as kernels (CUDA target): ``einsum``, ``transpose``, ``rev``,
+``argmax`` and ``argmin``. Their CPU rules run on the host, in the host function, which is
+plain Python: an einsum lowered as direct loops would run there one interpreted iteration
+per product (GMM's Σ_n t̄[n,k,i] c[n,k,j]), and every one of them would take its operands
+back from the device and send its result over again.
 
 Rewrite rules, one thread per element of the result:
 
@@ -11,7 +11,8 @@ Rewrite rules, one thread per element of the result:
   than `FEW_OUTPUTS` threads otherwise), the sum is cut into chunks, a thread per
   (chunk, element), each adding its partial sum with ``cuda.atomic.add`` into the zeroed
   result; dtypes without an add atomic (complex) keep one thread per element.
-- ``transpose``: out[i] = x[perm⁻¹(i)], a thread per element.
+- ``transpose``: out[i] = x[perm⁻¹(i)], and ``rev``: out[i] = x[n - 1 - i] along the
+  reversed axes (a reversed loop's reversed scan), a thread per element.
 - ``argmax``/``argmin`` along an axis: a thread per (before, after) pair scans the axis,
   keeping the first extremum and the first NaN, as NumPy does (`runtime.arg_extremum`).
 """
@@ -19,14 +20,29 @@ Rewrite rules, one thread per element of the result:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
+import numpy as np
+
+from ...classical.indexing import gather_p
 from ...classical.linalg import einsum_p, parse_spec
 from ...classical.reductions import argmax_p, argmin_p
-from ...classical.shape import transpose_p
-from ...ir.core import Eqn
-from ..lowering import Scope
+from ...classical.shape import reshape_p, rev_p, transpose_p
+from ...ir.core import Eqn, Literal
+from ...ir.errors import QdiffError
+from ...ir.types import Tensor
+from ..lowering import RULES, Scope
 from ..source import cast, scalar_literal
-from .kernels import KernelSource, blocks_for, device_array, has_atomic, threads_for, unflatten
+from .kernels import (
+    KernelSource,
+    blocks_for,
+    device_array,
+    has_atomic,
+    named,
+    threads_for,
+    unflatten,
+)
+from .residency import DEVICE
 from .scope import cuda_rule
 
 # below this many result elements a long sum is split into chunks across threads
@@ -38,19 +54,6 @@ CHUNK = 64
 def _source(scope: Scope) -> KernelSource:
     assert isinstance(scope.src, KernelSource)
     return scope.src
-
-
-def _named(scope: Scope, args: list[str]) -> list[str]:
-    """``args`` with each expression (a row ``x[i]`` of a host loop, a literal) bound to a
-    host name first: kernels take names as parameters."""
-    named = []
-    for arg in args:
-        if not arg.isidentifier():
-            name = scope.fresh()
-            scope.line(f"{name} = {arg}")
-            arg = name
-        named.append(arg)
-    return named
 
 
 def _at(array: str, term: str, index: dict[str, str]) -> str:
@@ -71,7 +74,7 @@ def chunks_for(outputs: int, summed: int) -> int:
 
 @cuda_rule(einsum_p)
 def _einsum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
-    args = _named(scope, args)
+    args = named(scope, args)
     a_term, b_term, out_term = parse_spec(eqn.params["spec"])
     sizes = dict(zip(a_term, eqn.inputs[0].type.shape)) | dict(zip(b_term,
                                                                    eqn.inputs[1].type.shape))
@@ -111,16 +114,85 @@ def _einsum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
                        f"{result}[{element}] = {acc}")
     name, params = src.kernel("einsum", body)
     src.launch(name, blocks_for(count, threads), threads, params, [result])
-    return [_shaped(scope, result, out.shape)]
+    return [_shaped(scope, result, out)]
 
 
-def _shaped(scope: Scope, flat: str, shape: tuple) -> str:
-    """The flat device result ``flat`` as an array of ``shape`` (a scalar: read on the host)."""
-    if shape:
-        return _source(scope).device_view(flat, f"({''.join(f'{n}, ' for n in shape)})")
-    scalar = scope.fresh()
-    scope.line(f"{scalar} = {flat}[0]")
-    return scalar
+def _shaped(scope: Scope, flat: str, result: Tensor) -> str:
+    """The flat device result ``flat`` as an array of ``result``'s shape (a scalar: kept on
+    the device, the host taking it where it reads it)."""
+    if result.shape:
+        return _source(scope).device_view(flat, f"({''.join(f'{n}, ' for n in result.shape)})")
+    return _as_scalar(scope, flat, result.np_dtype)
+
+
+@cuda_rule(reshape_p)
+def _reshape(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    # the one element of an array only on the device is a scalar kept there (a view of
+    # one element): the host takes it only where it reads it. Either way takes one fresh
+    # name: the names must be the same in each pass (`codegen.written_with_plans`)
+    residency = _source(scope).residency
+    operand = args[0]
+    if eqn.params["shape"] != () or eqn.inputs[0] in scope.elements \
+            or not operand.isidentifier() or residency.sides(operand) != {DEVICE}:
+        return RULES[reshape_p](scope, eqn, args)
+    return [_as_scalar(scope, _source(scope).device_view(operand, "(1,)"),
+                       eqn.outputs[0].type.np_dtype)]
+
+
+def _as_scalar(scope: Scope, flat: str, dtype: object) -> str:
+    """The device array of one element ``flat`` as a scalar of ``dtype``, kept on the
+    device."""
+    residency = _source(scope).residency
+    residency.ranks.pop(flat, None)
+    residency.scalars[flat] = np.dtype(dtype)
+    return flat
+
+
+@cuda_rule(gather_p)
+def _gather(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    x, indices = eqn.inputs[0].type, eqn.inputs[1]
+    axis = eqn.params["axis"]
+    before, size, after = math.prod(x.shape[:axis]), x.shape[axis], math.prod(x.shape[axis + 1:])
+    count = indices.type.size if indices.type.shape else 1
+    src = _source(scope)
+    operand, index = named(scope, args)
+    # indices known when the code is written are checked then; others in the kernel, which
+    # marks a bad one for the host to raise the interpreter's error after it
+    known = isinstance(indices, Literal)
+    if known and not np.all((-size <= indices.value) & (indices.value < size)):
+        return RULES[gather_p](scope, eqn, args)
+    bad = None
+    if not known:
+        bad = scope.fresh("bad")
+        src.allocate(bad, device_array((1,), np.int64, "0"))
+        _as_scalar(scope, bad, np.int64)
+    x3 = src.device_view(operand, f"({before}, {size}, {after})")
+    flat = src.device_view(index, f"({count},)") if indices.type.shape else index
+    result = scope.fresh("y")
+    total = before * count * after
+    src.allocate_empty(result, (total,), eqn.outputs[0].type.np_dtype)
+    threads = threads_for(total)
+    with src.capture() as body:
+        t, a, j, b, k = (scope.fresh(p) for p in ("t", "a", "j", "b", "k"))
+        scope.line(f"{t} = cuda.grid(1)")
+        with src.block(f"if {t} < {total}"):
+            unflatten(scope, t, [a, j, b], [before, count, after])
+            scope.line(f"{k} = {flat}[{j}]" if indices.type.shape else f"{k} = {flat}")
+            with src.block(f"if {k} < 0"):
+                scope.line(f"{k} += {size}")
+            with src.block(f"if 0 <= {k} < {size}"):
+                scope.line(f"{result}[{t}] = {x3}[{a}, {k}, {b}]")
+            if bad is not None:
+                with src.block("else"):
+                    scope.line(f"{bad}[0] = 1")
+    name, params = src.kernel("gather", body)
+    src.launch(name, blocks_for(total, threads), threads, params,
+               [result] + ([bad] if bad else []))
+    if bad is not None:
+        with src.block(f"if {bad}"):
+            scope.line(src.error(QdiffError, f"gather: an index is out of bounds for axis "
+                                             f"{axis} with size {size}"))
+    return [_shaped(scope, result, eqn.outputs[0].type)]
 
 
 @cuda_rule(transpose_p)
@@ -128,7 +200,29 @@ def _transpose(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     perm = tuple(eqn.params["perm"])
     if perm == tuple(range(len(perm))):
         return [args[0]]
-    args = _named(scope, args)
+
+    def source(index: list[str]) -> list[str]:
+        taken = [""] * len(perm)
+        for position, axis in enumerate(perm):
+            taken[axis] = index[position]
+        return taken
+    return [_moved(scope, eqn, args[0], "transpose", source)]
+
+
+@cuda_rule(rev_p)
+def _rev(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
+    shape, axes = eqn.inputs[0].type.shape, eqn.params["axes"]
+    if not shape:
+        return [args[0]]
+    return [_moved(scope, eqn, args[0], "rev", lambda index: [
+        f"{shape[axis] - 1} - {q}" if axis in axes else q for axis, q in enumerate(index)])]
+
+
+def _moved(scope: Scope, eqn: Eqn, operand: str, prefix: str,
+           source: Callable[[list[str]], list[str]]) -> str:
+    """A new device array holding ``eqn``'s result, each element ``index`` of it taken from
+    element ``source(index)`` of ``operand`` (a thread per element)."""
+    (operand,) = named(scope, [operand])
     shape = eqn.outputs[0].type.shape
     src = _source(scope)
     result = scope.fresh("y")
@@ -141,18 +235,15 @@ def _transpose(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
         with src.block(f"if {t} < {count}"):
             names = [scope.fresh("q") for _ in shape]
             unflatten(scope, t, names, list(shape))
-            source = [""] * len(perm)
-            for position, axis in enumerate(perm):
-                source[axis] = names[position]
-            scope.line(f"{result}[{', '.join(names)}] = {args[0]}[{', '.join(source)}]")
-    name, params = src.kernel("transpose", body)
+            scope.line(f"{result}[{', '.join(names)}] = {operand}[{', '.join(source(names))}]")
+    name, params = src.kernel(prefix, body)
     src.launch(name, blocks_for(count, threads), threads, params, [result])
-    return [result]
+    return result
 
 
 @cuda_rule(argmax_p, argmin_p)
 def _arg_extremum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
-    args = _named(scope, args)
+    args = named(scope, args)
     shape, axis = eqn.inputs[0].type.shape, eqn.params["axis"]
     before, size, after = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
     better = ">" if eqn.primitive is argmax_p else "<"
@@ -181,4 +272,4 @@ def _arg_extremum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
             scope.line(f"{result}[{t}] = {at}")
     name, params = src.kernel("argext", body)
     src.launch(name, blocks_for(count, threads), threads, params, [result])
-    return [_shaped(scope, result, eqn.outputs[0].type.shape)]
+    return [_shaped(scope, result, eqn.outputs[0].type)]

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ...gpu.numba_cuda import prepare_numba_cuda
-from .transfers import TRANSFERS
+from .transfers import current as counts
 
 prepare_numba_cuda()  # before numba.cuda's registries load
 from numba import config, cuda  # noqa: E402
@@ -130,7 +130,7 @@ class CallBuffers:
         if taken < len(kept):
             return kept[taken]
         array = cuda.device_array(shape, dtype)
-        TRANSFERS.allocated(array.nbytes)
+        counts().allocated(array.nbytes)
         if self.nbytes + array.nbytes <= KEPT_BYTES:
             kept.append(array)
             self.nbytes += array.nbytes
@@ -181,7 +181,7 @@ def empty(shape: int | tuple[int, ...], dtype: Any) -> Any:
     if buffers is not None:
         return buffers.take(shape, dtype)
     array = cuda.device_array(shape, dtype)
-    TRANSFERS.allocated(array.nbytes)
+    counts().allocated(array.nbytes)
     return array
 
 
@@ -190,9 +190,9 @@ def upload(value: Any) -> Any:
     kept from the last call where it is C-contiguous; a scalar passes as it is."""
     if not isinstance(value, np.ndarray):
         return value
-    TRANSFERS.uploaded(value.nbytes)
+    counts().uploaded(value.nbytes)
     if not value.flags.c_contiguous:
-        TRANSFERS.allocated(value.nbytes)
+        counts().allocated(value.nbytes)
         return cuda.to_device(np.ascontiguousarray(value))
     array = empty(value.shape, value.dtype)
     array.copy_to_device(value)
@@ -201,7 +201,7 @@ def upload(value: Any) -> Any:
 
 def download(array: Any) -> np.ndarray:
     """A device array's values in a new host array (counted)."""
-    TRANSFERS.downloaded(array.nbytes)
+    counts().downloaded(array.nbytes)
     return array.copy_to_host()
 
 
@@ -235,14 +235,20 @@ def copy(array: Any) -> Any:
 
 def fold(kernel: Any, threads: int, partials: Any) -> Any:
     """The second level of a reduction: ``kernel`` (one block) folds the per-block
-    ``partials`` (a device array) on the device; the result comes back as a host scalar
-    (counted as a download)."""
+    ``partials`` (a device array) on the device, into a device array of one element (the
+    result, a scalar kept on the device)."""
     out = empty(1, partials.dtype)
     launch(kernel, 1, threads, (partials, out))
-    return download(out)[0]
+    return out
+
+
+def download_scalar(array: Any) -> Any:
+    """The element of a device array of one element (a scalar kept on the device), read on
+    the host (counted as a download)."""
+    return download(array)[0]
 
 
 def element(array: Any, *index: int) -> Any:
     """One element of a device array, read on the host (counted as a download)."""
-    TRANSFERS.downloaded(array.dtype.itemsize)
+    counts().downloaded(array.dtype.itemsize)
     return array[index]

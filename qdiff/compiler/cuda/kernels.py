@@ -98,6 +98,19 @@ def free_names(lines: Sequence[str]) -> list[str]:
     return list(found)
 
 
+def named(scope: Any, args: list[str]) -> list[str]:
+    """``args`` with each expression (a row ``x[i]`` of a host loop, a literal) bound to a
+    host name first: kernels take names as parameters."""
+    result = []
+    for arg in args:
+        if not arg.isidentifier():
+            name = scope.fresh()
+            scope.line(f"{name} = {arg}")
+            arg = name
+        result.append(arg)
+    return result
+
+
 def device_array(shape: Sequence[int], dtype: object, fill: str | None = None) -> str:
     """The runtime call making a new device array of ``shape`` and ``dtype``, every element
     ``fill`` (a scalar's source text) or uninitialized (None).
@@ -116,6 +129,7 @@ class KernelSource(Source):
     def __init__(self, plan: CarryPlan | None = None) -> None:
         super().__init__()
         self.kernels: list[str] = []
+        self._kernel_at: dict[str, int] = {}  # kernel name -> its place in `kernels`
         self._folds: dict[tuple[str, str, int], str] = {}
         self.kernel_depth = 0  # > 0 while kernel code is written (bodies, nests; they nest)
         self.residency = Residency(self.lines, plan)
@@ -184,19 +198,61 @@ class KernelSource(Source):
         self.residency.view(view, base, len(ast.parse(shape).body[0].value.elts))
         return view
 
+    def device_copy(self, base: str) -> str:
+        """A new device array holding ``base``'s values, for a kernel to write: copied on the
+        device, ``base`` going over first (once, before the loops that leave it be), not
+        copied on the host and sent over at each step."""
+        moves, (device,) = self.residency.on_device([base])
+        for move in moves:
+            super().line(move)
+        copy = self.fresh("w")
+        super().line(f"{device_name(copy)} = rtc.copy({device})")
+        self.residency.allocated(copy, self.residency.ranks.get(base))
+        return copy
+
     def constant(self, array: np.ndarray) -> str:
         name = super().constant(array)
         self.residency.ranks[name] = np.ndim(array)
         return name
 
-    def kernel(self, prefix: str, body: list[str]) -> tuple[str, list[str]]:
-        """Add a kernel with ``body``; return its name and its parameters (host names)."""
-        name = self.fresh(prefix)
+    def kernel(self, prefix: str, body: list[str], name: str | None = None
+               ) -> tuple[str, list[str]]:
+        """Add a kernel with ``body``, named ``name`` (a fresh name with ``prefix`` where
+        None); return its name and its parameters (host names)."""
+        name = name or self.fresh(prefix)
         params = free_names(body)
         # cache=True: a new process loads the kernel's machine code (the module is a file)
         header = f"@cuda.jit(cache=True)\ndef {name}({', '.join(params)}):\n"
+        self._kernel_at[name] = len(self.kernels)
         self.kernels.append(header + "\n".join(body))
         return name, params
+
+    @property
+    def names_taken(self) -> int:
+        """How many fresh names the text has taken so far."""
+        return self._counter
+
+    @property
+    def capturing(self) -> bool:
+        """Whether lines go to a kernel body now (not to the host function)."""
+        return self._captured > 0
+
+    def allocate_scalar(self, name: str, dtype: object) -> None:
+        """`allocate` ``name``, a scalar, as its device variable: a new uninitialized array of
+        one element, which kernels write and read."""
+        super().line(f"{device_name(name)} = {device_array((1,), dtype)}")
+        self.residency.allocated(name)
+        self.residency.scalars[name] = np.dtype(dtype)
+
+    def _read_elements(self, name: str, params: Sequence[str]) -> None:
+        """Kernel ``name`` takes each scalar of ``params`` as its device variable (an array of
+        one element): its body reads the element first (each kernel has one launch)."""
+        at = self._kernel_at[name]
+        decorator, _, body = self.kernels[at].split("\n", 2)
+        renamed = {p: device_name(p) for p in params}
+        signature = ", ".join(renamed.get(n, n) for n in free_names(body.splitlines()))
+        reads = "".join(f"    {p} = {renamed[p]}[0]\n" for p in params)
+        self.kernels[at] = f"{decorator}\ndef {name}({signature}):\n{reads}{body}"
 
     def launch(self, name: str, blocks: int, threads: int, params: list[str],
                written: Sequence[str]) -> None:
@@ -205,6 +261,10 @@ class KernelSource(Source):
         moves, device = self.residency.on_device(params)
         for move in moves:
             super().line(move)
+        boxed = [p for p, d in zip(params, device) if p in self.residency.scalars
+                 and p not in written and d == device_name(p)]
+        if boxed:
+            self._read_elements(name, boxed)
         super().line(f"rtc.launch({name}, {blocks}, {threads}, "
                      f"({''.join(d + ', ' for d in device)}))")
         for array in written:
@@ -231,7 +291,13 @@ class KernelSource(Source):
 
     def final_fold(self, partials: str, count: int, monoid: str, dtype: np.dtype) -> str:
         """Host statements folding the ``count`` per-block ``partials`` on the device (one
-        block, the second level of a reduction); return the host name of the result."""
+        block, the second level of a reduction); return the name of the result, a scalar
+        on the device (the host takes it only where it reads it). One block's partial is
+        the result itself."""
+        if count == 1:
+            self.residency.ranks.pop(partials, None)
+            self.residency.scalars[partials] = np.dtype(dtype)
+            return partials
         threads = threads_for(count)
         key = (monoid, np.dtype(dtype).name, threads)
         name = self._folds.get(key)
@@ -249,6 +315,8 @@ class KernelSource(Source):
             name, _ = self.kernel("fold", body)
             self._folds[key] = name
         out = self.fresh("acc")
-        super().line(f"{out} = rtc.fold({name}, {threads}, {device_name(partials)})")
-        self.residency.assigned([out])
+        super().line(f"{device_name(out)} = rtc.fold({name}, {threads}, "
+                     f"{device_name(partials)})")
+        self.residency.allocated(out)
+        self.residency.scalars[out] = np.dtype(dtype)
         return out

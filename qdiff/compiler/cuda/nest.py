@@ -105,7 +105,8 @@ class CudaNest(_Nest):
         name, params = src.kernel("nest", body)
         for (_, _, dtype, _), partial in zip(self.full, partials):
             src.allocate_empty(partial, (blocks,), dtype)
-        src.launch(name, blocks, threads, params, [w for w in self.written if w in params])
+        src.launch(name, blocks, threads, params,
+                   [w for w in (*self.written, *partials) if w in params])
         for (_, monoid, dtype, out), partial in zip(self.full, partials):
             scope.bind(out, src.final_fold(partial, blocks, monoid, dtype))
         self.bind_stores(stores)

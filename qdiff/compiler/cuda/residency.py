@@ -48,6 +48,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from ..source import dtype_name
 from .statements import parse_statement
 
 HOST, DEVICE = "host", "device"
@@ -72,6 +73,7 @@ class _Frame:
     depth: int                         # the header's indentation
     start: dict[str, frozenset[str]]
     defined: set[str]
+    key: int | None  # of a loop: the how-manieth loop header of the text (`CarryPlan`)
     touched: set[str] = field(default_factory=set)   # names assigned or written in it
     established: dict[str, set[str]] = field(default_factory=dict)  # sides made valid in it
     relied: dict[str, set[str]] = field(default_factory=dict)  # sides used, valid at start
@@ -85,13 +87,29 @@ ON_HOST = frozenset({HOST})
 class CarryPlan:
     """What the host function's text is written knowing in advance (the code is written in
     one pass, so a loop's header is written before its body shows which carries kernels
-    update): the loop ``carries`` that go to the device before their loop, and the
-    checkpoint ``buffers`` made on the device (their rows written and read there). A pass
-    finds them (`Residency.next_plan`), the next is written with them.
+    update): the loop ``carries`` that go to the device before their loop (each with its
+    loop: the how-manieth loop header of the text, counted from 0), and the checkpoint
+    ``buffers`` made on the device (their rows written and read there). A pass finds them
+    (`Residency.next_plan`), the next is written with them. Carries a pass showed their
+    loop's body reading on the host are ``kept_on_host`` from then on (planned again, they
+    would alternate: each pass that plans one shows it read on the host, each that does not
+    shows it coming back at every step).
+
+    >>> sorted(CarryPlan({(0, "c"), (2, "d"), (3, "c")}).names)
+    ['c', 'd']
     """
 
-    carries: set[str] = field(default_factory=set)
+    carries: set[tuple[int, str]] = field(default_factory=set)
     buffers: set[str] = field(default_factory=set)
+    kept_on_host: set[tuple[int, str]] = field(default_factory=set)
+    # host names of scalar values and their dtypes (`Residency.scalars`), known to each
+    # pass from the first use of a name on (the same dict in every pass)
+    scalars: dict[str, object] = field(default_factory=dict, compare=False)
+
+    @property
+    def names(self) -> set[str]:
+        """The names of the planned carries (of any loop)."""
+        return {name for _, name in self.carries}
 
 
 class Residency:
@@ -114,8 +132,9 @@ class Residency:
         # what this pass shows the next should know (`next_plan`): carries that came back
         # at the end of each step of their loop, those of the plan its body read on the
         # host, rows written (buffer, value), buffers taking rows made on the device
-        self.device_carries: set[str] = set()
-        self.host_carries: set[str] = set()
+        self.device_carries: set[tuple[int, str]] = set()  # (loop, name), as `CarryPlan`
+        self.host_carries: set[tuple[int, str]] = set()
+        self.loops = 0  # loop headers written so far
         self.row_writes: set[tuple[str, str]] = set()
         self.device_rows: set[str] = set()
         self.aliases: dict[str, str] = {}  # a = b written on the host: a -> b
@@ -133,6 +152,10 @@ class Residency:
         # slices and reshapes: name -> (base, the view's text after the base's name, the
         # names that text reads), taken on a side when that side reads the name
         self.recipes: dict[str, tuple[str, str, frozenset[str]]] = {}
+        # scalar values (name -> dtype): a kernel takes one by value where the host has it,
+        # else its device variable, an array of one element (made by a reduction or a
+        # one-thread kernel), which the kernel reads its element from
+        self.scalars = self.plan.scalars
 
     # ------------------------------------------------------------------ state
     def sides(self, name: str) -> frozenset[str]:
@@ -189,8 +212,7 @@ class Residency:
         if not self.sides(name):  # a view on neither side: taken on the device, brought back
             return [*self._view_on_device(name), *self._transfer(name, HOST, hoist=False)]
         source = DEVICE if side == HOST else HOST
-        text = (f"{name} = rtc.download({device_name(name)})" if side == HOST else
-                f"{device_name(name)} = rtc.upload({name})")
+        text = _transfer_text(name, side, self.scalars.get(name))
         level = len(self.frames)
         while hoist and level and name not in self.frames[level - 1].touched \
                 and self._old(name, self.frames[level - 1]) \
@@ -232,15 +254,30 @@ class Residency:
     def on_device(self, names: list[str]) -> tuple[list[str], list[str]]:
         """The statements putting each of ``names`` (a kernel's parameters) on the device,
         and the device names to pass."""
-        moves = []
+        moves, passed = [], []
         for name in names:
             if name not in self.defined:
                 self.outside.add(name)
+            if name in self.scalars:
+                on_device = self.scalar_on_device(name)
+                self._use(name, DEVICE if on_device else HOST)
+                passed.append(device_name(name) if on_device else name)
+                continue
+            passed.append(device_name(name))
             if DEVICE in self.sides(name):
                 self._use(name, DEVICE)
             else:
                 moves += self._transfer(name, DEVICE)
-        return moves, [device_name(n) for n in names]
+        return moves, passed
+
+    def scalar_on_device(self, name: str) -> bool:
+        """Whether kernels take scalar ``name`` from its device variable (an array of one
+        element): where the host does not have it, or where it is a loop carry kept on the
+        device (its loop's kernels update it there: a host read would bring it back at
+        every step)."""
+        sides = self.sides(name)
+        return name in self.scalars and DEVICE in sides and (
+            HOST not in sides or not {name, self._root(name)}.isdisjoint(self.plan.names))
 
     def _view_on_device(self, name: str) -> list[str]:
         """The statements taking the view ``name`` on the device from its recipe: its base
@@ -291,6 +328,10 @@ class Residency:
         changed = {*parsed.assigns, *parsed.writes}
         settled = self._settle([view for view, (base, _, reads) in self.recipes.items()
                                 if base in changed or reads & changed], free=True)
+        if not _moves_names(text):  # scalars it reads only on the device come back first
+            for name in parsed.reads:  # (an index among them makes a slice a view)
+                if name in self.scalars and HOST not in self.sides(name):
+                    settled += self._transfer(name, HOST)
         if self._deferred_view(text):
             return settled
         written = self._device_write(text)
@@ -342,7 +383,7 @@ class Residency:
             return None
         buffer, source = self._root(target), self._root(value)
         self.row_writes.add((buffer, source))
-        if source not in self.plan.carries and (DEVICE in self.sides(value)
+        if source not in self.plan.names and (DEVICE in self.sides(value)
                                                 or self._reachable(value, DEVICE)):
             self.device_rows.add(buffer)
         if self.sides(target) != {DEVICE}:
@@ -361,16 +402,19 @@ class Residency:
         loop's body does not read on the host, and the buffers whose rows take them (or
         other values made on the device).
 
-        >>> r = Residency([], CarryPlan({"c"}, set()))
-        >>> r.device_carries, r.row_writes = {"d", "e"}, {("buf", "d")}
-        >>> r.host_carries = {"e"}
+        >>> r = Residency([], CarryPlan({(0, "c")}, set()))
+        >>> r.device_carries, r.row_writes = {(1, "d"), (1, "e")}, {("buf", "d")}
+        >>> r.host_carries = {(1, "e")}
         >>> plan = r.next_plan()
-        >>> sorted(plan.carries), plan.buffers
-        (['c', 'd'], {'buf'})
+        >>> sorted(plan.carries), plan.buffers, plan.kept_on_host
+        ([(0, 'c'), (1, 'd')], {'buf'}, {(1, 'e')})
         """
-        carries = (self.plan.carries | self.device_carries) - self.host_carries
+        kept_on_host = self.plan.kept_on_host | self.host_carries
+        carries = (self.plan.carries | self.device_carries) - kept_on_host
+        names = {name for _, name in carries}
         return CarryPlan(carries, self.device_rows | {buffer for buffer, value
-                                                      in self.row_writes if value in carries})
+                                                      in self.row_writes if value in names},
+                         kept_on_host, self.scalars)
 
     def _deferred_view(self, text: str) -> bool:
         """Whether host statement ``text`` is an array view (a basic slice or a reshape of
@@ -457,7 +501,7 @@ class Residency:
         # a planned carry valid on both sides is taken on the device: its loop's kernels
         # read it there, and a host alias would bring it back at every step
         device_carry = method is None and DEVICE in self.sides(source) \
-            and self._root(source) in self.plan.carries
+            and self._root(source) in self.plan.names
         if HOST in self.sides(source) and not device_carry:
             return None if not settled else [*settled, *self.statement(text)]
         new, old = device_name(target), device_name(source)
@@ -468,7 +512,13 @@ class Residency:
             return [*settled, f"{indent}{new} = rtc.copy({old})"]
         self.view(target, source, rank)
         self.aliases[target] = source
+        self._same_kind(target, source)
         return [*settled, f"{indent}{new} = {old}"]
+
+    def _same_kind(self, target: str, source: str) -> None:
+        """``target`` took ``source``'s value on the device: a scalar where it is one."""
+        if source in self.scalars:
+            self.scalars.setdefault(target, self.scalars[source])
 
     def _settle(self, names: list[str], free: bool = False) -> list[str]:
         """The statements taking each view among ``names`` that is on neither side on one:
@@ -585,6 +635,7 @@ class Residency:
         self.assigned([t for t, _ in on_host])
         for target, source in on_device:
             self.allocated(target)
+            self._same_kind(target, source)
             group = groups[source] | {target}
             for name in group:
                 self.shared[name] = group
@@ -606,15 +657,18 @@ class Residency:
         depth = (len(self.lines[-1]) - len(self.lines[-1].lstrip())) // 4
         # an elif/else branch starts where its chain's `if` does: nothing goes between
         opened = self.chain_head if header.startswith(("elif ", "else")) else len(self.lines) - 1
-        if loop:  # carries kernels update go over before the loop, not back at each step
-            for name in sorted(self.plan.carries & self.defined):
+        key = None
+        if loop:  # carries kernels update go over before their loop, not back at each step
+            key, self.loops = self.loops, self.loops + 1
+            for name in sorted(n for k, n in self.plan.carries if k == key and n in self.defined):
                 if DEVICE not in self.sides(name) and name not in self.recipes:
                     header_line = self.lines.pop()
                     indent = header_line[:len(header_line) - len(header_line.lstrip())]
                     self.lines += [indent + line for line in self._transfer(name, DEVICE)]
                     self.lines.append(header_line)
                     opened = len(self.lines) - 1
-        self.frames.append(_Frame(loop, opened, depth, dict(self.where), set(self.defined)))
+        self.frames.append(_Frame(loop, opened, depth, dict(self.where), set(self.defined),
+                                  key))
         self.assigned(assigns)
         if header.startswith("for ") and " in range(" in header:
             self.ranks.update(dict.fromkeys(assigns, 0))  # integer indices
@@ -672,9 +726,9 @@ class Residency:
             if not before & now:
                 need |= before
                 if frame.loop and now == {DEVICE}:
-                    self.device_carries.add(name)
-            if frame.loop and name in self.plan.carries and HOST in frame.relied.get(name, ()):
-                self.host_carries.add(name)
+                    self.device_carries.add((frame.key, name))
+            if (frame.key, name) in self.plan.carries and HOST in frame.relied.get(name, ()):
+                self.host_carries.add((frame.key, name))
             for side in sorted(need - now):
                 lines += self._transfer(name, side, hoist=False)
         if not frame.loop or exiting or frame.breaks:
@@ -685,6 +739,38 @@ class Residency:
         if exiting:
             frame.breaks.append(dict(self.where))
         return lines
+
+
+def _transfer_text(name: str, side: str, scalar_dtype: object = None) -> str:
+    """The statement making ``name`` valid on ``side`` (the host, or the device) from the
+    other; a scalar's device variable is an array of one element, filled on the device
+    from the host's value (a kernel argument, no copy).
+
+    >>> _transfer_text("x", HOST), _transfer_text("s", DEVICE, "float64")
+    ('x = rtc.download(x_d)', 's_d = rtc.full((1,), s, np.float64)')
+    """
+    if scalar_dtype is None:
+        return (f"{name} = rtc.download({device_name(name)})" if side == HOST else
+                f"{device_name(name)} = rtc.upload({name})")
+    if side == HOST:
+        return f"{name} = rtc.download_scalar({device_name(name)})"
+    return f"{device_name(name)} = rtc.full((1,), {name}, {dtype_name(scalar_dtype)})"
+
+
+def _moves_names(text: str) -> bool:
+    """Whether statement ``text`` only gives names the values of others: ``a = b`` or
+    ``a, c, = b, d,`` (loop carries).
+
+    >>> _moves_names("a, c, = b, d,"), _moves_names("a = b"), _moves_names("a = b[i]")
+    (True, True, False)
+    """
+    node = _single_assignment(text)
+    if node is None:
+        return False
+    target, value = node.targets[0], node.value
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+        return all(isinstance(n, ast.Name) for n in (*target.elts, *value.elts))
+    return isinstance(target, ast.Name) and isinstance(value, ast.Name)
 
 
 def _one_assignment(text: str) -> ast.Assign | None:

@@ -3,21 +3,29 @@ kernels and a few rules of its own (`CUDA_RULES`, filled by `soacs`). Every othe
 keeps its CPU rule and runs on the host, in the host function (scalar code, control flow,
 shape operations, dense linear algebra); loops and branches stay host loops around the
 kernels their bodies launch.
+
+Scalars that kernels make (the result of a full reduction) stay on the device, an array of
+one element each, unless the host reads them: an elementwise operation on scalars that
+reads one of those runs there too, as a one-thread kernel, so that a reduction feeding
+scalar code feeding kernels (a log-sum-exp, a running total) copies nothing back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import keyword
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ...autodiff.stop_gradient import stop_gradient_p
 from ...ir.control_flow import cond_p, loop_p
-from ...ir.core import Program
+from ...ir.core import Eqn, Program, Var
 from ...ir.primitives import Primitive
 from ...ir.types import Tensor
 from ..fusion import Group
 from ..groups import lower_group
-from ..lowering import Rule, Scope
-from ..rules.elementwise import SCALAR
+from ..lowering import Options, Rule, Scope
+from ..rules.elementwise import SCALAR, scalar_expression
+from ..source import Source
 from .elementwise import CUDA_SCALAR
 from .nest import CudaNest
 
@@ -62,6 +70,51 @@ class CudaScope(Scope):
 
     # the host arrays are the kernels' device arrays: where each lives is decided apart
     hoists_allocations = False
+
+    def __init__(self, source: Source, options: Options, program: Program,
+                 inputs: Sequence[str], owned_inputs: Sequence[Var] = ()):
+        super().__init__(source, options, program, inputs, owned_inputs)
+        for var, name in list(self.env.items()):
+            self._note_scalar(var, name)
+
+    def bind(self, var: Var, expression: str) -> None:
+        super().bind(var, expression)
+        self._note_scalar(var, expression)
+
+    def _note_scalar(self, var: Any, name: str) -> None:
+        """Tell the host function's residency that host name ``name`` holds scalar ``var``."""
+        if isinstance(var, Var) and _scalar(var) and name.isidentifier() \
+                and not keyword.iskeyword(name) and not self.src.capturing:
+            self.src.residency.scalars.setdefault(name, var.type.np_dtype)
+
+    def lower_eqn(self, eqn: Eqn) -> None:
+        if self.src.capturing or eqn.primitive not in SCALAR \
+                or not all(map(_scalar, (*eqn.inputs, *eqn.outputs))):
+            super().lower_eqn(eqn)
+            return
+        # the kernel's name is taken either way: which way a pass goes depends on what it
+        # knows, and the names must be the same in each pass (`codegen.written_with_plans`)
+        name = self.fresh("scalar")
+        if not self._reads_device_scalars(eqn):
+            super().lower_eqn(eqn)
+            return
+        # an operation on scalars, one of them kept on the device: a one-thread kernel
+        src, out = self.src, self.fresh()
+        src.allocate_scalar(out, eqn.outputs[0].type.np_dtype)
+        with src.capture() as body:
+            expression = scalar_expression(eqn, [self.read(a) for a in eqn.inputs],
+                                           self.scalar_forms)
+            self.line(f"{out}[0] = {expression}")
+        name, params = src.kernel("scalar", body, name)
+        src.launch(name, 1, 1, params, [out])
+        self.bind(eqn.outputs[0], out)
+
+    def _reads_device_scalars(self, eqn: Eqn) -> bool:
+        """Whether scalar operation ``eqn`` reads a scalar kernels take from the device (its
+        host names plain names)."""
+        names = [self.read(a) for a in eqn.inputs if isinstance(a, Var)]
+        return all(n.isidentifier() for n in names) and any(
+            self.src.residency.scalar_on_device(n) for n in names)
 
     @property
     def scalar_forms(self) -> dict:  # type: ignore[override]

@@ -26,7 +26,7 @@ from ..fusion import Group
 from ..groups import fold, neutral
 from ..lowering import RULES, Scope, shape_text
 from ..source import cast, scalar_literal
-from .kernels import KernelSource, blocks_for, has_atomic, numba_type, threads_for
+from .kernels import KernelSource, blocks_for, has_atomic, named, numba_type, threads_for
 from .rows import in_thread, lower_in_thread
 from .scope import cuda_rule, runs_in_kernel
 
@@ -37,6 +37,15 @@ _REDUCTION = {"add": reduce_sum_p, "mul": reduce_prod_p, "max": reduce_max_p,
 def _kernel_source(scope: Scope) -> KernelSource:
     assert isinstance(scope.src, KernelSource)
     return scope.src
+
+
+def _writable_on_device(scope: Scope, atom: object) -> str:
+    """``atom``'s array for a kernel to write: itself where this equation may overwrite it,
+    else a copy made on the device (`KernelSource.device_copy`)."""
+    if scope.can_overwrite(atom):
+        return scope.read(atom)
+    (name,) = named(scope, [scope.read(atom)])
+    return _kernel_source(scope).device_copy(name)
 
 
 def _per_thread(scope: Scope, prefix: str, count: int, write_body: Callable[[str], None],
@@ -245,7 +254,7 @@ def _hist(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
         if runs_in_kernel(op) and dest.type.ndim == 1:
             return _in_one_thread(scope, eqn, args)
         return RULES[hist_p](scope, eqn, args)
-    target = scope.writable(dest)
+    target = _writable_on_device(scope, dest)
     size, width = dest.type.shape[0], math.prod(dest.type.shape[1:])
     cells, rows = _rows(scope, target, dest.type.shape), _rows(scope, args[-1], values.type.shape)
 
@@ -271,7 +280,7 @@ def _row_cells(scope: Scope, indices: str, j: str, size: int, width: int, also: 
 def _in_one_thread(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     """``hist`` with another scalar operator: one thread applies it in order."""
     num_consts = eqn.params["num_consts"]
-    target = scope.writable(eqn.inputs[num_consts])
+    target = _writable_on_device(scope, eqn.inputs[num_consts])
     size, m = eqn.inputs[num_consts].type.shape[0], eqn.inputs[-1].type.shape[0]
     indices, values = args[-2:]
 
@@ -291,7 +300,7 @@ def _in_one_thread(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
 @cuda_rule(scatter_p)
 def _scatter(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     dest, indices, values = eqn.inputs
-    target = scope.writable(dest)
+    target = _writable_on_device(scope, dest)
     size, m = dest.type.shape[0], indices.type.shape[0]
     width = math.prod(dest.type.shape[1:])
     winner = scope.fresh("w")

@@ -1,11 +1,13 @@
 """The copies between host and device arrays made by calls of CUDA-compiled functions,
-counted per call: `last_call` gives the last call's counts, and each call logs them on the
-``qdiff.compiler`` logger (level DEBUG).
+counted per call and per thread: `last_call` gives the calling thread's last call's counts
+(calls running at once in other threads, or inside this one, count apart), and each call
+logs them on the ``qdiff.compiler`` logger (level DEBUG).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from dataclasses import dataclass
 
 log = logging.getLogger("qdiff.compiler")
@@ -43,27 +45,50 @@ class Transfers:
         self.allocation_bytes += nbytes
 
 
-# the counts of the call running (or of the last one)
-TRANSFERS = Transfers()
+class _Counts(threading.local):
+    """Each thread's counts: those of its running calls (innermost last) and of the last
+    call it finished; copies made outside any call count in ``outside``."""
+
+    def __init__(self) -> None:
+        self.running: list[Transfers] = []
+        self.last = Transfers()
+        self.outside = Transfers()
+
+
+_COUNTS = _Counts()
+
+
+def current() -> Transfers:
+    """The counts that a copy made now in this thread adds to: its innermost running call's
+    (outside any call, counts of their own, never a call's).
+
+    >>> begin_call(); current().uploaded(16); end_call("p"); last_call().uploads
+    1
+    """
+    return _COUNTS.running[-1] if _COUNTS.running else _COUNTS.outside
 
 
 def begin_call() -> None:
-    """Start counting one call of a compiled function."""
-    TRANSFERS.__init__()
+    """Start counting one call of a compiled function (in this thread)."""
+    _COUNTS.running.append(Transfers())
 
 
 def end_call(program: str) -> None:
-    """Log the counts of the call of ``program``'s compiled function just made."""
-    t = TRANSFERS
+    """Log the counts of the call of ``program``'s compiled function just made in this
+    thread; they are now its `last_call`."""
+    t = _COUNTS.running.pop()
+    _COUNTS.last = t
     log.debug("CUDA program %r: %d uploads (%d bytes), %d downloads (%d bytes), %d device "
               "allocations (%d bytes)", program, t.uploads, t.upload_bytes, t.downloads,
               t.download_bytes, t.allocations, t.allocation_bytes)
 
 
 def last_call() -> Transfers:
-    """The transfers of the last call of a CUDA-compiled function (a copy).
+    """The transfers of the last call of a CUDA-compiled function that this thread finished
+    (a copy).
 
-    >>> begin_call(); TRANSFERS.uploaded(16); last_call().uploads
-    1
+    >>> begin_call(); current().downloaded(8); current().downloaded(8); end_call("p")
+    >>> last_call().downloads
+    2
     """
-    return Transfers(**vars(TRANSFERS))
+    return Transfers(**vars(_COUNTS.last))
