@@ -25,18 +25,19 @@ again at each summed position, `fusion.Group.recomputable`) instead of being sto
 (n, K, d) arrays and read back. Contractions inside nests are fused readers too.
 
 A contraction inside nests (`fusion.member_kind` "contraction") summing at least
-`RECOMPUTED_CONTRACTION_MIN` products is copied the same way, so each nest that reads it
+`RECOMPUTED_CONTRACTION_MIN` (8) products is copied the same way, so each nest that reads it
 computes it (a tile of points at a time, one BLAS product, `tiles.py`) instead of one nest
 storing it for the others: GMM's row products L_k (x_i − μ_k), which the gradient's forward
 nest stored, an (n, K, d) array (1 GB at d=64, n=10000), for its reverse nest to read, are
-computed again by the reverse nest. It counts as a chain `CHAIN_MAX_DEPTH` deep, so the
-elementwise equations over it stay single (computed once, by their own nest).
+computed again by the reverse nest (the gradient took half the time at full size). It
+counts as a chain `CHAIN_MAX_DEPTH` deep, so the elementwise equations over it stay single
+(computed once, by their own nest).
 """
 
 from __future__ import annotations
 
 from ..ir.core import Eqn, Program, Var
-from .fusion import member_kind, summed_size
+from .fusion import ROW_TILE_MIN, member_kind, summed_size
 
 # readers that evaluate an operand element by element (a contraction: at the positions it
 # sums over) inside their own loop nest
@@ -50,10 +51,11 @@ CHEAP = {"add", "sub", "mul", "neg"}
 CHAIN_MAX_DEPTH = 2
 
 # products summed per element from which a contraction inside nests is computed again by
-# each nest that reads it rather than stored: at d = 64 (GMM) a tile's product costs less than
-# writing its (n, K, d) result and reading it back (measured, README); below, products are
-# small BLAS calls at a few GFLOP/s
-RECOMPUTED_CONTRACTION_MIN = 32
+# each nest that reads it rather than stored: the width from which nests compute it as tile
+# products (`fusion.ROW_TILE_MIN`). Measured on GMM's gradient (README): at d = 64 and at
+# d = 10 the reverse nest's tile product costs less than writing the (n, K, d) result and
+# reading it back
+RECOMPUTED_CONTRACTION_MIN = ROW_TILE_MIN
 
 
 def _cheap(eqn: Eqn) -> bool:
