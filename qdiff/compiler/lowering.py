@@ -22,6 +22,7 @@ from .analysis import Liveness, liveness
 from .duplicates import merge_repeated_outputs
 from .errors import NotCompilableError
 from .fusion import Group, plan
+from .linear_sums import push_sums_into_contractions
 from .rematerialize import rematerialize
 from .schedule import hoist
 from .source import Source, dtype_name, scalar_literal
@@ -80,8 +81,9 @@ class Scope:
 
     def __init__(self, source: Source, options: Options, program: Program,
                  inputs: Sequence[str], owned_inputs: Sequence[Var] = ()):
-        program = hoist(rematerialize(merge_repeated_outputs(program),
-                                      self.writes_point_products()))
+        program = hoist(rematerialize(
+            push_sums_into_contractions(merge_repeated_outputs(program)),
+            self.writes_point_products()))
         self.src, self.options, self.program = source, options, program
         self.env: dict[Var, str] = dict(zip(program.inputs, inputs))
         self.live: Liveness = liveness(program, owned_inputs)

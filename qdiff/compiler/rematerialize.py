@@ -23,12 +23,21 @@ exp(q_k) ⊙ (x_i − μ_k), which a derivative's forward sweep computes once in
 its reverse nests read, are computed again by each nest (a contraction's nest computes them
 again at each summed position, `fusion.Group.recomputable`) instead of being stored as two
 (n, K, d) arrays and read back. Contractions inside nests are fused readers too.
+
+A contraction inside nests (`fusion.member_kind` "contraction") summing at least
+`RECOMPUTED_CONTRACTION_MIN` (8) products is copied the same way, so each nest that reads it
+computes it (a tile of points at a time, one BLAS product, `tiles.py`) instead of one nest
+storing it for the others: GMM's row products L_k (x_i − μ_k), which the gradient's forward
+nest stored, an (n, K, d) array (1 GB at d=64, n=10000), for its reverse nest to read, are
+computed again by the reverse nest (the gradient took half the time at full size). It
+counts as a chain `CHAIN_MAX_DEPTH` deep, so the elementwise equations over it stay single
+(computed once, by their own nest).
 """
 
 from __future__ import annotations
 
 from ..ir.core import Eqn, Program, Var
-from .fusion import member_kind
+from .fusion import ROW_TILE_MIN, member_kind, summed_size
 
 # readers that evaluate an operand element by element (a contraction: at the positions it
 # sums over) inside their own loop nest
@@ -40,6 +49,13 @@ CHEAP = {"add", "sub", "mul", "neg"}
 # how many cheap elementwise equations deep a recomputed chain may be (reshapes and
 # broadcasts not counted)
 CHAIN_MAX_DEPTH = 2
+
+# products summed per element from which a contraction inside nests is computed again by
+# each nest that reads it rather than stored: the width from which nests compute it as tile
+# products (`fusion.ROW_TILE_MIN`). Measured on GMM's gradient (README): at d = 64 and at
+# d = 10 the reverse nest's tile product costs less than writing the (n, K, d) result and
+# reading it back
+RECOMPUTED_CONTRACTION_MIN = ROW_TILE_MIN
 
 
 def _cheap(eqn: Eqn) -> bool:
@@ -60,6 +76,8 @@ def _chain_depth(eqn: Eqn, chains: dict[Var, Eqn], depth: dict[Eqn, int]) -> int
         return 0
     if kind == "alias":  # a reshape
         return depth[chains[eqn.inputs[0]]] if eqn.inputs[0] in chains else None
+    if kind == "contraction" and summed_size(eqn) >= RECOMPUTED_CONTRACTION_MIN:
+        return CHAIN_MAX_DEPTH
     if not _cheap(eqn):
         return None
     arrays = [a for a in eqn.inputs if isinstance(a, Var) and a.type.shape]

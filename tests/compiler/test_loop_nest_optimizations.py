@@ -8,10 +8,13 @@ import ast
 import re
 
 import numpy as np
+import pytest
 
 import qdiff
 import qdiff.numpy as qnp
 from qdiff.compiler import CompiledProgram
+from qdiff.compiler.rematerialize import RECOMPUTED_CONTRACTION_MIN
+from qdiff.compiler.tiles import TILE_ROWS
 from tests.backends import assert_agree
 
 RNG = np.random.default_rng(11)
@@ -260,16 +263,32 @@ def test_gradient_forward_sweep_stores_no_centred_points_for_its_reverse_nests()
     """The GMM gradient's forward sweep stored x_i - μ_k, exp(q_k) ⊙ (x_i - μ_k) and the
     row products L_k (x_i - μ_k) as three (n, K, d) arrays, then copied two (n, K, d)
     arrays to (K, n, d) for the Σ_n t̄ (x_i - μ_k)ᵀ product: each nest now computes the cheap
-    chain again, only the row products are stored, and the Σ_n product is added tile of
-    points by tile in the reverse nest (its operands never stored), like the nests' row
-    products L_k (x_i - μ_k) and L_kᵀ t̄: three BLAS products on tiles."""
+    chain and the row products again (tile products in both nests), and the Σ_n product
+    is added tile of points by tile in the reverse nest (its operands never stored): three
+    BLAS products on tiles, no (n, K, d) array (the means' Σ_n L_kᵀ t̄ is L_kᵀ Σ_n t̄,
+    `linear_sums.py`, no product per point)."""
     factors, x = RNG.normal(size=(3, 20, 20)), RNG.normal(size=(70, 20))
     means, logs = RNG.normal(size=(3, 20)), 0.1 * RNG.normal(size=(3, 20))
     source = _compiled(_mixture, factors, x, means, logs, argnums=(0, 2, 3))
-    assert len(re.findall(r"np\.empty\(\((70, 3, 20,|4200,)\)", source)) == 1
+    assert not re.findall(r"np\.empty\(\((70, 3, 20,|4200,)\)", source)
     assert "batched_matmul" not in source
     assert source.count("np.dot(") == 3
-    assert source.count("np.ascontiguousarray(np.transpose(") == 1  # the factors' rows
+    assert source.count("np.ascontiguousarray(np.transpose(") == 2  # the factors' rows, per nest
+
+
+@pytest.mark.parametrize("n", (2 * TILE_ROWS + 37, TILE_ROWS, 1, 0))
+def test_gradient_reverse_nest_computes_wide_row_products_again_instead_of_reading_them(n):
+    """From `rematerialize.RECOMPUTED_CONTRACTION_MIN` products per element, the row
+    products L_k (x_i - μ_k) are computed again by the reverse nest (a tile product)
+    instead of stored by the forward nest as an (n, K, d) array: no array of that size is
+    left, and there are three tile products (forward rows, reverse rows, Σ_n t̄ cᵀ)."""
+    d = RECOMPUTED_CONTRACTION_MIN
+    factors, x = 0.3 * RNG.normal(size=(3, d, d)), RNG.normal(size=(n, d))
+    means, logs = RNG.normal(size=(3, d)), 0.1 * RNG.normal(size=(3, d))
+    source = _compiled(_mixture, factors, x, means, logs, argnums=(0, 2, 3))
+    if n > 1:  # (at one point an (n, K, d) array has the shape of a (K, d) one)
+        assert not re.findall(rf"np\.(empty|zeros)\(\(({n}, 3, {d},|{n * 3 * d},)\)", source)
+        assert source.count("np.dot(") == 3
 
 
 def test_batched_product_reads_operands_whose_batch_axis_moves_as_views():
