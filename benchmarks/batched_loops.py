@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # common.py, however started
 import common  # noqa: E402
@@ -28,9 +27,7 @@ import common  # noqa: E402
 
 def _parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--batch", type=int, default=64, help="members (default 64)")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=1)
+    common.batch_arguments(ap)
     return ap.parse_args()
 
 
@@ -54,14 +51,10 @@ def main() -> None:
         batched = qdiff.vmap(qdiff.value_and_grad(program))
         member = qdiff.value_and_grad(program)
         batched(xs[:2]), member(xs[0])   # compile and trace first
-        best = [np.inf, np.inf]
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            _, grads = batched(xs)
-            best[0] = min(best[0], time.perf_counter() - start)
-            start = time.perf_counter()
-            loop = np.stack([np.asarray(member(x)[1], np.float64) for x in xs])
-            best[1] = min(best[1], time.perf_counter() - start)
+        best, ((_, grads), loop) = common.best_of_rounds(
+            [lambda b=batched, xs=xs: b(xs),
+             lambda m=member, xs=xs: np.stack([np.asarray(m(x)[1], np.float64) for x in xs])],
+            args.repeats)
         diff = float(np.max(np.abs(grads - loop)) / max(float(np.max(np.abs(loop))), 1e-300))
         print(f"{name:<18} {args.batch:>7} {best[0]:>9.3f} {best[1]:>9.3f} "
               f"{best[0] / best[1]:>9.3f} {diff:>13.1e}")

@@ -160,6 +160,14 @@ def ansatz_arguments(ap: Any) -> None:
     ap.add_argument("--quick", action="store_true", help="n = 12, 16, L = 5, 2 repeats")
 
 
+def batch_arguments(ap: Any) -> None:
+    """The options of a benchmark of a batch against a loop over its members: --batch,
+    --repeats, --threads."""
+    ap.add_argument("--batch", type=int, default=64, help="members (default 64)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+
+
 def ansatz_defaults(args: Any) -> Any:
     """``args`` with the sizes and layers of a full run, or of a --quick one."""
     if args.sizes is None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # common.py, however started
 import common  # noqa: E402
@@ -26,9 +25,7 @@ import common  # noqa: E402
 
 def _parse() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--batch", type=int, default=64, help="members (default 64)")
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=1)
+    common.batch_arguments(ap)
     ap.add_argument("--seed", type=int, default=11)
     return ap.parse_args()
 
@@ -78,14 +75,8 @@ def main() -> None:
           f"{'max diff':>9}")
     for name, batched, member in cases:
         batched(xs[:2]), member(xs[0])   # compile and trace first
-        best = [np.inf, np.inf]
-        for _ in range(args.repeats):
-            start = time.perf_counter()
-            got = batched(xs)
-            middle = time.perf_counter()
-            want = [member(x) for x in xs]
-            end = time.perf_counter()
-            best = [min(best[0], middle - start), min(best[1], end - middle)]
+        best, (got, want) = common.best_of_rounds(
+            [lambda b=batched: b(xs), lambda m=member: [m(x) for x in xs]], args.repeats)
         flat_got = np.concatenate([np.ravel(g) for g in (got if isinstance(got, tuple)
                                                          else (got,))])
         flat_want = np.concatenate([np.ravel(np.stack([w[k] for w in want]))

@@ -174,22 +174,27 @@ def test_a_loop_probability_of_zero_in_the_first_round(monkeypatch):
     np.testing.assert_allclose(grad[2], _central(program, theta[2]), rtol=1e-6)
 
 
+def _rounds_gradient_in_closed_form(program, w, grad, coin, member):
+    """E[rounds] = 1/sin²(θ/2) of the coin angle ``w[:, coin]``: its derivative
+    -cos(θ/2)/sin³(θ/2), none for the other input; one member against central differences."""
+    theta = w[:, coin]
+    np.testing.assert_allclose(grad[:, coin], -np.cos(theta / 2) / np.sin(theta / 2) ** 3,
+                               rtol=1e-9)
+    np.testing.assert_allclose(grad[:, 1 - coin], 0.0, atol=1e-9)
+    np.testing.assert_allclose(grad[member], _central(program, w[member]), rtol=1e-6,
+                               atol=1e-6)
+
+
 def test_merged_branches_in_a_loop(monkeypatch):
     w = np.column_stack([rng.uniform(0.5, 2.5, 5), rng.uniform(1.0, 2.5, 5)])
     program, value, grad = _batched_equals_the_loop(merging_rounds, w, monkeypatch)
-    np.testing.assert_allclose(grad[:, 1], -np.cos(w[:, 1] / 2) / np.sin(w[:, 1] / 2) ** 3,
-                               rtol=1e-9)
-    np.testing.assert_allclose(grad[:, 0], 0.0, atol=1e-9)
-    np.testing.assert_allclose(grad[1], _central(program, w[1]), rtol=1e-6, atol=1e-6)
+    _rounds_gradient_in_closed_form(program, w, grad, coin=1, member=1)
 
 
 def test_nested_loops(monkeypatch):
     w = np.column_stack([rng.uniform(1.2, 2.5, 3), rng.uniform(-2, 2, 3)])
     program, _, grad = _batched_equals_the_loop(nested_loops, w, monkeypatch)
-    np.testing.assert_allclose(grad[:, 0], -np.cos(w[:, 0] / 2) / np.sin(w[:, 0] / 2) ** 3,
-                               rtol=1e-9)
-    np.testing.assert_allclose(grad[:, 1], 0.0, atol=1e-9)
-    np.testing.assert_allclose(grad[2], _central(program, w[2]), rtol=1e-6, atol=1e-6)
+    _rounds_gradient_in_closed_form(program, w, grad, coin=0, member=2)
 
 
 def test_fori_loop_that_measures(monkeypatch):
