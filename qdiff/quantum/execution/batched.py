@@ -96,11 +96,20 @@ def gate_kind(spec: GateSpec) -> int:
 _H = gate_spec("h")
 
 
+def _one_a_row_and_column(mask: np.ndarray) -> bool:
+    """Whether ``mask`` has exactly one True in every row and every column."""
+    return bool(np.all(mask.sum(axis=0) == 1) and np.all(mask.sum(axis=1) == 1))
+
+
 def _is_permutation(m: np.ndarray) -> bool:
     """Whether ``m`` only moves amplitudes: zeros and ones (to 1e-12), one 1 a row and column."""
     ones = np.abs(m - 1) < 1e-12
-    return bool(np.all(ones | (np.abs(m) < 1e-12)) and np.all(ones.sum(axis=0) == 1)
-                and np.all(ones.sum(axis=1) == 1))
+    return bool(np.all(ones | (np.abs(m) < 1e-12))) and _one_a_row_and_column(ones)
+
+
+def _one_wire(spec: GateSpec, wire: int) -> CircuitGate:
+    """The fixed one-wire gate ``spec`` on ``wire``."""
+    return CircuitGate(spec, (wire,), None, DENSE1)
 
 
 def _fixed(matrix: np.ndarray, wires: tuple[int, ...]) -> CircuitGate:
@@ -177,7 +186,7 @@ def _wide_fixed(spec: GateSpec, wires: tuple[int, ...]) -> list[CircuitGate] | N
     flips = _z_flips(m)
     if flips is not None:
         j, table = flips
-        hadamard = CircuitGate(_H, (wires[j],), None, DENSE1)
+        hadamard = _one_wire(_H, wires[j])
         return [hadamard, _fixed(table, wires), hadamard]
     for j in range(k):
         ones = ((1 << k) - 1) & ~(1 << j)            # every wire but j is 1
@@ -193,7 +202,7 @@ def _wide_fixed(spec: GateSpec, wires: tuple[int, ...]) -> list[CircuitGate] | N
                     *_controlled_phases(alpha, beta, controls, wires[j]),
                     _fixed(w, (wires[j],))]
     nonzero = np.abs(m) > 1e-12
-    if np.all(nonzero.sum(axis=0) == 1) and np.all(nonzero.sum(axis=1) == 1):
+    if _one_a_row_and_column(nonzero):
         image = np.argmax(nonzero, axis=1)           # m = diag(d) P, P[r, image[r]] = 1
         d = m[np.arange(len(m)), image]
         moves = [] if np.array_equal(image, np.arange(len(m))) else \
@@ -231,13 +240,11 @@ def _pauli_rotation(word: str, wires: tuple[int, ...],
     out: list[CircuitGate] = []
     for wire, letter in active:
         if letter == "X":
-            into.append(CircuitGate(_H, (wire,), None, DENSE1))
-            out.insert(0, CircuitGate(_H, (wire,), None, DENSE1))
+            into.append(_one_wire(_H, wire))
+            out.insert(0, _one_wire(_H, wire))
         elif letter == "Y":   # Y = (S H) Z (S H)^†
-            into += [CircuitGate(gate_spec("sdg"), (wire,), None, DENSE1),
-                     CircuitGate(_H, (wire,), None, DENSE1)]
-            out[:0] = [CircuitGate(_H, (wire,), None, DENSE1),
-                       CircuitGate(gate_spec("s"), (wire,), None, DENSE1)]
+            into += [_one_wire(gate_spec("sdg"), wire), _one_wire(_H, wire)]
+            out[:0] = [_one_wire(_H, wire), _one_wire(gate_spec("s"), wire)]
     cx = gate_spec("cx")
     ladder = [CircuitGate(cx, (a, b), None, CONTROLLED1)
               for (a, _), (b, _) in zip(active, active[1:])]
