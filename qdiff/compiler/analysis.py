@@ -81,6 +81,26 @@ class Liveness:
         return self.root_of(var) in self.owned_roots and self.dead_after(var, index)
 
 
+def readers(program: Program) -> dict[Var, list[Eqn | None]]:
+    """The equations of ``program`` that read each value, in program order, once per operand
+    that reads it, with None for a value the program returns.
+
+    >>> import qdiff
+    >>> p = qdiff.trace(lambda x: x * x + x, 1.0)   # x: twice by the product, once by the sum
+    >>> [len(r) for r in readers(p).values()]
+    [3, 1, 1]
+    """
+    found: dict[Var, list[Eqn | None]] = {}
+    for eqn in program.eqns:
+        for atom in eqn.inputs:
+            if isinstance(atom, Var):
+                found.setdefault(atom, []).append(eqn)
+    for atom in program.outputs:
+        if isinstance(atom, Var):
+            found.setdefault(atom, []).append(None)
+    return found
+
+
 def liveness(program: Program, owned_inputs: Iterable[Var] = ()) -> Liveness:
     """Last uses and view roots of ``program``'s vars; ``owned_inputs`` are inputs the
     caller hands over for in-place use."""

@@ -35,6 +35,7 @@ from ..classical.linalg import parse_spec
 from ..ir.core import Atom, Eqn, Literal, Program, Var
 from ..ir.primitives import get_primitive
 from ..ir.types import Tensor
+from .analysis import readers
 from .fusion import elementwise_map
 
 
@@ -176,17 +177,14 @@ def _pushed(einsum: Eqn, axes: tuple[int, ...], out: Tensor, eqns: list[Eqn]) ->
 
 class _Readers:
     def __init__(self, program: Program):
-        self.of: dict[Var, list[Eqn]] = {}
+        self.of = readers(program)   # None among them: the program returns the value
         self.position = {eqn: i for i, eqn in enumerate(program.eqns)}
-        for eqn in program.eqns:
-            for atom in eqn.inputs:
-                if isinstance(atom, Var):
-                    self.of.setdefault(atom, []).append(eqn)
-        self.outputs = {a for a in program.outputs if isinstance(a, Var)}
 
     def only(self, var: Var) -> Eqn | None:
-        readers = self.of.get(var, [])
-        return readers[0] if len(readers) == 1 and var not in self.outputs else None
+        """The one equation that reads ``var``, where nothing else (the program's outputs
+        included) does."""
+        found = self.of.get(var, [])
+        return found[0] if len(found) == 1 else None
 
 
 def _sum_of(var: Var, shape: tuple[int, ...], readers: _Readers) -> list[Eqn] | None:

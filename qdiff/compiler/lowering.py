@@ -18,7 +18,7 @@ from typing import Any
 from ..ir.core import Eqn, Literal, Program, Var
 from ..ir.primitives import Primitive
 from ..ir.types import Tensor
-from .analysis import Liveness, liveness
+from .analysis import Liveness, liveness, readers
 from .duplicates import merge_repeated_outputs
 from .errors import NotCompilableError
 from .fusion import Group, plan
@@ -88,14 +88,7 @@ class Scope:
         self.env: dict[Var, str] = dict(zip(program.inputs, inputs))
         self.live: Liveness = liveness(program, owned_inputs)
         self.index = -1  # the equation being lowered
-        self.readers: dict[Var, list[Eqn | None]] = {}  # None: a program output
-        for eqn in program.eqns:
-            for atom in eqn.inputs:
-                if isinstance(atom, Var):
-                    self.readers.setdefault(atom, []).append(eqn)
-        for atom in program.outputs:
-            if isinstance(atom, Var):
-                self.readers.setdefault(atom, []).append(None)
+        self.readers: dict[Var, list[Eqn | None]] = readers(program)  # None: an output
         # one-element arrays held as their element, when no reader needs the array
         self.elements: dict[Var, str] = {}
         # one-row views (of a leading-axis block): the array and the row's index
