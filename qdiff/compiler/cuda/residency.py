@@ -411,10 +411,10 @@ class Residency:
         """
         kept_on_host = self.plan.kept_on_host | self.host_carries
         carries = (self.plan.carries | self.device_carries) - kept_on_host
-        names = {name for _, name in carries}
-        return CarryPlan(carries, self.device_rows | {buffer for buffer, value
-                                                      in self.row_writes if value in names},
-                         kept_on_host, self.scalars)
+        plan = CarryPlan(carries, set(), kept_on_host, self.scalars)
+        plan.buffers = self.device_rows | {buffer for buffer, value in self.row_writes
+                                           if value in plan.names}
+        return plan
 
     def _deferred_view(self, text: str) -> bool:
         """Whether host statement ``text`` is an array view (a basic slice or a reshape of
