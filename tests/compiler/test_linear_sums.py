@@ -17,7 +17,11 @@ from qdiff.compiler.linear_sums import push_sums_into_contractions
 from qdiff.compiler.tiles import TILE_ROWS
 from qdiff.ir.passes import fuse_elementwise
 from tests.backends import assert_agree
+from tests.compiler.test_point_tiles import _norms
+from tests.compiler.test_point_tiles import _norms_oracle as _norms_numpy
 
+# _norms: GMM's inner term with a weight per component, whose gradient in the means sums
+# L_kᵀ t̄_nk over points
 RNG = np.random.default_rng(31)
 POINTS = (2 * TILE_ROWS + 37, TILE_ROWS, 1, 0)
 
@@ -85,20 +89,6 @@ def test_contraction_read_elsewhere_too_is_kept():
 
     program = qdiff.trace(f, w, t)
     assert _specs(push_sums_into_contractions(program)) == _specs(program)
-
-
-def _norms(factors, x, means):
-    """GMM's inner term with a weight per component: the gradient in the means sums
-    L_kᵀ t̄_nk over points."""
-    centred = x[:, None, :] - means[None, :, :]
-    rows = 0.5 * centred + qnp.einsum("kij,nkj->nki", factors, centred)
-    return qnp.sum(qnp.sum(rows ** 2, axis=2) * qnp.arange(1.0, 4.0)[None, :])
-
-
-def _norms_numpy(factors, x, means):
-    centred = x[:, None, :] - means[None, :, :]
-    rows = 0.5 * centred + np.einsum("kij,nkj->nki", factors, centred)
-    return np.sum(np.sum(rows ** 2, axis=2) * np.arange(1.0, 4.0)[None, :])
 
 
 @pytest.mark.parametrize("n", POINTS)
