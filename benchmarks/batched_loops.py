@@ -4,6 +4,7 @@
 
     python benchmarks/batched_loops.py                   # 64 members, 5 rounds
     python benchmarks/batched_loops.py --batch 8 --repeats 1
+    python benchmarks/batched_loops.py --backend cupy    # the batched run on a GPU
 
 Programs (`qdiff.quantum.lang.examples`): ``repeat_until_one`` (a while loop on a
 measurement, θ in [0.8, 2.5]: about 10 to 150 rounds before the mass going on is below
@@ -48,7 +49,8 @@ def main() -> None:
           f"{'max rel. diff':>13}")
     for name, fn, xs in cases:
         program = qdiff.program(fn)
-        batched = qdiff.vmap(qdiff.value_and_grad(program))
+        batched = common.on_batched_backend(args.backend,
+                                            qdiff.vmap(qdiff.value_and_grad(program)))
         member = qdiff.value_and_grad(program)
         batched(xs[:2]), member(xs[0])   # compile and trace first
         best, ((_, grads), loop) = common.best_of_rounds(

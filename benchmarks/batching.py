@@ -47,8 +47,7 @@ def _parse() -> argparse.Namespace:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quick", action="store_true", help="n = 8, L = 5, 16 sets, 2 repeats")
     ap.add_argument("--no-lightning", action="store_true")
-    ap.add_argument("--backend", choices=("auto", "numpy", "cupy"), default="auto",
-                    help="vmap's batched simulator (default: the Numba lane kernels)")
+    common.backend_argument(ap)
     args = ap.parse_args()
     quick = args.quick
     args.sizes = args.sizes or ([8] if quick else [12])
@@ -65,20 +64,14 @@ def _observable(n: int) -> str:
 def qdiff_methods(n: int, layers: int, angles: Any,
                   backend: str = "auto") -> dict[str, tuple[Callable, Callable]]:
     import qdiff
-    from qdiff import quantum as qm
 
     program = common.hea_program(n, layers, _observable(n))
     both = qdiff.value_and_grad(program)
     batched, batched_both = qdiff.vmap(program), qdiff.vmap(both)
 
-    def on_backend(run: Callable) -> Callable:
-        def within() -> Any:
-            with qm.batched_backend(backend):   # results come back to the host: synchronous
-                return run(angles)
-        return within
-
     return {
-        "vmap": (on_backend(batched), on_backend(batched_both)),
+        "vmap": (lambda: common.on_batched_backend(backend, batched)(angles),
+                 lambda: common.on_batched_backend(backend, batched_both)(angles)),
         "loop": (lambda: [program(w) for w in angles], lambda: [both(w) for w in angles]),
     }
 

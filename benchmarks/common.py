@@ -162,10 +162,29 @@ def ansatz_arguments(ap: Any) -> None:
 
 def batch_arguments(ap: Any) -> None:
     """The options of a benchmark of a batch against a loop over its members: --batch,
-    --repeats, --threads."""
+    --repeats, --threads, --backend."""
     ap.add_argument("--batch", type=int, default=64, help="members (default 64)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
+    backend_argument(ap)
+
+
+def backend_argument(ap: Any) -> None:
+    """--backend: the simulator of vmap's batched runs (``qm.batched_backend``)."""
+    ap.add_argument("--backend", choices=("auto", "numpy", "cupy"), default="auto",
+                    help="vmap's batched simulator (default: the Numba lane kernels; cupy "
+                    "on a GPU)")
+
+
+def on_batched_backend(backend: str, run: Callable[..., Any]) -> Callable[..., Any]:
+    """``run`` with vmap's batched simulations on ``backend``; results come back to the host,
+    so a timed call is synchronous on a GPU too."""
+    def within(*args: Any) -> Any:
+        from qdiff import quantum as qm
+
+        with qm.batched_backend(backend):
+            return run(*args)
+    return within
 
 
 def ansatz_defaults(args: Any) -> Any:

@@ -68,8 +68,9 @@ def main() -> None:
     print(f"{len(circuit.data)} gates ({', '.join(names)}), {len(values)} angles; "
           f"one batched circuit: {batched_circuit(program) is not None}")
     xs = np.asarray(values) + np.random.default_rng(0).normal(0, 0.3, (args.batch, len(values)))
-    cases = [("value", qdiff.vmap(program), program),
-             ("value+grad", qdiff.vmap(qdiff.value_and_grad(program)),
+    cases = [("value", common.on_batched_backend(args.backend, qdiff.vmap(program)), program),
+             ("value+grad", common.on_batched_backend(
+                 args.backend, qdiff.vmap(qdiff.value_and_grad(program))),
               qdiff.value_and_grad(program))]
     print(f"{'what':<11} {'members':>7} {'vmap s':>9} {'loop s':>9} {'vmap/loop':>9} "
           f"{'max diff':>9}")
