@@ -28,12 +28,19 @@ member was postselected (the unbatched convention, `adjoint.RecordedRun`), so va
 gradients are those of the unbatched adjoint member by member: a loop runs until every
 member's mass going on is below ``tol``, each member cut off where it would be on its own
 (its later rounds carry weight 0), and pruning, aborts at ``max_iter`` and merges are the
-branching runner's. Memory grows with the rounds: the tape keeps, for every round of
-every loop, the state each measurement, readout and merge saw (one ``(members, 2**n)``
-array a measurement, for both its outcomes; gates and the states measurements leave none,
-the sweep carries those back), where the unbatched adjoint replays checkpointed segments
-(`loop_segments`). On the walk ``cycle_walk`` (4 qubits, 64 members, about 175 rounds)
-the gradient's traced peak is 9.7 MiB (12.5 MiB with the measured states kept).
+branching runner's. The tape keeps the state each measurement, readout and merge saw (one
+``(members, 2**n)`` array a measurement, for both its outcomes; gates and the states
+measurements leave none, the sweep carries those back). Memory is bounded in the rounds as
+in the unbatched adjoint (`loop_segments`, whose schedule, closing and replay serve both):
+a while loop's rounds after its first go into segments, each closed into one record with
+a checkpoint of the live branches at its start (their pairs: the batched run never updates
+a state in place, so nothing is copied) and the rounds at which members stopped running;
+the sweep runs a segment's rounds again from it (`_Tape.rerun_rounds`, the forward run's
+`loop_test` and `loop_body`) and sweeps them back. A loop at the top of the program runs a
+closed segment's exits to the program's end at once (`exits_to_end`, `fold_exits`:
+per member, their mass and weighted outputs stay) and the replay seeds them again.
+``repeat_until_one`` through 1000 rounds (2 members) peaks at 0.9 MB of traced memory
+against 12 MB with every round kept, and 4x the rounds takes about 2x the memory.
 
 Claimed: programs the batched branches run (measurements, ``cond`` on outcomes or on
 per-member values, resets, postselection, ``fori_loop`` with shared bounds and

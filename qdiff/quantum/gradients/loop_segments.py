@@ -23,6 +23,11 @@ and weighted outputs only (`FoldedExits`), and the replay runs them to the end a
 seeds their final branches (the sweep's ``final_seeds``), so their cotangents go back
 through what follows the loop into the round they left.
 
+The same functions serve the batched adjoint's tape (`batched_branch_adjoint._Tape`,
+``vmap(grad(f))``): a recorder gives `checkpoint`, `value_bytes`, `node`, `weight_node`,
+`forget`, `replayer`, `rerun_rounds`, `segment_record` and (for the exits) `merge`,
+`run_equations` and `fold_exits`; a sweep gives `inner` and `move_state`.
+
 Memory: one segment's records plus one checkpoint per segment (one state per live branch,
 about a kilobyte on the walk: 10^4 rounds hold ~1 MB of checkpoints) plus the exits of the
 open segment and of the first round. Time: each round runs twice forward and once
