@@ -50,10 +50,10 @@ than ``tol`` pruned or cut off, postselection that never succeeds, a loop that c
 end, an angle that is not finite) or the run leaves its form (loop bounds that differ per
 member, a classical equation carrying a state), each member is differentiated on its own,
 warning or failing as ``qdiff.grad`` does. 64 members against a loop of
-``value_and_grad`` calls (``benchmarks/batched_loops.py``: interleaved, best of 5, one core
-of a 2-core machine at a load average of 2.6-3.3, two runs): ``repeat_until_one`` 0.17-0.33 s
-against 3.2-6.9 s (0.05x), the walk ``cycle_walk`` 0.20-0.42 s against 8.5-20.0 s (0.02x),
-the measuring ``fori_loop`` ``measured_rounds`` 13-27 ms against 0.60-1.37 s (0.02x).
+``value_and_grad`` calls (``benchmarks/batched_loops.py``: interleaved, best of 3, a 2-core
+machine at a load average of 3.7-4.8, two runs): ``repeat_until_one`` 0.17-0.40 s against
+2.5-6.0 s (0.07x), the walk ``cycle_walk`` 0.62-0.77 s against 13.9-14.9 s (0.04-0.05x),
+the measuring ``fori_loop`` ``measured_rounds`` 12-33 ms against 0.79-1.93 s (0.02x).
 
 >>> import qdiff
 >>> from qdiff import quantum as qm
