@@ -140,6 +140,13 @@ def _run(f, x, backend, **settings):
                                                                **settings))
 
 
+def _assert_same_values(result, reference):
+    pairs = zip(result.values, reference.values) if isinstance(reference.values, tuple) else [
+        (result.values, reference.values)]
+    for a, b in pairs:
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+
+
 def _walk_step(t):
     q = qm.qubits(3)
     qm.h(q[0])
@@ -168,10 +175,7 @@ def test_numpy_states_give_the_numba_runs_numbers(f, x, settings):
     assert array.shots == numba.shots
     assert (array.aborted_mass, array.unterminated_mass, array.postselection_probability) == (
         numba.aborted_mass, numba.unterminated_mass, numba.postselection_probability)
-    pairs = zip(array.values, numba.values) if isinstance(numba.values, tuple) else [
-        (array.values, numba.values)]
-    for a, b in pairs:
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    _assert_same_values(array, numba)
 
 
 def test_numpy_states_give_the_numba_shift_gradient():
@@ -182,3 +186,23 @@ def test_numpy_states_give_the_numba_shift_gradient():
     array, numba = run("numpy"), run("numba")
     for field in ("value", "grad", "value_stderr", "grad_stderr"):
         np.testing.assert_allclose(getattr(array, field), getattr(numba, field), rtol=1e-12)
+
+
+# ------------------------------------------------------------------- on a GPU (CuPy), where present
+def _gpu_present() -> bool:
+    from qdiff.gpu.array_module import cupy_available
+    return cupy_available()
+
+
+@pytest.mark.skipif(not _gpu_present(), reason="CuPy with a CUDA device is not available")
+@pytest.mark.parametrize("f,x", [(until_one, 0.9), (coin_loop, 1.3), (postselected, 0.7),
+                                 (_walk_step, 0.8)],
+                         ids=["until_one", "coin_loop", "postselected", "walk_step"])
+def test_gpu_states_give_the_numba_runs_numbers(f, x):
+    numba = _run(f, x, "numba", shots=3000, seed=4)
+    gpu = _run(f, x, "cupy", shots=3000, seed=4)
+    assert gpu.shots == numba.shots
+    _assert_same_values(gpu, numba)
+    shift = [qm.gradient(until_one, 1.1, mode="sample", method="parameter-shift", shots=2000,
+                         seed=3, backend=backend).grad for backend in ("cupy", "numba")]
+    np.testing.assert_allclose(*shift, rtol=1e-12)
