@@ -10,7 +10,8 @@
 # quantum (gradients.py: the CuPy simulator against JAX on the same GPU; batching.py,
 # batched_loops.py and wide_gates.py: vmap's batched simulation on CuPy, of an ansatz, of
 # loops on measurements and of a random circuit of wide gates, against a loop over the
-# members on the CPU).
+# members on the CPU; loops.py: sample mode's batch of shots and the batched parameter-shift
+# estimator on CuPy, beside the same on the host's Numba kernels).
 #
 # Correctness first, then timings, each part in order. Each step has a time limit and
 # writes its log as it goes, so a step cut short still reports.
@@ -44,9 +45,9 @@ numba_cuda.__version__, '| cupy', cupy.__version__, '|', cuda.get_current_device
 checks() {  # side by side: 16 cores, one GPU
     TAIL=3 step cuda_lowering 120 python -m tests.compiler.cuda_lowering &
     TAIL=0 step cuda_cases 120 python -m tests.compiler.cuda_cases &
-    TAIL=30 step cupy_tests 120 python -m pytest -q -p no:cacheprovider -rf \
+    TAIL=30 step cupy_tests 150 python -m pytest -q -p no:cacheprovider -rf \
         tests/quantum/test_cupy_programs.py tests/quantum/simulator/test_simulator.py \
-        -k "cupy or gpu or GPU"
+        tests/quantum/execution/test_shot_states.py -k "cupy or gpu or GPU"
     wait
     python - "$results/cuda_cases.log" <<'SUMMARY'
 import json, sys
@@ -76,6 +77,8 @@ quantum() {
         --backend cupy --no-lightning --repeats 3
     TAIL=5 step batched_loops 60 python benchmarks/batched_loops.py --backend cupy --repeats 2
     TAIL=5 step wide_gates 25 python benchmarks/wide_gates.py --backend cupy --repeats 2
+    TAIL=12 step shots_cpu 60 python benchmarks/loops.py --only-sampling
+    TAIL=12 step shots_gpu 60 python benchmarks/loops.py --only-sampling --backend cupy
 }
 
 for part in $parts; do "$part"; done
