@@ -6,12 +6,13 @@
 #     LIMIT_PERCENT=50 bash benchmarks/gpu.sh out checks     # every step's time limit halved
 #
 # Parts: checks (the CUDA target's cases and the CuPy tests), suite (tests/ir, tests/loops and
-# tests/classical with every program compiled for the GPU), classical (classical_ad.py),
-# quantum (gradients.py: the CuPy simulator against JAX on the same GPU; batching.py,
-# batched_loops.py and wide_gates.py: vmap's batched simulation on CuPy, of an ansatz, of
-# loops on measurements and of a random circuit of wide gates, against a loop over the
-# members on the CPU; loops.py: sample mode's batch of shots and the batched parameter-shift
-# estimator on CuPy, beside the same on the host's Numba kernels).
+# tests/classical with every program compiled for the GPU), classical (classical_ad.py;
+# CLASSICAL_ONLY="gmm kmeans" picks workloads), gradients (gradients.py: the CuPy simulator
+# against JAX on the same GPU), batching (batching.py, batched_loops.py and wide_gates.py:
+# vmap's batched simulation on CuPy, of an ansatz, of loops on measurements and of a random
+# circuit of wide gates, against a loop over the members on the CPU), shots (loops.py: sample
+# mode's batch of shots and the batched parameter-shift estimator on CuPy, beside the same on
+# the host's Numba kernels); quantum = gradients batching shots.
 #
 # Correctness first, then timings, each part in order. Each step has a time limit and
 # writes its log as it goes, so a step cut short still reports.
@@ -67,18 +68,27 @@ suite() {  # every program call of these suites compiled for the GPU and compare
 
 classical() {
     TAIL=20 step classical_ad 150 python benchmarks/classical_ad.py --clock wall \
-        --engines "jax jit" --backend numba-cuda
+        --engines "jax jit" --backend numba-cuda ${CLASSICAL_ONLY:+--only $CLASSICAL_ONLY}
 }
 
-quantum() {
+gradients() {
     TAIL=25 step gradients 50 python benchmarks/gradients.py --sizes 20 24 --layers 10 \
         --observables Z --methods qdiff jax --backend cupy --repeats 3
+}
+
+batching() {
     TAIL=8 step batching 45 python benchmarks/batching.py --sizes 12 16 --batch 64 \
         --backend cupy --no-lightning --repeats 3
     TAIL=5 step batched_loops 60 python benchmarks/batched_loops.py --backend cupy --repeats 2
     TAIL=5 step wide_gates 25 python benchmarks/wide_gates.py --backend cupy --repeats 2
-    TAIL=12 step shots_cpu 60 python benchmarks/loops.py --only-sampling
-    TAIL=12 step shots_gpu 60 python benchmarks/loops.py --only-sampling --backend cupy
 }
+
+shots() {  # the host's batch (one thread) beside the GPU's
+    TAIL=12 step shots_cpu 60 python benchmarks/loops.py --only-sampling &
+    TAIL=12 step shots_gpu 60 python benchmarks/loops.py --only-sampling --backend cupy
+    wait
+}
+
+quantum() { gradients; batching; shots; }
 
 for part in $parts; do "$part"; done
