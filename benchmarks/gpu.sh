@@ -7,7 +7,7 @@
 #
 # Parts: checks (the CUDA target's cases and the CuPy tests), suite (tests/ir, tests/loops and
 # tests/classical with every program compiled for the GPU), classical (classical_ad.py;
-# CLASSICAL_ONLY="gmm kmeans" picks workloads), gradients (gradients.py: the CuPy simulator
+# CLASSICAL_ONLY="gmm kmeans" picks workloads, CLASSICAL_LIMIT=300 gives them more seconds), gradients (gradients.py: the CuPy simulator
 # against JAX on the same GPU), batching (batching.py, batched_loops.py and wide_gates.py:
 # vmap's batched simulation on CuPy, of an ansatz, of loops on measurements and of a random
 # circuit of wide gates, against a loop over the members on the CPU), shots (loops.py: sample
@@ -67,7 +67,7 @@ suite() {  # every program call of these suites compiled for the GPU and compare
 }
 
 classical() {
-    TAIL=20 step classical_ad 150 python benchmarks/classical_ad.py --clock wall \
+    TAIL=20 step classical_ad "${CLASSICAL_LIMIT:-150}" python benchmarks/classical_ad.py --clock wall \
         --engines "jax jit" --backend numba-cuda ${CLASSICAL_ONLY:+--only $CLASSICAL_ONLY}
 }
 
