@@ -7,12 +7,13 @@
 #
 # Parts: checks (the CUDA target's cases and the CuPy tests), suite (tests/ir, tests/loops and
 # tests/classical with every program compiled for the GPU), classical (classical_ad.py;
-# CLASSICAL_ONLY="gmm kmeans" picks workloads, CLASSICAL_LIMIT=300 gives them more seconds), gradients (gradients.py: the CuPy simulator
-# against JAX on the same GPU), batching (batching.py, batched_loops.py and wide_gates.py:
-# vmap's batched simulation on CuPy, of an ansatz, of loops on measurements and of a random
-# circuit of wide gates, against a loop over the members on the CPU), shots (loops.py: sample
-# mode's batch of shots and the batched parameter-shift estimator on CuPy, beside the same on
-# the host's Numba kernels); quantum = gradients batching shots.
+# CLASSICAL_ONLY="gmm kmeans" picks workloads, CLASSICAL_LIMIT=300 gives them more seconds),
+# gradients (gradients.py: the CuPy simulator against JAX on the same GPU), batching
+# (batching.py, batched_loops.py and wide_gates.py: vmap's batched simulation on CuPy, of an
+# ansatz, of loops on measurements and of a random circuit of wide gates, against a loop over
+# the members on the CPU), shots (loops.py: sample mode's batch of shots and the batched
+# parameter-shift estimator on CuPy, beside the same on the host's Numba kernels);
+# quantum = gradients batching shots.
 #
 # Correctness first, then timings, each part in order. Each step has a time limit and
 # writes its log as it goes, so a step cut short still reports.
