@@ -652,6 +652,18 @@ class StatevectorBackend(abc.ABC):
         """
         return self.fusion_width(num_qubits)
 
+    def adjoint_register_qubits(self, num_qubits: int, support: int, width: int) -> int:
+        """The qubits of the register the reverse sweep runs a block of ``width`` wires on
+        when ψ is zero past amplitude ``2^support`` and the block's wires are below
+        ``support`` (a run of gates from ``|0...0>``): the first ``2^m`` amplitudes of ψ and
+        λ, m at least ``support`` and at most ``num_qubits``. Here ``support``.
+
+        >>> from qdiff.quantum.simulator import get_backend
+        >>> get_backend("numpy").adjoint_register_qubits(20, 9, 8)
+        9
+        """
+        return min(num_qubits, support)
+
     def adjoint_block(self, psi: Any, lam: Any, num_qubits: int, wires: Sequence[int],
                       ops: Sequence[GateOp], want: Sequence[bool],
                       filled: dict | None = None) -> np.ndarray:
