@@ -357,6 +357,7 @@ class Sweep:
         self.psi: dict[int, Any] = {}
         self.readouts: dict[int, Any] = {}  # id(record) -> its value's cotangent (classical)
         self._owned: dict[int, np.ndarray] = {}  # float64 sums this sweep made: updated in place
+        self.producers: dict[int, Record] = {}  # a state node -> the record that made it
 
     def walk(self, records: list[Record]) -> None:
         """Walk ``records`` (a run's, or a replayed segment's) backwards by the sweep's rules;
@@ -365,6 +366,7 @@ class Sweep:
         if quantum:
             consumed = {n for r in records for n in r.in_nodes}
             consumed.update(n for r in records for p in r.parents for n in p[2])
+            self.producers.update((n, r) for r in records for n in r.out_nodes)
             for n, obj in self.runner.states.items():
                 if n not in consumed and n not in self.psi:
                     self.psi[n] = self.be.copy(obj)
@@ -611,8 +613,14 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
             for index, j, slope in phases:
                 grads[index][j] -= 2 * slope * overlap.imag
     width = max(be.adjoint_width(n), 1)
-    for wires, block in reversed(_adjoint_blocks(ops, width)):
-        g = be.adjoint_block(psi, lam, n, wires, [ops[k] for k in block],
+    blocks = _adjoint_blocks(ops, width)
+    supports = _block_supports(ops, blocks, _start_support(sweep, gates[-1].in_nodes[0]))
+    for (wires, block), support in zip(reversed(blocks), reversed(supports)):
+        m = n if support is None else be.adjoint_register_qubits(n, support, len(wires))
+        if m < _num_qubits(psi):  # ψ is zero past 2^m from here on: both run on that part
+            psi, lam = psi[:1 << m], None if lam is None else be.xp.ascontiguousarray(
+                lam[..., :1 << m])
+        g = be.adjoint_block(psi, lam, _num_qubits(psi), wires, [ops[k] for k in block],
                              [want[k] for k in block], sweep.runner.prepared_blocks)
         if lam is None:
             continue
@@ -633,6 +641,47 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
     first = gates[-1].in_nodes[0]
     sweep.psi[first] = psi
     sweep.add_lam(first, lam)
+
+
+def _start_support(sweep: Sweep, node: int) -> int | None:
+    """The qubits m below which the state of ``node`` may be nonzero, where the record that
+    made it says so (a fresh ``|0...0>``: 0; ``|0>_new ⊗ ψ_in``: ψ_in's qubits), else None.
+    Both records read only the part of ``λ`` below 2^m (``_qalloc`` none of it)."""
+    record = sweep.producers.get(node)
+    if record is None or record.out_nodes[0] != node:
+        return None
+    if record.kind == "qalloc":
+        return 0
+    if record.kind == "qextend":
+        return _num_qubits(record.in_values[0])
+    return None
+
+
+def _block_supports(ops: Sequence[GateOp], blocks: list[tuple[list[int], list[int]]],
+                    start: int | None) -> list[int | None]:
+    """Per block of a gate run that starts on a state zero past amplitude 2^start: the
+    qubits below which the state after the block may be nonzero (start, or one past the
+    highest wire of that block and of every block before it); all None for other states.
+
+    The reverse sweep undoes a block on ψ equal to that state, so ψ and every λ may run on
+    their first 2^m amplitudes: ``Im<λ|Gψ>`` reads only those, the gates leave the part
+    below 2^m to itself, and what the sweep leaves above it goes to a record that does
+    not read it (:func:`_start_support`).
+
+    >>> ops = [GateOp("h", (0,)), GateOp("cx", (0, 3)), GateOp("h", (1,))]
+    >>> _block_supports(ops, [([0], [0]), ([0, 3], [1]), ([1], [2])], 0)
+    [1, 4, 4]
+    >>> _block_supports(ops, [([0], [0])], None)
+    [None]
+    """
+    if start is None:
+        return [None] * len(blocks)
+    supports = []
+    m = start
+    for _, block in blocks:
+        m = max([m, *(w + 1 for k in block for w in ops[k].wires)])
+        supports.append(m)
+    return supports
 
 
 def _costs(ops: Sequence[GateOp]) -> list[float]:

@@ -652,6 +652,19 @@ class StatevectorBackend(abc.ABC):
         """
         return self.fusion_width(num_qubits)
 
+    def adjoint_register_qubits(self, num_qubits: int, support: int, width: int) -> int:
+        """The qubits of the register the reverse sweep runs a block of ``width`` wires on
+        when ψ is zero past amplitude ``2^support`` and the block's wires are below
+        ``support`` (a run of gates from ``|0...0>``): the first ``2^m`` amplitudes of ψ and
+        λ, m at least ``support`` and at most ``num_qubits``. Here the whole register: a back
+        end whose kernels are checked on such views says so (NumPy, Numba).
+
+        >>> from qdiff.quantum.simulator.numpy_backend import ArrayModuleBackend
+        >>> ArrayModuleBackend(np).adjoint_register_qubits(20, 9, 8)  # CuPy's class
+        20
+        """
+        return num_qubits
+
     def adjoint_block(self, psi: Any, lam: Any, num_qubits: int, wires: Sequence[int],
                       ops: Sequence[GateOp], want: Sequence[bool],
                       filled: dict | None = None) -> np.ndarray:

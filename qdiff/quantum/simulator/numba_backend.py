@@ -288,6 +288,18 @@ class NumbaBackend(StatevectorBackend):
             return super().adjoint_block(psi, lam, n, ws, ops, want)
         return grads
 
+    def adjoint_register_qubits(self, num_qubits: int, support: int, width: int) -> int:
+        """The register a reverse block on ψ zero past ``2^support`` runs on (the base class
+        has the contract): at least ``MIN_BATCH`` groups of the block's other wires, as a
+        first block on ``|0...0>`` is computed (:func:`zero_register_qubits`), so the block
+        kernel runs it and not the gate-by-gate fallback.
+
+        >>> be = NumbaBackend()
+        >>> be.adjoint_register_qubits(20, 9, 8), be.adjoint_register_qubits(20, 16, 8)
+        (13, 16)
+        """
+        return min(num_qubits, max(support, zero_register_qubits(width)))
+
     def fusion_width(self, num_qubits: int) -> int:
         """Blocks up to ``MAX_BLOCK_WIRES`` wide while a batch of ``MIN_BATCH`` groups is left
         for the block kernel's rows; below ``FUSION_MIN_QUBITS`` qubits the whole register,

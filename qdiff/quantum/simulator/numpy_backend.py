@@ -73,5 +73,14 @@ class NumpyBackend(ArrayModuleBackend):
     def __init__(self) -> None:
         super().__init__(np)
 
+    def adjoint_register_qubits(self, num_qubits: int, support: int, width: int) -> int:
+        """The reverse sweep's register on ψ zero past ``2^support`` (the base class has the
+        contract): ``support`` qubits, the part that is not zero.
+
+        >>> NumpyBackend().adjoint_register_qubits(20, 9, 8)
+        9
+        """
+        return min(num_qubits, support)
+
 
 register_backend("numpy", NumpyBackend)
