@@ -589,12 +589,16 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
             for index, j, slope in phases:
                 grads[index][j] -= 2 * slope * overlap.imag
     width = max(be.adjoint_width(n), 1)
+    found = []  # (block, its derivatives in the back end's memory): one copy back for all
     for wires, block in reversed(_adjoint_blocks(ops, width)):
         g = be.adjoint_block(psi, lam, n, wires, [ops[k] for k in block],
                              [want[k] for k in block], sweep.runner.prepared_blocks)
-        if lam is None:
-            continue
-        for k, value in zip(block, np.asarray(g).T):
+        if lam is not None:
+            found.append((block, g))
+    if found:
+        values = be.to_numpy(be.xp.concatenate([g for _, g in found], axis=1))
+        order = [k for block, _ in found for k in block]
+        for k, value in zip(order, values.T):
             if want[k]:
                 index, j = slots[k]
                 grads[index][j] += value

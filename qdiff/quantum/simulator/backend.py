@@ -618,8 +618,13 @@ class StatevectorBackend(abc.ABC):
         xs, zs, fs = obs.masks(self._obs_wires(obs, n, wires))
         if not len(fs):
             return 0j
-        raw = self._pauli_cross(bra, ket, np.asarray(xs, np.int64), np.asarray(zs, np.int64))
-        return complex(np.dot(np.asarray(fs, np.complex128), raw))
+        return self._pauli_inner(bra, ket, np.asarray(xs, np.int64), np.asarray(zs, np.int64),
+                                 np.asarray(fs, np.complex128))
+
+    def _pauli_inner(self, bra: Any, ket: Any, x_masks: np.ndarray, z_masks: np.ndarray,
+                     factors: np.ndarray) -> complex:
+        """``Σ_k factors[k] <bra|P_k|ket>`` (P_k: the masks' Pauli string), on the host."""
+        return complex(np.dot(factors, self._pauli_cross(bra, ket, x_masks, z_masks)))
 
     def add_pauli_sum(self, out: Any, state: Any, num_qubits: int, obs: PauliSum | str,
                       wires: Sequence[int] | None = None, scale: complex = 1.0) -> Any:
@@ -661,7 +666,8 @@ class StatevectorBackend(abc.ABC):
         application order, all inside ``wires``; ``want[k]`` asks for the derivative of op
         ``k``, a one-parameter gate ``U_k = exp(-iθ G_k)``. For ``k`` from last to first:
         ``g[k] = 2 Im<λ|G_k ψ>``, then ``ψ <- U_k^† ψ`` and ``λ <- U_k^† λ``, in place.
-        Returns ``g`` (float64, 0 where not wanted). ``lam=None`` undoes ψ only.
+        Returns ``g`` (float64, 0 where not wanted), an array of the back end's module
+        (a GPU back end's stays on the device). ``lam=None`` undoes ψ only.
         ``lam`` may also be a stack of adjoints (one per row, shape ``(rows, 2^n)``), all
         undone against the one ψ: then ``g`` has a row per adjoint.
         ``filled`` is a dict the back end may keep what it prepared for a block in, for a
@@ -696,7 +702,7 @@ class StatevectorBackend(abc.ABC):
                 self.apply_gate(state, n, inverse, op.wires, params)
         if lam is None:
             return np.zeros(len(ops))
-        return grads if lam.ndim == 2 else grads[0]
+        return self.xp.asarray(grads if lam.ndim == 2 else grads[0])
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

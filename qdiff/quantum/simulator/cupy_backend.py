@@ -1,65 +1,48 @@
 """CuPy GPU back end: the vectorized reference kernels on device arrays, plus CUDA kernels
-for the hot gates.
+for the hot paths.
 
-CuPy is imported lazily, inside the methods, so importing qdiff never needs it. The dense
-1-qubit, diagonal and 1-qubit permutation gates (every rotation, every CNOT) run as
-``cupy.ElementwiseKernel``s with one GPU thread per amplitude group; their index math is a
-line-by-line transcription of :func:`qdiff.quantum.simulator.indexing.insert_zero_bits` and of
-the Numba bodies. Everything else (2-qubit and wider dense gates, Pauli strings, expectation
-values, probabilities) uses the array-module code of :class:`ArrayModuleBackend`, which is the
-same code the NumPy reference runs.
+CuPy is imported lazily, inside the constructor, so importing qdiff never needs it. The
+kernels are in :mod:`qdiff.quantum.simulator.cupy_kernels` (each beside its NumPy
+transcription, which the tests run): dense gates on 1 to 6 targets (every fused block), small
+diagonals, 1-qubit permutations (every rotation, every CNOT), ``<bra|O|ket>`` for a Pauli sum
+``O`` and ``out += c O state``, each one launch and one pass over the state. What the host
+sends per gate is kernel arguments by value, apart from a dense matrix of two or more wires
+(one copy); index tables are copied once and kept. Nothing waits for the device inside a
+circuit: the adjoint method's derivatives stay on the device until the reverse sweep has
+undone a whole run of gates, then come back in one copy. Everything else (Pauli strings,
+probabilities, measurement) uses the array-module code of :class:`ArrayModuleBackend`, the
+code the NumPy reference runs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from qdiff.gpu.array_module import import_cupy
 
+from ..lang.gates import gate_spec
+from ..lang.observables import PauliSum
+from .cupy_kernels import KERNELS, REDUCTION_BLOCKS, THREADS, raw_source
+from .gate_ops import GateOp
 from .indexing import IndexLayout
 from .numpy_backend import ArrayModuleBackend
 from .registry import register_backend
 
 __all__ = ["CupyBackend"]
 
-# The group counter g is spread over the non-gate bits exactly like insert_zero_bits: for each
-# gate position p (ascending), shift the bits at and above p up by one.
-_INSERT_ZEROS = r"""
-    long long g = (long long)i;
-    for (int k = 0; k < npos; ++k) {
-        const long long p = pos[k];
-        g = ((g >> p) << (p + 1)) | (g & ((1LL << p) - 1));
-    }
-    const long long base = g | cmask;
-"""
-
-_DENSE1_SRC = _INSERT_ZEROS + r"""
-    const long long i1 = base | bit;
-    const T a = psi[base];
-    const T b = psi[i1];
-    psi[base] = m00 * a + m01 * b;
-    psi[i1] = m10 * a + m11 * b;
-"""
-
-_DIAG_SRC = _INSERT_ZEROS + r"""
-    for (int r = 0; r < nd; ++r) {
-        const long long j = base | offs[r];
-        psi[j] = psi[j] * d[r];
-    }
-"""
-
-_PERM1_SRC = _INSERT_ZEROS + r"""
-    const long long i1 = base | bit;
-    const T a = psi[base];
-    psi[base] = f1 * psi[i1];
-    psi[i1] = f0 * a;
-"""
+_DENSE_MAX_TARGETS = 6  # 2^6 amplitudes per group: a block of THREADS threads holds 4 groups
+_CACHE_LIMIT = 4096
 
 
 class CupyBackend(ArrayModuleBackend):
     """GPU statevector back end on CuPy arrays (needs CuPy and a CUDA device).
+
+    ``use_kernels=False`` runs the array-module code of the NumPy reference on device arrays
+    instead of the CUDA kernels; ``xp`` is the array module (default: ``cupy``; the tests pass
+    a NumPy stand-in that counts transfers and launches).
 
     >>> be = CupyBackend()                      # doctest: +SKIP
     >>> psi = be.apply_gate(be.zero_state(20), 20, "h", [3])   # doctest: +SKIP
@@ -68,12 +51,11 @@ class CupyBackend(ArrayModuleBackend):
     name = "cupy"
     is_gpu = True
 
-    def __init__(self, use_kernels: bool = True) -> None:
-        cp = import_cupy()
-        super().__init__(cp)
+    def __init__(self, use_kernels: bool = True, xp: Any = None) -> None:
+        super().__init__(import_cupy() if xp is None else xp)
         self.use_kernels = use_kernels
-        self._int_cache: dict[tuple[int, ...], Any] = {}
-        self._kernels: dict[str, Any] = {}
+        self._tables: dict[bytes, Any] = {}
+        self._kernels: dict[tuple[str, str], Any] = {}
 
     # -- device helpers ---------------------------------------------------------------------
     def available_bytes(self) -> int | None:
@@ -84,59 +66,83 @@ class CupyBackend(ArrayModuleBackend):
         """Host copy of a device array."""
         return self.xp.asnumpy(array)
 
-    def _device_ints(self, values: np.ndarray) -> Any:
-        # Positions and offsets are tiny and reused by every application of the same placement;
-        # caching them avoids one host-to-device copy per gate.
-        key = tuple(int(v) for v in values)
-        arr = self._int_cache.get(key)
-        if arr is None:
-            if len(self._int_cache) > 4096:
-                self._int_cache.clear()
-            arr = self.xp.asarray(np.asarray(key, dtype=np.int64))
-            self._int_cache[key] = arr
-        return arr
+    def _device_table(self, *parts: np.ndarray) -> list[Any]:
+        # Index and term tables are tiny and reused by every application of the same gate
+        # placement or observable: each is copied to the device once (all its parts in one
+        # copy, as one int64 buffer) and kept. float64/complex parts come back as views.
+        host = [np.ascontiguousarray(p) for p in parts]
+        key = b"|".join(p.dtype.str.encode() + p.tobytes() for p in host)
+        found = self._tables.get(key)
+        if found is None:
+            if len(self._tables) > _CACHE_LIMIT:
+                self._tables.clear()
+            words = [p.view(np.int64).ravel() if p.size else p.astype(np.int64).ravel()
+                     for p in host]
+            buffer = self.xp.asarray(np.concatenate(words) if words else np.zeros(0, np.int64))
+            found, at = [], 0
+            for p, w in zip(host, words, strict=True):
+                view = buffer[at:at + w.size]
+                found.append(view if p.dtype == np.int64 else view.view(np.float64))
+                at += w.size
+            self._tables[key] = found
+        return found
 
-    def _kernel(self, name: str) -> Any:
-        k = self._kernels.get(name)
-        if k is None:
-            cp = self.xp
-            common = "raw int64 pos, int32 npos, int64 cmask"
-            if name == "dense1":
-                k = cp.ElementwiseKernel(f"{common}, int64 bit, T m00, T m01, T m10, T m11",
-                                         "raw T psi", _DENSE1_SRC, "qdiff_dense1")
-            elif name == "diag":
-                k = cp.ElementwiseKernel(f"{common}, raw int64 offs, raw T d, int32 nd",
-                                         "raw T psi", _DIAG_SRC, "qdiff_diag")
-            elif name == "perm1":
-                k = cp.ElementwiseKernel(f"{common}, int64 bit, T f0, T f1",
-                                         "raw T psi", _PERM1_SRC, "qdiff_perm1")
+    def _kernel(self, name: str, dtype: Any = None) -> Any:
+        kernel = KERNELS[name]
+        real = "" if kernel.kind == "elementwise" else (
+            "float" if np.dtype(dtype) == np.complex64 else "double")
+        found = self._kernels.get((name, real))
+        if found is None:
+            if kernel.kind == "elementwise":
+                found = self.xp.ElementwiseKernel(kernel.params, kernel.outputs, kernel.source,
+                                                  kernel.name)
             else:
-                raise KeyError(name)
-            self._kernels[name] = k
-        return k
+                found = self.xp.RawKernel(raw_source(kernel, real), f"{kernel.name}_{real}")
+            self._kernels[(name, real)] = found
+        return found
 
     def _layout_args(self, layout: IndexLayout) -> tuple[Any, int, int]:
-        return (self._device_ints(layout.positions), int(layout.positions.shape[0]),
-                int(layout.cmask))
+        (positions,) = self._device_table(layout.positions)
+        return positions, int(layout.positions.shape[0]), int(layout.cmask)
 
-    # -- kernels ------------------------------------------------------------------------------
+    # -- gate kernels ---------------------------------------------------------------------------
     def _dense(self, state: Any, layout: IndexLayout, matrix: Any) -> None:
-        if not self.use_kernels or len(layout.targets) != 1:
+        k = len(layout.targets)
+        if not self.use_kernels or k > _DENSE_MAX_TARGETS:
             super()._dense(state, layout, matrix)
             return
-        t = state.dtype.type
         m = np.asarray(matrix)
-        self._kernel("dense1")(*self._layout_args(layout), 1 << layout.targets[0],
-                               t(m[0, 0]), t(m[0, 1]), t(m[1, 0]), t(m[1, 1]), state,
-                               size=layout.num_groups)
+        if k == 1:
+            t = state.dtype.type
+            self._kernel("qdiff_dense1")(*self._layout_args(layout), 1 << layout.targets[0],
+                                         t(m[0, 0]), t(m[0, 1]), t(m[1, 0]), t(m[1, 1]), state,
+                                         size=layout.num_groups)
+            return
+        positions, npos, cmask = self._layout_args(layout)
+        (offsets,) = self._device_table(layout.offsets)
+        mt = self.xp.asarray(np.ascontiguousarray(m.T, dtype=state.dtype))  # one copy a gate
+        total = layout.num_groups << k
+        self._kernel("qdiff_dense", state.dtype)(
+            (-(-total // THREADS),), (THREADS,),
+            (state, mt, positions, np.int32(npos), np.int64(cmask), offsets, np.int32(k),
+             np.int64(total)))
 
     def _diagonal(self, state: Any, layout: IndexLayout, offsets: Any, diag: Any) -> None:
         if not self.use_kernels:
             super()._diagonal(state, layout, offsets, diag)
             return
-        d = self.xp.asarray(np.asarray(diag, dtype=state.dtype))
-        self._kernel("diag")(*self._layout_args(layout), self._device_ints(np.asarray(offsets)),
-                             d, len(d), state, size=layout.num_groups)
+        offs = [int(o) for o in np.asarray(offsets)]
+        d = np.asarray(diag, dtype=state.dtype)
+        if len(offs) <= 4:  # by value: nothing to copy
+            t = state.dtype.type
+            pad = 4 - len(offs)
+            self._kernel("qdiff_diag4")(*self._layout_args(layout), *offs, *[0] * pad,
+                                        *[t(v) for v in d], *[t(1)] * pad, len(offs), state,
+                                        size=layout.num_groups)
+            return
+        (device_offsets,) = self._device_table(np.asarray(offsets, np.int64))
+        self._kernel("qdiff_diag")(*self._layout_args(layout), device_offsets,
+                                   self.xp.asarray(d), len(d), state, size=layout.num_groups)
 
     def _permutation(self, state: Any, layout: IndexLayout, perm: Any, phases: Any) -> None:
         perm = np.asarray(perm)
@@ -145,8 +151,98 @@ class CupyBackend(ArrayModuleBackend):
             return
         t = state.dtype.type
         ph = np.asarray(phases)
-        self._kernel("perm1")(*self._layout_args(layout), 1 << layout.targets[0],
-                              t(ph[0]), t(ph[1]), state, size=layout.num_groups)
+        self._kernel("qdiff_perm1")(*self._layout_args(layout), 1 << layout.targets[0],
+                                    t(ph[0]), t(ph[1]), state, size=layout.num_groups)
+
+    # -- Pauli sums: one launch, results left on the device ---------------------------------
+    def _pauli_table(self, x_masks: np.ndarray, z_masks: np.ndarray,
+                     factors: np.ndarray) -> list[Any]:
+        return self._device_table(np.asarray(x_masks, np.int64), np.asarray(z_masks, np.int64),
+                                  np.asarray(factors, np.complex128))
+
+    def _pauli_inner_into(self, bra: Any, ket: Any, table: list[Any], nterms: int,
+                          out: Any, slot: int) -> None:
+        """``out[2 slot : 2 slot + 2] += (re, im) <bra| Σ_t f_t P_t |ket>`` over the table's
+        first ``nterms`` terms (``out``: a float64 device vector), one launch, no wait."""
+        xs, zs, fs = table
+        size = ket.shape[0]
+        blocks = max(1, min(REDUCTION_BLOCKS, -(-size // THREADS)))
+        self._kernel("qdiff_pauli_inner", ket.dtype)(
+            (blocks,), (THREADS,),
+            (bra, ket, np.int64(size), np.int32(nterms), xs, zs, fs, out, np.int32(slot)))
+
+    def _fits_kernels(self, *states: Any) -> bool:
+        return self.use_kernels and all(s.dtype == states[0].dtype and s.flags.c_contiguous
+                                        for s in states)
+
+    def _pauli_cross(self, bra: Any, ket: Any, x_masks: np.ndarray,
+                     z_masks: np.ndarray) -> np.ndarray:
+        if not self._fits_kernels(bra, ket) or not len(x_masks):
+            return super()._pauli_cross(bra, ket, x_masks, z_masks)
+        xs, zs, fs = self._pauli_table(x_masks, z_masks, np.ones(len(x_masks), np.complex128))
+        out = self.xp.zeros(2 * len(x_masks), np.float64)
+        for t in range(len(x_masks)):  # a slot per term; one copy back for all
+            self._pauli_inner_into(bra, ket, [xs[t:], zs[t:], fs[2 * t:]], 1, out, t)
+        return self.to_numpy(out).view(np.complex128)
+
+    def _pauli_inner(self, bra: Any, ket: Any, x_masks: np.ndarray, z_masks: np.ndarray,
+                     factors: np.ndarray) -> complex:
+        if not self._fits_kernels(bra, ket):
+            return super()._pauli_inner(bra, ket, x_masks, z_masks, factors)
+        out = self.xp.zeros(2, np.float64)
+        self._pauli_inner_into(bra, ket, self._pauli_table(x_masks, z_masks, factors),
+                               len(x_masks), out, 0)
+        re, im = self.to_numpy(out).tolist()
+        return complex(re, im)
+
+    def _pauli_accumulate(self, out: Any, state: Any, num_qubits: int, x_masks: np.ndarray,
+                          z_masks: np.ndarray, factors: np.ndarray) -> None:
+        if not self._fits_kernels(out, state):
+            super()._pauli_accumulate(out, state, num_qubits, x_masks, z_masks, factors)
+            return
+        xs, zs, fs = self._pauli_table(x_masks, z_masks, factors)
+        size = state.shape[0]
+        self._kernel("qdiff_pauli_add", state.dtype)(
+            (-(-size // THREADS),), (THREADS,),
+            (out, state, np.int64(size), np.int32(len(x_masks)), xs, zs, fs,
+             np.float64(1.0), np.float64(0.0)))
+
+    # -- the adjoint method -----------------------------------------------------------------
+    def adjoint_block(self, psi: Any, lam: Any, num_qubits: int, wires: Sequence[int],
+                      ops: Sequence[GateOp], want: Sequence[bool],
+                      filled: dict | None = None) -> Any:
+        """As :meth:`StatevectorBackend.adjoint_block`, with every ``<λ|G_k ψ>`` summed on
+        the device by one launch into a device vector (no wait), gates undone by the gate
+        kernels; the derivatives are returned on the device.
+
+        >>> be = CupyBackend()                      # doctest: +SKIP
+        """
+        stack = [] if lam is None else list(lam) if lam.ndim == 2 else [lam]
+        if not self._fits_kernels(psi, *stack):
+            return super().adjoint_block(psi, lam, num_qubits, wires, ops, want, filled)
+        n = self._num_qubits_of(psi, num_qubits, "adjoint_block")
+        for row in stack:
+            self._num_qubits_of(row, n, "adjoint_block")
+        sums = self.xp.zeros((len(stack), len(ops), 2), np.float64) if stack else None
+        for k in range(len(ops) - 1, -1, -1):
+            op = GateOp(*ops[k])
+            spec = gate_spec(op.gate)
+            if want[k] and stack:
+                if spec.generator is None:
+                    raise ValueError(f"adjoint_block: gate {spec.name!r} has no generator")
+                generator = spec.generator
+                assert isinstance(generator, PauliSum)
+                xs, zs, fs = generator.masks(self._obs_wires(generator, n, op.wires))
+                table = self._pauli_table(xs, zs, fs)
+                for r, row in enumerate(stack):
+                    self._pauli_inner_into(row, psi, table, len(fs), sums[r], k)
+            inverse, params = spec.inverse(*op.params)
+            for state in (psi, *stack):
+                self.apply_gate(state, n, inverse, op.wires, params)
+        if sums is None:
+            return self.xp.zeros(len(ops))
+        grads = 2 * sums[:, :, 1]  # 2 Im<λ|Gψ>, 0 where not wanted
+        return grads if lam.ndim == 2 else grads[0]
 
 
 register_backend("cupy", CupyBackend)

@@ -1,0 +1,75 @@
+"""What the CuPy simulator asks of a GPU per gate and per parameter, counted without one.
+
+    python benchmarks/cupy_counts.py                  # n = 8, L = 2 and 4, <sum Z_i>
+    python benchmarks/cupy_counts.py --sizes 10 --layers 2 4 8
+
+Runs the hardware-efficient ansatz's value (``qm.run``, fusion on) and adjoint gradient
+(``qm.gradient``) on the CuPy back end over ``tests/quantum/simulator/counting_cupy.py``, a
+NumPy stand-in for CuPy that counts host-to-device copies (h2d), device-to-host copies that
+wait for the device (d2h) and kernel launches, and checks both against the NumPy back end.
+Prints the counts per call and per gate (value) or per parameter (gradient); the differences
+between two layer counts give the cost of one more layer, free of per-call constants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # common.py, however started
+sys.path.insert(0, os.path.dirname(HERE))  # the tests' stand-in for CuPy
+
+import common  # noqa: E402
+import numpy as np  # noqa: E402
+
+from qdiff import quantum as qm  # noqa: E402
+from qdiff.quantum.simulator.cupy_backend import CupyBackend  # noqa: E402
+from tests.quantum.simulator.counting_cupy import CountingCupy  # noqa: E402
+
+
+def counts(n: int, layers: int, use_kernels: bool = True) -> dict[str, dict[str, int]]:
+    """``{"value": counts, "gradient": counts}`` of one warm call each, checked against NumPy."""
+    cp = CountingCupy()
+    be = CupyBackend(use_kernels=use_kernels, xp=cp)
+    obs = qm.PauliSum([(1.0, "I" * k + "Z" + "I" * (n - k - 1)) for k in range(n)])
+    program = common.hea_program(n, layers, obs)
+    x = common.hea_angles(n, layers, seed=1)
+    out = {}
+    for what, call in (("value", lambda b: qm.run(program, x, backend=b).values),
+                       ("gradient", lambda b: qm.gradient(program, x, backend=b).grad)):
+        call(be)  # warm: plans, caches of device tables
+        cp.reset()
+        got = call(be)
+        out[what] = cp.reset()
+        want = call("numpy")
+        np.testing.assert_allclose(np.asarray(got, float), np.asarray(want, float),
+                                   rtol=1e-10, atol=1e-12)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[8])
+    ap.add_argument("--layers", type=int, nargs="+", default=[2, 4])
+    ap.add_argument("--no-kernels", action="store_true",
+                    help="the array-module code instead of the CUDA kernels")
+    args = ap.parse_args()
+    rows = []
+    for n in args.sizes:
+        for layers in args.layers:
+            c = counts(n, layers, not args.no_kernels)
+            gates, params = n * layers * 2 + (n - 1) * layers, 2 * n * layers
+            for what, per in (("value", gates), ("gradient", params)):
+                k = c[what]
+                unit = "gate" if what == "value" else "parameter"
+                rows.append([str(n), str(layers), what, str(k["h2d"]), str(k["d2h"]),
+                             str(k["launches"]),
+                             f"{k['h2d'] / per:.2f} / {k['d2h'] / per:.2f} / "
+                             f"{k['launches'] / per:.2f} per {unit}"])
+    common.print_table(["n", "L", "call", "h2d", "d2h", "launches", "per unit"], rows)
+
+
+if __name__ == "__main__":
+    main()
