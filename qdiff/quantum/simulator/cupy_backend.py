@@ -227,6 +227,9 @@ class CupyBackend(ArrayModuleBackend):
         for k in range(len(ops) - 1, -1, -1):
             op = GateOp(*ops[k])
             spec = gate_spec(op.gate)
+            if len(stack) == 1 and spec.num_qubits == 1:  # one launch: the pair kernel
+                self._adjoint1(psi, stack[0], n, spec, op, want[k], sums[0], k)
+                continue
             if want[k] and stack:
                 if spec.generator is None:
                     raise ValueError(f"adjoint_block: gate {spec.name!r} has no generator")
@@ -243,6 +246,24 @@ class CupyBackend(ArrayModuleBackend):
             return self.xp.zeros(len(ops))
         grads = 2 * sums[:, :, 1]  # 2 Im<λ|Gψ>, 0 where not wanted
         return grads if lam.ndim == 2 else grads[0]
+
+
+    def _adjoint1(self, psi: Any, lam: Any, n: int, spec: Any, op: GateOp, wanted: bool,
+                  out: Any, slot: int) -> None:
+        # out[slot] += <λ|Gψ> (G = 0 where not wanted), then ψ, λ <- U^† ψ, U^† λ
+        if wanted and spec.generator is None:
+            raise ValueError(f"adjoint_block: gate {spec.name!r} has no generator")
+        g = spec.generator_matrix() if wanted else np.zeros((2, 2))
+        inverse, params = spec.inverse(*op.params)
+        m = gate_spec(inverse).matrix(*params)
+        (wire,) = op.wires
+        values = [np.float64(v) for z in (*g.ravel(), *m.ravel())
+                  for v in (complex(z).real, complex(z).imag)]
+        groups = psi.shape[0] >> 1
+        blocks = max(1, min(REDUCTION_BLOCKS, -(-groups // THREADS)))
+        self._kernel("qdiff_adjoint1", psi.dtype)(
+            (blocks,), (THREADS,),
+            (psi, lam, np.int64(groups), np.int64(1 << wire), *values, out, np.int32(slot)))
 
 
 register_backend("cupy", CupyBackend)

@@ -315,6 +315,87 @@ def _pauli_add(grid, block, args):
     out[i] = out[i] + complex(sr, si) * acc
 
 
+# The adjoint method's step over a 1-wire gate U with generator G (2x2, by value), on the pair
+# (ψ, λ): out[slot] += <λ|G ψ> (re, im), then ψ <- M ψ and λ <- M λ with M = U^† (by value):
+# a thread per amplitude pair (i0, i0 | bit), grid-stride; the two states read and written
+# once, where a reduction and two gate kernels would read them three times.
+_ADJOINT1_SRC = r"""
+extern "C" __global__ void @NAME@(real* psi, real* lam, const long long groups,
+                                  const long long bit,
+                                  const double g00r, const double g00i, const double g01r,
+                                  const double g01i, const double g10r, const double g10i,
+                                  const double g11r, const double g11i,
+                                  const double m00r, const double m00i, const double m01r,
+                                  const double m01i, const double m10r, const double m10i,
+                                  const double m11r, const double m11i,
+                                  double* out, const int slot) {
+    __shared__ double sre[256];
+    __shared__ double sim[256];
+    double re = 0.0, im = 0.0;
+    const long long stride = (long long)gridDim.x * blockDim.x;
+    for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
+         g += stride) {
+        const long long i0 = ((g & ~(bit - 1)) << 1) | (g & (bit - 1));
+        const long long i1 = i0 | bit;
+        const double a0r = psi[2 * i0], a0i = psi[2 * i0 + 1];
+        const double a1r = psi[2 * i1], a1i = psi[2 * i1 + 1];
+        const double l0r = lam[2 * i0], l0i = lam[2 * i0 + 1];
+        const double l1r = lam[2 * i1], l1i = lam[2 * i1 + 1];
+        // G a
+        const double b0r = g00r * a0r - g00i * a0i + g01r * a1r - g01i * a1i;
+        const double b0i = g00r * a0i + g00i * a0r + g01r * a1i + g01i * a1r;
+        const double b1r = g10r * a0r - g10i * a0i + g11r * a1r - g11i * a1i;
+        const double b1i = g10r * a0i + g10i * a0r + g11r * a1i + g11i * a1r;
+        // conj(l) . (G a)
+        re += l0r * b0r + l0i * b0i + l1r * b1r + l1i * b1i;
+        im += l0r * b0i - l0i * b0r + l1r * b1i - l1i * b1r;
+        // M a, M l
+        psi[2 * i0] = (real)(m00r * a0r - m00i * a0i + m01r * a1r - m01i * a1i);
+        psi[2 * i0 + 1] = (real)(m00r * a0i + m00i * a0r + m01r * a1i + m01i * a1r);
+        psi[2 * i1] = (real)(m10r * a0r - m10i * a0i + m11r * a1r - m11i * a1i);
+        psi[2 * i1 + 1] = (real)(m10r * a0i + m10i * a0r + m11r * a1i + m11i * a1r);
+        lam[2 * i0] = (real)(m00r * l0r - m00i * l0i + m01r * l1r - m01i * l1i);
+        lam[2 * i0 + 1] = (real)(m00r * l0i + m00i * l0r + m01r * l1i + m01i * l1r);
+        lam[2 * i1] = (real)(m10r * l0r - m10i * l0i + m11r * l1r - m11i * l1i);
+        lam[2 * i1 + 1] = (real)(m10r * l0i + m10i * l0r + m11r * l1i + m11i * l1r);
+    }
+    sre[threadIdx.x] = re;
+    sim[threadIdx.x] = im;
+    __syncthreads();
+    for (int h = blockDim.x / 2; h > 0; h >>= 1) {
+        if (threadIdx.x < h) {
+            sre[threadIdx.x] += sre[threadIdx.x + h];
+            sim[threadIdx.x] += sim[threadIdx.x + h];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        atomicAdd(&out[2 * slot], sre[0]);
+        atomicAdd(&out[2 * slot + 1], sim[0]);
+    }
+}
+"""
+
+
+def _adjoint1(grid, block, args):
+    psi, lam, groups, bit, *rest = args
+    assert len(_threads(grid, block)) > 0
+    gen = np.array(rest[0:8:2]) + 1j * np.array(rest[1:8:2])
+    m = np.array(rest[8:16:2]) + 1j * np.array(rest[9:16:2])
+    out, slot = rest[16], int(rest[17])
+    g = np.arange(int(groups), dtype=np.int64)  # the grid-stride loop visits every group once
+    i0 = ((g & ~(bit - 1)) << 1) | (g & (bit - 1))
+    i1 = i0 | bit
+    a0, a1 = psi[i0].astype(np.complex128), psi[i1].astype(np.complex128)
+    l0, l1 = lam[i0].astype(np.complex128), lam[i1].astype(np.complex128)
+    total = np.sum(np.conj(l0) * (gen[0] * a0 + gen[1] * a1)
+                   + np.conj(l1) * (gen[2] * a0 + gen[3] * a1))
+    out[2 * slot] += total.real
+    out[2 * slot + 1] += total.imag
+    psi[i0], psi[i1] = m[0] * a0 + m[1] * a1, m[2] * a0 + m[3] * a1
+    lam[i0], lam[i1] = m[0] * l0 + m[1] * l1, m[2] * l0 + m[3] * l1
+
+
 _PAULI_TABLE = ("long long", "int", "long long*", "long long*", "double*")
 _RAW = [
     CudaKernel("qdiff_dense", "raw", _DENSE_SRC, _dense,
@@ -324,6 +405,9 @@ _RAW = [
                signature=("real*", "real*", *_PAULI_TABLE, "double*", "int")),
     CudaKernel("qdiff_pauli_add", "raw", _PAULI_ADD_SRC, _pauli_add,
                signature=("real*", "real*", *_PAULI_TABLE, "double", "double")),
+    CudaKernel("qdiff_adjoint1", "raw", _ADJOINT1_SRC, _adjoint1,
+               signature=("real*", "real*", "long long", "long long", *["double"] * 16,
+                          "double*", "int")),
 ]
 
 KERNELS: dict[str, CudaKernel] = {k.name: k for k in _ELEMENTWISE + _RAW}

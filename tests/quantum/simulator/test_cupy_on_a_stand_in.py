@@ -6,6 +6,9 @@ per parameter, counted rather than timed."""
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -86,20 +89,29 @@ def test_pauli_sum_kernels_on_the_stand_in_equal_numpy(dtype):
     np.testing.assert_allclose(be.to_numpy(out), want, atol=tol)
 
 
-def test_adjoint_block_on_the_stand_in_equals_numpy():
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize("rows", [1, 2])
+def test_adjoint_block_on_the_stand_in_equals_numpy(rows, dtype):
+    # one adjoint: 1-wire gates take the pair kernel (wanted or not); a stack: the reduction
     n = 5
-    ops = [GateOp(g, w, p) for g, w, p in [("ry", (0,), (0.3,)), ("cx", (0, 1), ()),
-                                              ("rz", (1,), (-1.1,)), ("crx", (2, 0), (0.7,)),
-                                              ("rxx", (1, 2), (0.4,)), ("h", (2,), ())]]
-    want_flags = [True, False, True, True, True, False]
-    psi, lam = _state(n, 5), np.stack([_state(n, 6), _state(n, 7)])
+    ops = [GateOp(g, w, p) for g, w, p in [
+        ("ry", (0,), (0.3,)), ("cx", (0, 1), ()), ("rz", (1,), (-1.1,)), ("crx", (2, 0), (0.7,)),
+        ("rxx", (1, 2), (0.4,)), ("h", (2,), ()), ("rx", (2,), (2.1,)), ("phase", (0,), (0.9,)),
+        ("u", (1,), (0.1, 0.2, 0.3)), ("ry", (1,), (-0.6,))]]
+    want_flags = [True, False, True, True, True, False, True, True, False, False]
+    psi = _state(n, 5, dtype)
+    lam = np.stack([_state(n, 6 + r, dtype) for r in range(rows)])
     be, _ = _stand_in()
-    dpsi, dlam = be.asarray(psi), be.asarray(lam)
+    dpsi, dlam, lam_one = be.asarray(psi), be.asarray(lam), be.asarray(lam[0])
+    got_one = be.to_numpy(be.adjoint_block(be.asarray(psi), lam_one, n, [0, 1, 2], ops,
+                                           want_flags))
     got = be.to_numpy(be.adjoint_block(dpsi, dlam, n, [0, 1, 2], ops, want_flags))
-    want = REF.adjoint_block(psi, lam, n, [0, 1, 2], ops, want_flags)
-    np.testing.assert_allclose(got, want, atol=1e-12)
-    np.testing.assert_allclose(be.to_numpy(dpsi), psi, atol=1e-12)
-    np.testing.assert_allclose(be.to_numpy(dlam), lam, atol=1e-12)
+    want = REF.adjoint_block(psi, lam, n, [0, 1, 2], ops, want_flags)  # undoes psi, lam
+    tol = 10 * TOL[dtype]
+    np.testing.assert_allclose(got, want, atol=tol)
+    np.testing.assert_allclose(be.to_numpy(dpsi), psi, atol=tol)
+    np.testing.assert_allclose(be.to_numpy(dlam), lam, atol=tol)
+    np.testing.assert_allclose(got_one, want[0], atol=tol)
 
 
 @pytest.mark.parametrize("name", ["ansatz", "postselection", "branch on a measurement",
@@ -147,7 +159,9 @@ def test_gpu_work_per_gate_and_per_parameter_stays_bounded():
     assert value["h2d"] <= 0.5 * gates  # a fused block's matrix, nothing per gate
     assert grad["h2d"] <= 0.5 * gates
     assert value["launches"] <= 1.0 * gates
-    assert grad["launches"] <= 3 * gates + params  # a derivative, ψ and λ undone per gate
+    # a 1-wire gate: one launch (ψ and λ undone, the derivative summed); a cx: two; a block
+    # of the reverse sweep: two (its sums zeroed, 2 Im taken)
+    assert params <= grad["launches"] <= 2.5 * gates
 
 
 def test_stand_in_refuses_a_raw_kernel_scalar_of_the_wrong_c_type():
@@ -168,3 +182,17 @@ def test_stand_in_refuses_a_raw_kernel_scalar_of_the_wrong_c_type():
         kernel((1,), (THREADS,), tuple(args))
     with pytest.raises(TypeError, match="host"):
         cp.asarray(np.ones(2)) + np.ones(2)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no CUDA compiler (nvcc) here")
+def test_raw_kernels_compile_for_the_h100(tmp_path):
+    # NVRTC compiles them on the GPU at run time; nvcc, where installed, catches what would
+    # not compile (and register spills) without one
+    sources = [f"namespace k{i} {{\n{raw_source(k, real)}\n}}"
+               for i, (k, real) in enumerate((k, real) for k in KERNELS.values()
+                                             if k.kind == "raw" for real in ("double", "float"))]
+    (tmp_path / "kernels.cu").write_text("\n".join(sources))
+    done = subprocess.run(["nvcc", "-arch=sm_90", "-cubin", "-Xptxas", "-warn-spills",
+                           "-o", str(tmp_path / "kernels.cubin"), str(tmp_path / "kernels.cu")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
