@@ -23,11 +23,19 @@ import numpy as np
 
 from qdiff.gpu.array_module import import_cupy
 
+from ..lang.fusion import FusionWidth
 from ..lang.gates import gate_spec
 from ..lang.observables import PauliSum
-from .cupy_kernels import KERNELS, REDUCTION_BLOCKS, THREADS, raw_source
+from .cupy_kernels import (
+    ADJOINT_GATES,
+    ADJOINT_ROW,
+    KERNELS,
+    REDUCTION_BLOCKS,
+    THREADS,
+    raw_source,
+)
 from .gate_ops import GateOp
-from .indexing import IndexLayout
+from .indexing import IndexLayout, index_layout
 from .numpy_backend import ArrayModuleBackend
 from .registry import register_backend
 
@@ -208,62 +216,100 @@ class CupyBackend(ArrayModuleBackend):
              np.float64(1.0), np.float64(0.0)))
 
     # -- the adjoint method -----------------------------------------------------------------
+    def adjoint_width(self, num_qubits: int) -> int:
+        """Blocks of up to 5 wires: the block kernel reads and writes ψ and λ once a block,
+        and does each gate's arithmetic in shared memory (about 64 multiply-adds per
+        amplitude cost a pass over an H100's memory).
+
+        >>> CupyBackend.adjoint_width(None, 20), CupyBackend.adjoint_width(None, 3)
+        (5, 3)
+        """
+        return FusionWidth(min(num_qubits, 5), flops_per_pass=64.0, dense=False)
+
     def adjoint_block(self, psi: Any, lam: Any, num_qubits: int, wires: Sequence[int],
                       ops: Sequence[GateOp], want: Sequence[bool],
                       filled: dict | None = None) -> Any:
-        """As :meth:`StatevectorBackend.adjoint_block`, with every ``<λ|G_k ψ>`` summed on
-        the device by one launch into a device vector (no wait), gates undone by the gate
-        kernels; the derivatives are returned on the device.
+        """As :meth:`StatevectorBackend.adjoint_block`; the derivatives stay on the device.
+
+        One adjoint and gates on at most 2 wires each: one launch of the block kernel per
+        :data:`ADJOINT_GATES` gates, its table (every gate's ``U^†`` and generator) copied in
+        one transfer. A stack of adjoints: ``<λ_r|G_k ψ>`` by one reduction launch each into
+        a device vector, the gates undone by the gate kernels.
 
         >>> be = CupyBackend()                      # doctest: +SKIP
         """
         stack = [] if lam is None else list(lam) if lam.ndim == 2 else [lam]
+        ops = [GateOp(*op) for op in ops]
+        specs = [gate_spec(op.gate) for op in ops]
+        for spec, flag in zip(specs, want, strict=True):
+            if flag and stack and spec.generator is None:
+                raise ValueError(f"adjoint_block: gate {spec.name!r} has no generator")
         if not self._fits_kernels(psi, *stack):
             return super().adjoint_block(psi, lam, num_qubits, wires, ops, want, filled)
         n = self._num_qubits_of(psi, num_qubits, "adjoint_block")
         for row in stack:
             self._num_qubits_of(row, n, "adjoint_block")
-        sums = self.xp.zeros((len(stack), len(ops), 2), np.float64) if stack else None
-        for k in range(len(ops) - 1, -1, -1):
-            op = GateOp(*ops[k])
-            spec = gate_spec(op.gate)
-            if len(stack) == 1 and spec.num_qubits == 1:  # one launch: the pair kernel
-                self._adjoint1(psi, stack[0], n, spec, op, want[k], sums[0], k)
-                continue
-            if want[k] and stack:
-                if spec.generator is None:
-                    raise ValueError(f"adjoint_block: gate {spec.name!r} has no generator")
-                generator = spec.generator
-                assert isinstance(generator, PauliSum)
-                xs, zs, fs = generator.masks(self._obs_wires(generator, n, op.wires))
-                table = self._pauli_table(xs, zs, fs)
-                for r, row in enumerate(stack):
-                    self._pauli_inner_into(row, psi, table, len(fs), sums[r], k)
-            inverse, params = spec.inverse(*op.params)
-            for state in (psi, *stack):
-                self.apply_gate(state, n, inverse, op.wires, params)
-        if sums is None:
+        if not stack:
+            self.apply_circuit(psi, n, [_undone(op, spec) for op, spec in
+                                        zip(reversed(ops), reversed(specs), strict=True)])
             return self.xp.zeros(len(ops))
+        sums = self.xp.zeros((len(stack), len(ops), 2), np.float64)
+        ws = tuple(sorted(int(w) for w in wires))
+        if (len(stack) == 1 and len(ws) <= _DENSE_MAX_TARGETS
+                and all(len(op.wires) <= 2 for op in ops)):
+            self._adjoint_block_kernel(psi, stack[0], n, ws, ops, specs, want, sums[0])
+        else:
+            for k in range(len(ops) - 1, -1, -1):
+                if want[k]:
+                    generator = specs[k].generator
+                    assert isinstance(generator, PauliSum)
+                    xs, zs, fs = generator.masks(self._obs_wires(generator, n, ops[k].wires))
+                    table = self._pauli_table(xs, zs, fs)
+                    for r, row in enumerate(stack):
+                        self._pauli_inner_into(row, psi, table, len(fs), sums[r], k)
+                undone = _undone(ops[k], specs[k])
+                for state in (psi, *stack):
+                    self.apply_gate(state, n, undone.gate, undone.wires, undone.params)
         grads = 2 * sums[:, :, 1]  # 2 Im<λ|Gψ>, 0 where not wanted
         return grads if lam.ndim == 2 else grads[0]
 
+    def _adjoint_block_kernel(self, psi: Any, lam: Any, n: int, wires: tuple[int, ...],
+                              ops: list[GateOp], specs: list[Any], want: Sequence[bool],
+                              out: Any) -> None:
+        local = {w: b for b, w in enumerate(wires)}
+        table = np.zeros((len(ops), ADJOINT_ROW))
+        for row, k in enumerate(range(len(ops) - 1, -1, -1)):  # the last gate first
+            op, spec = ops[k], specs[k]
+            bits = [local[int(w)] for w in op.wires]
+            undone = _undone(op, spec)
+            d = 1 << len(bits)
+            m = np.zeros((4, 4), np.complex128)
+            m[:d, :d] = gate_spec(undone.gate).matrix(*undone.params)
+            g = np.zeros((4, 4), np.complex128)
+            if want[k]:
+                g[:d, :d] = spec.generator_matrix()
+            table[row, :4] = (len(bits), bits[0], bits[-1] if len(bits) == 2 else 0,
+                              k if want[k] else -1)
+            table[row, 4:36] = m.view(np.float64).ravel()
+            table[row, 36:] = g.view(np.float64).ravel()
+        device = self.xp.asarray(table.ravel())  # the block's one transfer
+        layout = index_layout(n, wires, ())
+        positions, npos, _ = self._layout_args(layout)
+        (offsets,) = self._device_table(layout.offsets)
+        total = layout.num_groups << len(wires)
+        blocks = max(1, min(REDUCTION_BLOCKS, -(-total // THREADS)))
+        kernel = self._kernel("qdiff_adjoint_block", psi.dtype)
+        for first in range(0, len(ops), ADJOINT_GATES):
+            count = min(ADJOINT_GATES, len(ops) - first)
+            kernel((blocks,), (THREADS,),
+                   (psi, lam, positions, np.int32(npos), offsets, np.int32(len(wires)),
+                    np.int64(total), device[first * ADJOINT_ROW:], np.int32(count), out))
 
-    def _adjoint1(self, psi: Any, lam: Any, n: int, spec: Any, op: GateOp, wanted: bool,
-                  out: Any, slot: int) -> None:
-        # out[slot] += <λ|Gψ> (G = 0 where not wanted), then ψ, λ <- U^† ψ, U^† λ
-        if wanted and spec.generator is None:
-            raise ValueError(f"adjoint_block: gate {spec.name!r} has no generator")
-        g = spec.generator_matrix() if wanted else np.zeros((2, 2))
-        inverse, params = spec.inverse(*op.params)
-        m = gate_spec(inverse).matrix(*params)
-        (wire,) = op.wires
-        values = [np.float64(v) for z in (*g.ravel(), *m.ravel())
-                  for v in (complex(z).real, complex(z).imag)]
-        groups = psi.shape[0] >> 1
-        blocks = max(1, min(REDUCTION_BLOCKS, -(-groups // THREADS)))
-        self._kernel("qdiff_adjoint1", psi.dtype)(
-            (blocks,), (THREADS,),
-            (psi, lam, np.int64(groups), np.int64(1 << wire), *values, out, np.int32(slot)))
+
+def _undone(op: GateOp, spec: Any) -> GateOp:
+    """The gate that undoes ``op`` (its inverse, same wires)."""
+    inverse, params = spec.inverse(*op.params)
+    return GateOp(inverse, tuple(op.wires), tuple(params))
 
 
 register_backend("cupy", CupyBackend)

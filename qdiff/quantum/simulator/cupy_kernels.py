@@ -25,7 +25,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["CudaKernel", "KERNELS", "THREADS", "REDUCTION_BLOCKS", "raw_source"]
+__all__ = ["ADJOINT_GATES", "ADJOINT_ROW", "CudaKernel", "KERNELS", "REDUCTION_BLOCKS", "THREADS",
+           "raw_source"]
 
 THREADS = 256
 """Threads per block of every raw kernel (the shared-memory arrays are this long; a dense
@@ -315,85 +316,162 @@ def _pauli_add(grid, block, args):
     out[i] = out[i] + complex(sr, si) * acc
 
 
-# The adjoint method's step over a 1-wire gate U with generator G (2x2, by value), on the pair
-# (ψ, λ): out[slot] += <λ|G ψ> (re, im), then ψ <- M ψ and λ <- M λ with M = U^† (by value):
-# a thread per amplitude pair (i0, i0 | bit), grid-stride; the two states read and written
-# once, where a reduction and two gate kernels would read them three times.
-_ADJOINT1_SRC = r"""
-extern "C" __global__ void @NAME@(real* psi, real* lam, const long long groups,
-                                  const long long bit,
-                                  const double g00r, const double g00i, const double g01r,
-                                  const double g01i, const double g10r, const double g10i,
-                                  const double g11r, const double g11i,
-                                  const double m00r, const double m00i, const double m01r,
-                                  const double m01i, const double m10r, const double m10i,
-                                  const double m11r, const double m11i,
-                                  double* out, const int slot) {
-    __shared__ double sre[256];
-    __shared__ double sim[256];
-    double re = 0.0, im = 0.0;
-    const long long stride = (long long)gridDim.x * blockDim.x;
-    for (long long g = (long long)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
-         g += stride) {
-        const long long i0 = ((g & ~(bit - 1)) << 1) | (g & (bit - 1));
-        const long long i1 = i0 | bit;
-        const double a0r = psi[2 * i0], a0i = psi[2 * i0 + 1];
-        const double a1r = psi[2 * i1], a1i = psi[2 * i1 + 1];
-        const double l0r = lam[2 * i0], l0i = lam[2 * i0 + 1];
-        const double l1r = lam[2 * i1], l1i = lam[2 * i1 + 1];
-        // G a
-        const double b0r = g00r * a0r - g00i * a0i + g01r * a1r - g01i * a1i;
-        const double b0i = g00r * a0i + g00i * a0r + g01r * a1i + g01i * a1r;
-        const double b1r = g10r * a0r - g10i * a0i + g11r * a1r - g11i * a1i;
-        const double b1i = g10r * a0i + g10i * a0r + g11r * a1i + g11i * a1r;
-        // conj(l) . (G a)
-        re += l0r * b0r + l0i * b0i + l1r * b1r + l1i * b1i;
-        im += l0r * b0i - l0i * b0r + l1r * b1i - l1i * b1r;
-        // M a, M l
-        psi[2 * i0] = (real)(m00r * a0r - m00i * a0i + m01r * a1r - m01i * a1i);
-        psi[2 * i0 + 1] = (real)(m00r * a0i + m00i * a0r + m01r * a1i + m01i * a1r);
-        psi[2 * i1] = (real)(m10r * a0r - m10i * a0i + m11r * a1r - m11i * a1i);
-        psi[2 * i1 + 1] = (real)(m10r * a0i + m10i * a0r + m11r * a1i + m11i * a1r);
-        lam[2 * i0] = (real)(m00r * l0r - m00i * l0i + m01r * l1r - m01i * l1i);
-        lam[2 * i0 + 1] = (real)(m00r * l0i + m00i * l0r + m01r * l1i + m01i * l1r);
-        lam[2 * i1] = (real)(m10r * l0r - m10i * l0i + m11r * l1r - m11i * l1i);
-        lam[2 * i1 + 1] = (real)(m10r * l0i + m10i * l0r + m11r * l1i + m11i * l1r);
-    }
-    sre[threadIdx.x] = re;
-    sim[threadIdx.x] = im;
+# The adjoint method over a block of gates on k <= 6 wires (ADJOINT_GATES at most, each on 1
+# or 2 of them), for one pair (ψ, λ): each block of THREADS threads loads a chunk of whole
+# groups of ψ and λ into shared memory, then for every gate of the table (in the order given,
+# the last applied first) adds <λ|G ψ> to its slot where it has one (slot >= 0) and applies
+# M = U^† to both, and writes the chunk back: ψ and λ are read and written once per block of
+# gates, not once per gate. Table row q (ADJOINT_ROW doubles): w (1 or 2 wires), b0, b1 (the
+# wires' bits in a group's local index, gate matrix bit j = b_j), slot, then M and G as 4x4
+# complex (row-major, re/im interleaved; a 1-wire gate uses the top-left 2x2). The sums go
+# through warp shuffles and shared atomics, then one global atomic per gate and block.
+_ADJOINT_BLOCK_SRC = r"""
+extern "C" __global__ void @NAME@(real* psi, real* lam, const long long* pos, const int npos,
+                                  const long long* offs, const int k, const long long total,
+                                  const double* table, const int ngates, double* out) {
+    __shared__ double sp[2 * 256];
+    __shared__ double sl[2 * 256];
+    __shared__ double acc[2 * 64];
+    const int tid = threadIdx.x;
+    const int dim = 1 << k;
+    for (int q = tid; q < 2 * 64; q += blockDim.x) acc[q] = 0.0;
     __syncthreads();
-    for (int h = blockDim.x / 2; h > 0; h >>= 1) {
-        if (threadIdx.x < h) {
-            sre[threadIdx.x] += sre[threadIdx.x + h];
-            sim[threadIdx.x] += sim[threadIdx.x + h];
+    const long long step = (long long)gridDim.x * blockDim.x;
+    for (long long start = (long long)blockIdx.x * blockDim.x; start < total; start += step) {
+        const long long t = start + tid;
+        const bool live = t < total;
+        long long j = 0;
+        if (live) {
+            long long g = t >> k;
+            for (int q = 0; q < npos; ++q) {
+                const long long p = pos[q];
+                g = ((g >> p) << (p + 1)) | (g & ((1LL << p) - 1));
+            }
+            j = g | offs[t & (dim - 1)];
+            sp[2 * tid] = psi[2 * j];
+            sp[2 * tid + 1] = psi[2 * j + 1];
+            sl[2 * tid] = lam[2 * j];
+            sl[2 * tid + 1] = lam[2 * j + 1];
+        } else {
+            sp[2 * tid] = 0.0;
+            sp[2 * tid + 1] = 0.0;
+            sl[2 * tid] = 0.0;
+            sl[2 * tid + 1] = 0.0;
+        }
+        __syncthreads();
+        for (int q = 0; q < ngates; ++q) {
+            const double* e = table + 68 * q;
+            const int w = (int)e[0], b0 = (int)e[1], b1 = (int)e[2], slot = (int)e[3];
+            const int d = 1 << w;
+            double re = 0.0, im = 0.0;
+            if (tid < (int)(blockDim.x >> w)) {
+                const int lo = (w == 1 || b0 < b1) ? b0 : b1;
+                const int hi = (w == 1 || b0 < b1) ? b1 : b0;
+                int r0 = ((tid >> lo) << (lo + 1)) | (tid & ((1 << lo) - 1));
+                if (w == 2) r0 = ((r0 >> hi) << (hi + 1)) | (r0 & ((1 << hi) - 1));
+                int m[4];
+                double ar[4], ai[4], lr[4], li[4];
+                for (int x = 0; x < d; ++x) {
+                    m[x] = r0 | ((x & 1) << b0) | (((x >> 1) & 1) << b1);
+                    ar[x] = sp[2 * m[x]];
+                    ai[x] = sp[2 * m[x] + 1];
+                    lr[x] = sl[2 * m[x]];
+                    li[x] = sl[2 * m[x] + 1];
+                }
+                if (slot >= 0) {
+                    const double* G = e + 36;
+                    for (int x = 0; x < d; ++x) {
+                        double br = 0.0, bi = 0.0;
+                        for (int y = 0; y < d; ++y) {
+                            const double gr = G[2 * (4 * x + y)], gi = G[2 * (4 * x + y) + 1];
+                            br += gr * ar[y] - gi * ai[y];
+                            bi += gr * ai[y] + gi * ar[y];
+                        }
+                        re += lr[x] * br + li[x] * bi;
+                        im += lr[x] * bi - li[x] * br;
+                    }
+                }
+                const double* M = e + 4;
+                for (int x = 0; x < d; ++x) {
+                    double pr = 0.0, pi = 0.0, qr = 0.0, qi = 0.0;
+                    for (int y = 0; y < d; ++y) {
+                        const double mr = M[2 * (4 * x + y)], mi = M[2 * (4 * x + y) + 1];
+                        pr += mr * ar[y] - mi * ai[y];
+                        pi += mr * ai[y] + mi * ar[y];
+                        qr += mr * lr[y] - mi * li[y];
+                        qi += mr * li[y] + mi * lr[y];
+                    }
+                    sp[2 * m[x]] = pr;
+                    sp[2 * m[x] + 1] = pi;
+                    sl[2 * m[x]] = qr;
+                    sl[2 * m[x] + 1] = qi;
+                }
+            }
+            if (slot >= 0) {
+                for (int off = 16; off > 0; off >>= 1) {
+                    re += __shfl_down_sync(0xffffffffu, re, off);
+                    im += __shfl_down_sync(0xffffffffu, im, off);
+                }
+                if ((tid & 31) == 0) {
+                    atomicAdd(&acc[2 * q], re);
+                    atomicAdd(&acc[2 * q + 1], im);
+                }
+            }
+            __syncthreads();
+        }
+        if (live) {
+            psi[2 * j] = (real)sp[2 * tid];
+            psi[2 * j + 1] = (real)sp[2 * tid + 1];
+            lam[2 * j] = (real)sl[2 * tid];
+            lam[2 * j + 1] = (real)sl[2 * tid + 1];
         }
         __syncthreads();
     }
-    if (threadIdx.x == 0) {
-        atomicAdd(&out[2 * slot], sre[0]);
-        atomicAdd(&out[2 * slot + 1], sim[0]);
+    for (int q = tid; q < ngates; q += blockDim.x) {
+        const int slot = (int)table[68 * q + 3];
+        if (slot >= 0) {
+            atomicAdd(&out[2 * slot], acc[2 * q]);
+            atomicAdd(&out[2 * slot + 1], acc[2 * q + 1]);
+        }
     }
 }
 """
 
+ADJOINT_GATES = 64
+"""Most gates one launch of the block adjoint kernel takes (its shared sums)."""
 
-def _adjoint1(grid, block, args):
-    psi, lam, groups, bit, *rest = args
-    assert len(_threads(grid, block)) > 0
-    gen = np.array(rest[0:8:2]) + 1j * np.array(rest[1:8:2])
-    m = np.array(rest[8:16:2]) + 1j * np.array(rest[9:16:2])
-    out, slot = rest[16], int(rest[17])
-    g = np.arange(int(groups), dtype=np.int64)  # the grid-stride loop visits every group once
-    i0 = ((g & ~(bit - 1)) << 1) | (g & (bit - 1))
-    i1 = i0 | bit
-    a0, a1 = psi[i0].astype(np.complex128), psi[i1].astype(np.complex128)
-    l0, l1 = lam[i0].astype(np.complex128), lam[i1].astype(np.complex128)
-    total = np.sum(np.conj(l0) * (gen[0] * a0 + gen[1] * a1)
-                   + np.conj(l1) * (gen[2] * a0 + gen[3] * a1))
-    out[2 * slot] += total.real
-    out[2 * slot + 1] += total.imag
-    psi[i0], psi[i1] = m[0] * a0 + m[1] * a1, m[2] * a0 + m[3] * a1
-    lam[i0], lam[i1] = m[0] * l0 + m[1] * l1, m[2] * l0 + m[3] * l1
+ADJOINT_ROW = 68
+"""Doubles per gate in the block adjoint kernel's table."""
+
+
+def _adjoint_block(grid, block, args):
+    psi, lam, pos, npos, offs, k, total, table, ngates, out = args
+    assert len(_threads(grid, block)) > 0 and 0 <= ngates <= ADJOINT_GATES
+    dim = 1 << int(k)
+    t = np.arange(int(total), dtype=np.int64)  # the grid-stride loop visits every t once
+    j = _insert_zero_bits(t >> int(k), pos, int(npos)) | offs[t & (dim - 1)]
+    a = psi[j].astype(np.complex128).reshape(-1, dim)  # a group a row
+    lam_rows = lam[j].astype(np.complex128).reshape(-1, dim)
+    for q in range(int(ngates)):
+        e = table[ADJOINT_ROW * q: ADJOINT_ROW * (q + 1)]
+        w, b0, b1, slot = (int(v) for v in e[:4])
+        d = 1 << w
+        m = (e[4:36:2] + 1j * e[5:36:2]).reshape(4, 4)[:d, :d]
+        gen = (e[36:68:2] + 1j * e[37:68:2]).reshape(4, 4)[:d, :d]
+        r0 = np.arange(dim >> w, dtype=np.int64)
+        for bit in sorted((b0, b1) if w == 2 else (b0,)):
+            r0 = ((r0 >> bit) << (bit + 1)) | (r0 & ((1 << bit) - 1))
+        x = np.arange(d)
+        members = r0[:, None] | ((x & 1) << b0) | (((x >> 1) & 1) << b1)  # [tuple, x]
+        amps, adj = a[:, members], lam_rows[:, members]  # [group, tuple, x]
+        if slot >= 0:
+            total_q = np.sum(np.conj(adj) * (amps @ gen.T))
+            out[2 * slot] += total_q.real
+            out[2 * slot + 1] += total_q.imag
+        a[:, members] = amps @ m.T
+        lam_rows[:, members] = adj @ m.T
+    psi[j] = a.ravel()
+    lam[j] = lam_rows.ravel()
 
 
 _PAULI_TABLE = ("long long", "int", "long long*", "long long*", "double*")
@@ -405,9 +483,9 @@ _RAW = [
                signature=("real*", "real*", *_PAULI_TABLE, "double*", "int")),
     CudaKernel("qdiff_pauli_add", "raw", _PAULI_ADD_SRC, _pauli_add,
                signature=("real*", "real*", *_PAULI_TABLE, "double", "double")),
-    CudaKernel("qdiff_adjoint1", "raw", _ADJOINT1_SRC, _adjoint1,
-               signature=("real*", "real*", "long long", "long long", *["double"] * 16,
-                          "double*", "int")),
+    CudaKernel("qdiff_adjoint_block", "raw", _ADJOINT_BLOCK_SRC, _adjoint_block,
+               signature=("real*", "real*", "long long*", "int", "long long*", "int",
+                          "long long", "double*", "int", "double*")),
 ]
 
 KERNELS: dict[str, CudaKernel] = {k.name: k for k in _ELEMENTWISE + _RAW}
