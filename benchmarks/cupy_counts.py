@@ -2,6 +2,7 @@
 
     python benchmarks/cupy_counts.py                  # n = 8, L = 2 and 4, <sum Z_i>
     python benchmarks/cupy_counts.py --sizes 10 --layers 2 4 8
+    python benchmarks/cupy_counts.py --sizes 14 --layers 10 --host-time
 
 Runs the hardware-efficient ansatz's value (``qm.run``, fusion on) and adjoint gradient
 (``qm.gradient``) on the CuPy back end over ``tests/quantum/simulator/counting_cupy.py``, a
@@ -9,6 +10,8 @@ NumPy stand-in for CuPy that counts host-to-device copies (h2d), device-to-host 
 wait for the device (d2h) and kernel launches, and checks both against the NumPy back end.
 Prints the counts per call and per gate (value) or per parameter (gradient); the differences
 between two layer counts give the cost of one more layer, free of per-call constants.
+``--host-time`` also times the calls with the kernels counted but not run: the host's side
+of a GPU run (Python and planning; CuPy's own few microseconds a launch come on top).
 """
 
 from __future__ import annotations
@@ -29,13 +32,30 @@ from qdiff.quantum.simulator.cupy_backend import CupyBackend  # noqa: E402
 from tests.quantum.simulator.counting_cupy import CountingCupy  # noqa: E402
 
 
+def host_time(n: int, layers: int, repeats: int = 5) -> dict[str, float]:
+    """Seconds of host work per warm call (best of ``repeats``), kernels counted but not run:
+    Python, planning and the host's share of each launch, not CuPy's own launch cost."""
+    be = CupyBackend(xp=CountingCupy(run_kernels=False))
+    program, x = _program(n, layers)
+    calls = {"value": lambda: qm.run(program, x, backend=be),
+             "gradient": lambda: qm.gradient(program, x, backend=be)}
+    out = {}
+    for what, call in calls.items():
+        call()
+        out[what] = common.best_of(call, repeats)[0]
+    return out
+
+
+def _program(n: int, layers: int) -> tuple:
+    obs = qm.PauliSum([(1.0, "I" * k + "Z" + "I" * (n - k - 1)) for k in range(n)])
+    return common.hea_program(n, layers, obs), common.hea_angles(n, layers, seed=1)
+
+
 def counts(n: int, layers: int, use_kernels: bool = True) -> dict[str, dict[str, int]]:
     """``{"value": counts, "gradient": counts}`` of one warm call each, checked against NumPy."""
     cp = CountingCupy()
     be = CupyBackend(use_kernels=use_kernels, xp=cp)
-    obs = qm.PauliSum([(1.0, "I" * k + "Z" + "I" * (n - k - 1)) for k in range(n)])
-    program = common.hea_program(n, layers, obs)
-    x = common.hea_angles(n, layers, seed=1)
+    program, x = _program(n, layers)
     out = {}
     for what, call in (("value", lambda b: qm.run(program, x, backend=b).values),
                        ("gradient", lambda b: qm.gradient(program, x, backend=b).grad)):
@@ -55,6 +75,8 @@ def main() -> None:
     ap.add_argument("--layers", type=int, nargs="+", default=[2, 4])
     ap.add_argument("--no-kernels", action="store_true",
                     help="the array-module code instead of the CUDA kernels")
+    ap.add_argument("--host-time", action="store_true",
+                    help="also time the host's work per call (kernels not run)")
     args = ap.parse_args()
     rows = []
     for n in args.sizes:
@@ -69,6 +91,15 @@ def main() -> None:
                              f"{k['h2d'] / per:.2f} / {k['d2h'] / per:.2f} / "
                              f"{k['launches'] / per:.2f} per {unit}"])
     common.print_table(["n", "L", "call", "h2d", "d2h", "launches", "per unit"], rows)
+    if args.host_time:
+        rows = []
+        for n in args.sizes:
+            for layers in args.layers:
+                t = host_time(n, layers)
+                rows.append([str(n), str(layers), f"{t['value'] * 1e3:.1f}",
+                             f"{t['gradient'] * 1e3:.1f}"])
+        print()
+        common.print_table(["n", "L", "value host ms", "gradient host ms"], rows)
 
 
 if __name__ == "__main__":

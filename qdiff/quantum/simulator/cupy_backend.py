@@ -16,7 +16,7 @@ code the NumPy reference runs.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,15 +27,15 @@ from ..lang.fusion import FusionWidth
 from ..lang.gates import gate_spec
 from ..lang.observables import PauliSum
 from .cupy_kernels import (
-    ADJOINT_GATES,
-    ADJOINT_ROW,
+    BLOCK_GATES,
+    BLOCK_ROW,
     KERNELS,
     REDUCTION_BLOCKS,
     THREADS,
     raw_source,
 )
 from .gate_ops import GateOp
-from .indexing import IndexLayout, index_layout
+from .indexing import IndexLayout, check_wires, index_layout
 from .numpy_backend import ArrayModuleBackend
 from .registry import register_backend
 
@@ -64,6 +64,8 @@ class CupyBackend(ArrayModuleBackend):
         self.use_kernels = use_kernels
         self._tables: dict[bytes, Any] = {}
         self._kernels: dict[tuple[str, str], Any] = {}
+        self._fixed: dict[int, tuple[Any, np.ndarray]] = {}
+        self._no_sums: Any = None
 
     # -- device helpers ---------------------------------------------------------------------
     def available_bytes(self) -> int | None:
@@ -162,6 +164,37 @@ class CupyBackend(ArrayModuleBackend):
         self._kernel("qdiff_perm1")(*self._layout_args(layout), 1 << layout.targets[0],
                                     t(ph[0]), t(ph[1]), state, size=layout.num_groups)
 
+    # -- blocks of gates: one launch ---------------------------------------------------------
+    def fusion_width(self, num_qubits: int) -> int:
+        """Blocks of up to 5 wires at every size: :meth:`apply_fused` applies a block's gates
+        one after another in shared memory in one pass (about 64 multiply-adds per amplitude
+        cost a pass over an H100's memory), so a wider block saves passes and launches.
+
+        >>> int(CupyBackend.fusion_width(None, 20)), int(CupyBackend.fusion_width(None, 3))
+        (5, 3)
+        """
+        return FusionWidth(min(num_qubits, 5), flops_per_pass=64.0, dense=False)
+
+    adjoint_width = fusion_width  # the reverse sweep's blocks: the same kernel
+
+    def apply_fused(self, state: Any, num_qubits: int, wires: Sequence[int],
+                    ops: Iterable[GateOp]) -> Any:
+        """As :meth:`StatevectorBackend.apply_fused`: gates on at most 2 wires each in a block
+        of up to 6 wires take the gate-block kernel (their matrices in one copy, one launch);
+        others a dense matrix."""
+        ops = [GateOp(*op) for op in ops]
+        n = self._num_qubits_of(state, num_qubits, "apply_fused")
+        ws = tuple(sorted(check_wires(wires, n, "fused gate")))
+        if not (self.use_kernels and state.flags.c_contiguous and _fits_gate_block(ws, ops)
+                and all(set(op.wires) <= set(ws) for op in ops)):
+            return super().apply_fused(state, num_qubits, wires, ops)
+        specs = [gate_spec(op.gate) for op in ops]
+        if self._no_sums is None:  # the kernel's sums argument, never written here
+            self._no_sums = self.xp.zeros(2, np.float64)
+        self._run_gate_block(state, None, n, ws, self._gate_table(ops, specs, ws),
+                             self._no_sums)
+        return state
+
     # -- Pauli sums: one launch, results left on the device ---------------------------------
     def _pauli_table(self, x_masks: np.ndarray, z_masks: np.ndarray,
                      factors: np.ndarray) -> list[Any]:
@@ -216,16 +249,6 @@ class CupyBackend(ArrayModuleBackend):
              np.float64(1.0), np.float64(0.0)))
 
     # -- the adjoint method -----------------------------------------------------------------
-    def adjoint_width(self, num_qubits: int) -> int:
-        """Blocks of up to 5 wires: the block kernel reads and writes ψ and λ once a block,
-        and does each gate's arithmetic in shared memory (about 64 multiply-adds per
-        amplitude cost a pass over an H100's memory).
-
-        >>> CupyBackend.adjoint_width(None, 20), CupyBackend.adjoint_width(None, 3)
-        (5, 3)
-        """
-        return FusionWidth(min(num_qubits, 5), flops_per_pass=64.0, dense=False)
-
     def adjoint_block(self, psi: Any, lam: Any, num_qubits: int, wires: Sequence[int],
                       ops: Sequence[GateOp], want: Sequence[bool],
                       filled: dict | None = None) -> Any:
@@ -255,9 +278,10 @@ class CupyBackend(ArrayModuleBackend):
             return self.xp.zeros(len(ops))
         sums = self.xp.zeros((len(stack), len(ops), 2), np.float64)
         ws = tuple(sorted(int(w) for w in wires))
-        if (len(stack) == 1 and len(ws) <= _DENSE_MAX_TARGETS
-                and all(len(op.wires) <= 2 for op in ops)):
-            self._adjoint_block_kernel(psi, stack[0], n, ws, ops, specs, want, sums[0])
+        if len(stack) == 1 and _fits_gate_block(ws, ops):
+            self._run_gate_block(psi, stack[0], n, ws,
+                                 self._gate_table(ops, specs, ws, undo=True, want=want),
+                                 sums[0])
         else:
             for k in range(len(ops) - 1, -1, -1):
                 if want[k]:
@@ -273,37 +297,62 @@ class CupyBackend(ArrayModuleBackend):
         grads = 2 * sums[:, :, 1]  # 2 Im<λ|Gψ>, 0 where not wanted
         return grads if lam.ndim == 2 else grads[0]
 
-    def _adjoint_block_kernel(self, psi: Any, lam: Any, n: int, wires: tuple[int, ...],
-                              ops: list[GateOp], specs: list[Any], want: Sequence[bool],
-                              out: Any) -> None:
+    def _gate_table(self, ops: Sequence[GateOp], specs: Sequence[Any],
+                    wires: tuple[int, ...], undo: bool = False,
+                    want: Sequence[bool] | None = None) -> np.ndarray:
+        """The gate-block kernel's table of ``ops`` on the block ``wires``: each gate's
+        matrix in application order, or (``undo``) each ``U^†`` from the last gate, with the
+        generator of each wanted one and its slot (its index in ``ops``)."""
         local = {w: b for b, w in enumerate(wires)}
-        table = np.zeros((len(ops), ADJOINT_ROW))
-        for row, k in enumerate(range(len(ops) - 1, -1, -1)):  # the last gate first
+        order = range(len(ops) - 1, -1, -1) if undo else range(len(ops))
+        table = np.zeros((len(ops), BLOCK_ROW))
+        m = np.zeros((4, 4), np.complex128)
+        for row, k in enumerate(order):
             op, spec = ops[k], specs[k]
             bits = [local[int(w)] for w in op.wires]
-            undone = _undone(op, spec)
             d = 1 << len(bits)
-            m = np.zeros((4, 4), np.complex128)
-            m[:d, :d] = gate_spec(undone.gate).matrix(*undone.params)
-            g = np.zeros((4, 4), np.complex128)
-            if want[k]:
-                g[:d, :d] = spec.generator_matrix()
+            m[:] = 0
+            m[:d, :d] = self._gate_matrix(spec, op.params)
+            applied = np.ascontiguousarray(m.conj().T) if undo else m
+            table[row, 4:36] = applied.view(np.float64).ravel()
+            wanted = want is not None and want[k]
+            if wanted:
+                m[:] = 0
+                m[:d, :d] = spec.generator_matrix()
+                table[row, 36:] = m.view(np.float64).ravel()
             table[row, :4] = (len(bits), bits[0], bits[-1] if len(bits) == 2 else 0,
-                              k if want[k] else -1)
-            table[row, 4:36] = m.view(np.float64).ravel()
-            table[row, 36:] = g.view(np.float64).ravel()
-        device = self.xp.asarray(table.ravel())  # the block's one transfer
+                              k if wanted else -1)
+        return table
+
+    def _gate_matrix(self, spec: Any, params: Sequence[float]) -> np.ndarray:
+        if spec.num_params:
+            return spec.matrix(*params)
+        found = self._fixed.get(id(spec))  # a fixed gate's matrix, built once
+        if found is None or found[0] is not spec:
+            found = (spec, spec.matrix())
+            self._fixed[id(spec)] = found
+        return found[1]
+
+    def _run_gate_block(self, psi: Any, lam: Any, n: int, wires: tuple[int, ...],
+                        table: np.ndarray, out: Any) -> None:
+        # the table in one copy; one launch per BLOCK_GATES gates
+        device = self.xp.asarray(table.ravel())
         layout = index_layout(n, wires, ())
         positions, npos, _ = self._layout_args(layout)
         (offsets,) = self._device_table(layout.offsets)
         total = layout.num_groups << len(wires)
         blocks = max(1, min(REDUCTION_BLOCKS, -(-total // THREADS)))
-        kernel = self._kernel("qdiff_adjoint_block", psi.dtype)
-        for first in range(0, len(ops), ADJOINT_GATES):
-            count = min(ADJOINT_GATES, len(ops) - first)
+        kernel = self._kernel("qdiff_gate_block", psi.dtype)
+        with_lam = lam is not None
+        for first in range(0, len(table), BLOCK_GATES):
             kernel((blocks,), (THREADS,),
-                   (psi, lam, positions, np.int32(npos), offsets, np.int32(len(wires)),
-                    np.int64(total), device[first * ADJOINT_ROW:], np.int32(count), out))
+                   (psi, lam if with_lam else psi, positions, np.int32(npos), offsets,
+                    np.int32(len(wires)), np.int64(total), device[first * BLOCK_ROW:],
+                    np.int32(min(BLOCK_GATES, len(table) - first)), out, np.int32(with_lam)))
+
+
+def _fits_gate_block(wires: tuple[int, ...], ops: Sequence[GateOp]) -> bool:
+    return len(wires) <= _DENSE_MAX_TARGETS and all(len(op.wires) <= 2 for op in ops)
 
 
 def _undone(op: GateOp, spec: Any) -> GateOp:

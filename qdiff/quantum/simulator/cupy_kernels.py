@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ADJOINT_GATES", "ADJOINT_ROW", "CudaKernel", "KERNELS", "REDUCTION_BLOCKS", "THREADS",
+__all__ = ["BLOCK_GATES", "BLOCK_ROW", "CudaKernel", "KERNELS", "REDUCTION_BLOCKS", "THREADS",
            "raw_source"]
 
 THREADS = 256
@@ -316,19 +316,22 @@ def _pauli_add(grid, block, args):
     out[i] = out[i] + complex(sr, si) * acc
 
 
-# The adjoint method over a block of gates on k <= 6 wires (ADJOINT_GATES at most, each on 1
-# or 2 of them), for one pair (ψ, λ): each block of THREADS threads loads a chunk of whole
-# groups of ψ and λ into shared memory, then for every gate of the table (in the order given,
-# the last applied first) adds <λ|G ψ> to its slot where it has one (slot >= 0) and applies
-# M = U^† to both, and writes the chunk back: ψ and λ are read and written once per block of
-# gates, not once per gate. Table row q (ADJOINT_ROW doubles): w (1 or 2 wires), b0, b1 (the
-# wires' bits in a group's local index, gate matrix bit j = b_j), slot, then M and G as 4x4
-# complex (row-major, re/im interleaved; a 1-wire gate uses the top-left 2x2). The sums go
-# through warp shuffles and shared atomics, then one global atomic per gate and block.
-_ADJOINT_BLOCK_SRC = r"""
+# A block of gates on k <= 6 wires (BLOCK_GATES at most, each on 1 or 2 of them), applied to
+# ψ, or in the adjoint method's reverse sweep to the pair (ψ, λ) with derivatives: each block
+# of THREADS threads loads a chunk of whole groups into shared memory, then for every gate of
+# the table (in table order) adds <λ|G ψ> to the gate's slot where it has one (slot >= 0)
+# and applies the gate's matrix M (the gate, or U^† in the sweep) to ψ and λ, and writes the
+# chunk back: the states are read and written once per block of gates, not once per gate.
+# Table row q (BLOCK_ROW doubles): w (1 or 2 wires), b0, b1 (the wires' bits in a group's
+# local index, gate matrix bit j = b_j), slot, then M and G as 4x4 complex (row-major, re/im
+# interleaved; a 1-wire gate uses the top-left 2x2). with_lam = 0: ψ only (lam is not read).
+# The sums go through warp shuffles and shared atomics, then one global atomic per gate and
+# block.
+_GATE_BLOCK_SRC = r"""
 extern "C" __global__ void @NAME@(real* psi, real* lam, const long long* pos, const int npos,
                                   const long long* offs, const int k, const long long total,
-                                  const double* table, const int ngates, double* out) {
+                                  const double* table, const int ngates, double* out,
+                                  const int with_lam) {
     __shared__ double sp[2 * 256];
     __shared__ double sl[2 * 256];
     __shared__ double acc[2 * 64];
@@ -350,8 +353,8 @@ extern "C" __global__ void @NAME@(real* psi, real* lam, const long long* pos, co
             j = g | offs[t & (dim - 1)];
             sp[2 * tid] = psi[2 * j];
             sp[2 * tid + 1] = psi[2 * j + 1];
-            sl[2 * tid] = lam[2 * j];
-            sl[2 * tid + 1] = lam[2 * j + 1];
+            sl[2 * tid] = with_lam ? (double)lam[2 * j] : 0.0;
+            sl[2 * tid + 1] = with_lam ? (double)lam[2 * j + 1] : 0.0;
         } else {
             sp[2 * tid] = 0.0;
             sp[2 * tid + 1] = 0.0;
@@ -422,8 +425,10 @@ extern "C" __global__ void @NAME@(real* psi, real* lam, const long long* pos, co
         if (live) {
             psi[2 * j] = (real)sp[2 * tid];
             psi[2 * j + 1] = (real)sp[2 * tid + 1];
-            lam[2 * j] = (real)sl[2 * tid];
-            lam[2 * j + 1] = (real)sl[2 * tid + 1];
+            if (with_lam) {
+                lam[2 * j] = (real)sl[2 * tid];
+                lam[2 * j + 1] = (real)sl[2 * tid + 1];
+            }
         }
         __syncthreads();
     }
@@ -437,23 +442,23 @@ extern "C" __global__ void @NAME@(real* psi, real* lam, const long long* pos, co
 }
 """
 
-ADJOINT_GATES = 64
-"""Most gates one launch of the block adjoint kernel takes (its shared sums)."""
+BLOCK_GATES = 64
+"""Most gates one launch of the gate-block kernel takes (its shared sums)."""
 
-ADJOINT_ROW = 68
-"""Doubles per gate in the block adjoint kernel's table."""
+BLOCK_ROW = 68
+"""Doubles per gate in the gate-block kernel's table."""
 
 
-def _adjoint_block(grid, block, args):
-    psi, lam, pos, npos, offs, k, total, table, ngates, out = args
-    assert len(_threads(grid, block)) > 0 and 0 <= ngates <= ADJOINT_GATES
+def _gate_block(grid, block, args):
+    psi, lam, pos, npos, offs, k, total, table, ngates, out, with_lam = args
+    assert len(_threads(grid, block)) > 0 and 0 <= ngates <= BLOCK_GATES
     dim = 1 << int(k)
     t = np.arange(int(total), dtype=np.int64)  # the grid-stride loop visits every t once
     j = _insert_zero_bits(t >> int(k), pos, int(npos)) | offs[t & (dim - 1)]
     a = psi[j].astype(np.complex128).reshape(-1, dim)  # a group a row
-    lam_rows = lam[j].astype(np.complex128).reshape(-1, dim)
+    lam_rows = (lam[j] if with_lam else np.zeros(j.shape)).astype(np.complex128).reshape(-1, dim)
     for q in range(int(ngates)):
-        e = table[ADJOINT_ROW * q: ADJOINT_ROW * (q + 1)]
+        e = table[BLOCK_ROW * q: BLOCK_ROW * (q + 1)]
         w, b0, b1, slot = (int(v) for v in e[:4])
         d = 1 << w
         m = (e[4:36:2] + 1j * e[5:36:2]).reshape(4, 4)[:d, :d]
@@ -471,7 +476,8 @@ def _adjoint_block(grid, block, args):
         a[:, members] = amps @ m.T
         lam_rows[:, members] = adj @ m.T
     psi[j] = a.ravel()
-    lam[j] = lam_rows.ravel()
+    if with_lam:
+        lam[j] = lam_rows.ravel()
 
 
 _PAULI_TABLE = ("long long", "int", "long long*", "long long*", "double*")
@@ -483,9 +489,9 @@ _RAW = [
                signature=("real*", "real*", *_PAULI_TABLE, "double*", "int")),
     CudaKernel("qdiff_pauli_add", "raw", _PAULI_ADD_SRC, _pauli_add,
                signature=("real*", "real*", *_PAULI_TABLE, "double", "double")),
-    CudaKernel("qdiff_adjoint_block", "raw", _ADJOINT_BLOCK_SRC, _adjoint_block,
+    CudaKernel("qdiff_gate_block", "raw", _GATE_BLOCK_SRC, _gate_block,
                signature=("real*", "real*", "long long*", "int", "long long*", "int",
-                          "long long", "double*", "int", "double*")),
+                          "long long", "double*", "int", "double*", "int")),
 ]
 
 KERNELS: dict[str, CudaKernel] = {k.name: k for k in _ELEMENTWISE + _RAW}

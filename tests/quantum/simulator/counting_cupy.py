@@ -160,6 +160,8 @@ class _Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> None:
         m = self.module
         m.counts["launches"] += 1
+        if not m.run_kernels:
+            return
         if self.kernel.kind == "elementwise":
             size = kwargs.pop("size")
             assert not kwargs, kwargs
@@ -199,13 +201,16 @@ class _Kernel:
 
 
 class CountingCupy(types.SimpleNamespace):
-    """The stand-in module (see the module docstring); ``reset()`` zeroes the counts."""
+    """The stand-in module (see the module docstring); ``reset()`` zeroes the counts.
+    ``run_kernels=False`` only counts kernel launches (their results are then wrong): what
+    is left is the host's work, which ``benchmarks/cupy_counts.py --host-time`` times."""
 
     ndarray = DeviceArray
 
-    def __init__(self) -> None:
+    def __init__(self, run_kernels: bool = True) -> None:
         super().__init__()
         self.counts = {"h2d": 0, "d2h": 0, "launches": 0}
+        self.run_kernels = run_kernels  # False: kernels are counted, not run (host timing)
         self.cuda = types.SimpleNamespace(
             runtime=types.SimpleNamespace(memGetInfo=lambda: (1 << 34, 1 << 34)))
 

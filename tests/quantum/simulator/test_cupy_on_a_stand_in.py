@@ -46,15 +46,22 @@ def test_gate_kernels_on_the_stand_in_equal_numpy(n, dtype):
     np.testing.assert_allclose(got, want, atol=TOL[dtype])
 
 
+NARROW = ["rx", "ry", "rz", "h", "s", "t", "u", "phase", "cx", "cz", "crx", "cry", "rxx",
+          "ryy", "rzz", "swap", "iswap", "ch"]  # gates on at most 2 wires
+
+
 @pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
-@pytest.mark.parametrize("width", [2, 3, 5, 6, 7])
-def test_fused_blocks_on_the_stand_in_equal_numpy(width, dtype):
-    # widths 2 to 6 run the shared-memory dense kernel, 7 the array-module code
+@pytest.mark.parametrize("gates", ["narrow", "any"])
+@pytest.mark.parametrize("width", [1, 2, 3, 5, 6, 7])
+def test_fused_blocks_on_the_stand_in_equal_numpy(width, gates, dtype):
+    # narrow gates up to 6 wires: the gate-block kernel; wider gates: a dense matrix, by the
+    # shared-memory dense kernel up to 6 wires, by the array-module code beyond
     n = 9
     rng = np.random.default_rng(width)
     wires = [int(w) for w in rng.permutation(n)[:width]]
+    names = [g for g in NARROW if gate_spec(g).num_qubits <= width] if gates == "narrow" else None
     ops = [GateOp(op.gate, tuple(wires[w] for w in op.wires), op.params)
-           for op in random_circuit(width, 30, rng=width)]
+           for op in random_circuit(width, 30, rng=width, gates=names)]
     be, _ = _stand_in()
     got = be.to_numpy(be.apply_fused(be.asarray(_state(n, 1, dtype)), n, wires, ops))
     want = REF.apply_fused(_state(n, 1, dtype), n, wires, ops)
