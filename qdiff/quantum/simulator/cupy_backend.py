@@ -64,7 +64,7 @@ class CupyBackend(ArrayModuleBackend):
         self.use_kernels = use_kernels
         self._tables: dict[bytes, Any] = {}
         self._kernels: dict[tuple[str, str], Any] = {}
-        self._fixed: dict[int, tuple[Any, np.ndarray]] = {}
+        self._fixed: dict[tuple[int, str], tuple[Any, np.ndarray]] = {}
         self._no_sums: Any = None
 
     # -- device helpers ---------------------------------------------------------------------
@@ -318,19 +318,23 @@ class CupyBackend(ArrayModuleBackend):
             wanted = want is not None and want[k]
             if wanted:
                 m[:] = 0
-                m[:d, :d] = spec.generator_matrix()
+                m[:d, :d] = self._of_spec(spec, "generator")
                 table[row, 36:] = m.view(np.float64).ravel()
             table[row, :4] = (len(bits), bits[0], bits[-1] if len(bits) == 2 else 0,
                               k if wanted else -1)
         return table
 
     def _gate_matrix(self, spec: Any, params: Sequence[float]) -> np.ndarray:
-        if spec.num_params:
-            return spec.matrix(*params)
-        found = self._fixed.get(id(spec))  # a fixed gate's matrix, built once
+        return spec.matrix(*params) if spec.num_params else self._of_spec(spec, "matrix")
+
+    def _of_spec(self, spec: Any, what: str) -> np.ndarray:
+        # a fixed gate's matrix or a gate's generator matrix, built once per gate spec
+        found = self._fixed.get((id(spec), what))
         if found is None or found[0] is not spec:
-            found = (spec, spec.matrix())
-            self._fixed[id(spec)] = found
+            if len(self._fixed) > _CACHE_LIMIT:
+                self._fixed.clear()
+            found = (spec, spec.matrix() if what == "matrix" else spec.generator_matrix())
+            self._fixed[(id(spec), what)] = found
         return found[1]
 
     def _run_gate_block(self, psi: Any, lam: Any, n: int, wires: tuple[int, ...],

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -221,3 +223,14 @@ def test_raw_kernels_compile_for_the_h100(tmp_path):
                            "-o", str(tmp_path / "kernels.cubin"), str(tmp_path / "kernels.cu")],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and "warning" not in done.stderr, done.stderr
+
+
+def test_counting_benchmark_runs_and_checks_against_numpy():
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, str(root / "benchmarks" / "cupy_counts.py"),
+                           "--sizes", "4", "--layers", "1", "2"],
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split() for line in done.stdout.splitlines()[1:]]
+    assert [row[2] for row in rows] == ["value", "gradient"] * 2
+    assert all(row[4] in ("1", "2") for row in rows)  # waits for the device: 1 or 2 a call
