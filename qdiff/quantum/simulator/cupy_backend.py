@@ -305,21 +305,17 @@ class CupyBackend(ArrayModuleBackend):
         generator of each wanted one and its slot (its index in ``ops``)."""
         local = {w: b for b, w in enumerate(wires)}
         order = range(len(ops) - 1, -1, -1) if undo else range(len(ops))
-        table = np.zeros((len(ops), BLOCK_ROW))
-        m = np.zeros((4, 4), np.complex128)
+        rows = np.zeros((len(ops), BLOCK_ROW // 2), np.complex128)  # M at 2:18, G at 18:34
+        table = rows.view(np.float64)
         for row, k in enumerate(order):
             op, spec = ops[k], specs[k]
             bits = [local[int(w)] for w in op.wires]
             d = 1 << len(bits)
-            m[:] = 0
-            m[:d, :d] = self._gate_matrix(spec, op.params)
-            applied = np.ascontiguousarray(m.conj().T) if undo else m
-            table[row, 4:36] = applied.view(np.float64).ravel()
+            u = self._gate_matrix(spec, op.params)
+            rows[row, 2:18].reshape(4, 4)[:d, :d] = u.conj().T if undo else u
             wanted = want is not None and want[k]
             if wanted:
-                m[:] = 0
-                m[:d, :d] = self._of_spec(spec, "generator")
-                table[row, 36:] = m.view(np.float64).ravel()
+                rows[row, 18:34].reshape(4, 4)[:d, :d] = self._of_spec(spec, "generator")
             table[row, :4] = (len(bits), bits[0], bits[-1] if len(bits) == 2 else 0,
                               k if wanted else -1)
         return table
