@@ -6,11 +6,14 @@
 #     LIMIT_PERCENT=50 bash benchmarks/gpu.sh out checks     # every step's time limit halved
 #
 # Parts: checks (the CUDA target's cases and the CuPy tests), suite (tests/ir, tests/loops and
-# tests/classical with every program compiled for the GPU), classical (classical_ad.py),
-# quantum (gradients.py: the CuPy simulator against JAX on the same GPU; batching.py,
-# batched_loops.py and wide_gates.py: vmap's batched simulation on CuPy, of an ansatz, of
-# loops on measurements and of a random circuit of wide gates, against a loop over the
-# members on the CPU).
+# tests/classical with every program compiled for the GPU), classical (classical_ad.py;
+# CLASSICAL_ONLY="gmm kmeans" picks workloads, CLASSICAL_LIMIT=300 gives them more seconds),
+# gradients (gradients.py: the CuPy simulator against JAX on the same GPU), batching
+# (batching.py, batched_loops.py and wide_gates.py: vmap's batched simulation on CuPy, of an
+# ansatz, of loops on measurements and of a random circuit of wide gates, against a loop over
+# the members on the CPU), shots (loops.py: sample mode's batch of shots and the batched
+# parameter-shift estimator on CuPy, beside the same on the host's Numba kernels);
+# quantum = gradients batching shots.
 #
 # Correctness first, then timings, each part in order. Each step has a time limit and
 # writes its log as it goes, so a step cut short still reports.
@@ -44,9 +47,9 @@ numba_cuda.__version__, '| cupy', cupy.__version__, '|', cuda.get_current_device
 checks() {  # side by side: 16 cores, one GPU
     TAIL=3 step cuda_lowering 120 python -m tests.compiler.cuda_lowering &
     TAIL=0 step cuda_cases 120 python -m tests.compiler.cuda_cases &
-    TAIL=30 step cupy_tests 120 python -m pytest -q -p no:cacheprovider -rf \
+    TAIL=30 step cupy_tests 150 python -m pytest -q -p no:cacheprovider -rf \
         tests/quantum/test_cupy_programs.py tests/quantum/simulator/test_simulator.py \
-        -k "cupy or gpu or GPU"
+        tests/quantum/execution/test_shot_states.py -k "cupy or gpu or GPU"
     wait
     python - "$results/cuda_cases.log" <<'SUMMARY'
 import json, sys
@@ -65,17 +68,28 @@ suite() {  # every program call of these suites compiled for the GPU and compare
 }
 
 classical() {
-    TAIL=20 step classical_ad 150 python benchmarks/classical_ad.py --clock wall \
-        --engines "jax jit" --backend numba-cuda
+    TAIL=20 step classical_ad "${CLASSICAL_LIMIT:-150}" python benchmarks/classical_ad.py --clock wall \
+        --engines "jax jit" --backend numba-cuda ${CLASSICAL_ONLY:+--only $CLASSICAL_ONLY}
 }
 
-quantum() {
+gradients() {
     TAIL=25 step gradients 50 python benchmarks/gradients.py --sizes 20 24 --layers 10 \
         --observables Z --methods qdiff jax --backend cupy --repeats 3
+}
+
+batching() {
     TAIL=8 step batching 45 python benchmarks/batching.py --sizes 12 16 --batch 64 \
         --backend cupy --no-lightning --repeats 3
     TAIL=5 step batched_loops 60 python benchmarks/batched_loops.py --backend cupy --repeats 2
     TAIL=5 step wide_gates 25 python benchmarks/wide_gates.py --backend cupy --repeats 2
 }
+
+shots() {  # the host's batch (one thread) beside the GPU's
+    TAIL=12 step shots_cpu 60 python benchmarks/loops.py --only-sampling &
+    TAIL=12 step shots_gpu 60 python benchmarks/loops.py --only-sampling --backend cupy
+    wait
+}
+
+quantum() { gradients; batching; shots; }
 
 for part in $parts; do "$part"; done

@@ -9,6 +9,7 @@ checkpointed segments (``qdiff/quantum/gradients/loop_segments.py``).
     python benchmarks/loops.py                 # 10^5 batched shots, 300 one by one
     python benchmarks/loops.py --shots 20000 --python-shots 100
     python benchmarks/loops.py --only-adjoint --rounds 100 1000 10000 --stored-up-to 1000
+    python benchmarks/loops.py --only-sampling --backend cupy   # the batch's states on a GPU
 
 The programs are the case studies' (``case_studies/repeat_until_success.py``: rounds and
 <Z> of the 2-qubit RUS loop at θ = 1.1; ``case_studies/quantum_walk.py``: J(t) of the
@@ -161,10 +162,15 @@ def main(argv: list[str] | None = None) -> None:
                     help="run the stored-records adjoint up to this many rounds")
     ap.add_argument("--only-adjoint", action="store_true",
                     help="print the adjoint memory rows only")
+    ap.add_argument("--only-sampling", action="store_true",
+                    help="print the shots-per-second tables only")
+    ap.add_argument("--backend", choices=("auto", "numba", "numpy", "cupy"), default="auto",
+                    help="where the batch runner keeps its states (cupy: on a GPU)")
     args = ap.parse_args(argv)
     if not args.only_adjoint:
         sampling(args)
-    adjoint_memory_table(args.rounds, args.stored_up_to)
+    if not args.only_sampling:
+        adjoint_memory_table(args.rounds, args.stored_up_to)
 
 
 def sampling(args: argparse.Namespace) -> None:
@@ -179,6 +185,7 @@ def sampling(args: argparse.Namespace) -> None:
     from qdiff.quantum.gradients.batched_shift import batched_parameter_shift
     from qdiff.quantum.gradients.shift_gradient import sampled_parameter_shift
 
+    batch = "batch" if args.backend == "auto" else f"batch {args.backend}"
     print(f"{'program':<28}{'runner':<14}{'shots':>8}{'shots/s':>11}{'speed-up':>10}"
           f"{'estimate ± stderr':>22}{'exact':>9}")
     studies = _programs()
@@ -187,10 +194,11 @@ def sampling(args: argparse.Namespace) -> None:
         values = [np.asarray(x)]
         options = RunOptions(mode="sample", seed=args.seed)
         rows = []
-        for runner, sample, shots in (("trajectories", sample_trajectories, args.python_shots),
-                                      ("batch", sample_batched, args.shots)):
+        for runner, sample, shots, backend in (
+                ("trajectories", sample_trajectories, args.python_shots, "auto"),
+                (batch, sample_batched, args.shots, args.backend)):
             rate, result = shots_per_second(sample, program, values,
-                                            options.replace(shots=shots))
+                                            options.replace(shots=shots, backend=backend))
             value = float(np.ravel(result.values if not isinstance(result.values, tuple)
                                    else result.values[0])[0])
             error = float(np.ravel(result.stderr if not isinstance(result.stderr, tuple)
@@ -208,14 +216,15 @@ def sampling(args: argparse.Namespace) -> None:
         program = qdiff.trace(f, x)
         values = [np.asarray(x)]
         rows = []
-        for runner, estimate, samples in (
-                ("trajectories", sampled_parameter_shift, args.python_samples),
-                ("batch", batched_parameter_shift, args.samples)):
+        for runner, estimate, samples, backend in (
+                ("trajectories", sampled_parameter_shift, args.python_samples, "auto"),
+                (batch, batched_parameter_shift, args.samples, args.backend)):
             def run(options, estimate=estimate, program=program, values=values,
                     cotangent=cotangent):
                 return estimate(program, values, cotangent, [0], options)
 
-            rate, result = shots_per_second(run, None, None, options.replace(shots=samples))
+            rate, result = shots_per_second(run, None, None,
+                                            options.replace(shots=samples, backend=backend))
             rows.append((runner, samples, rate, float(np.ravel(result.grads[0])[0]),
                          float(np.ravel(result.grad_stderr[0])[0])))
         base = rows[0][2]

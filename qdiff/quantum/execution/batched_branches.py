@@ -146,6 +146,16 @@ class _Batch:
         return [(sum(items[i][0] for i in group), items[group[0]][1])
                 for group in merge_groups(items)]
 
+    def start_rounds(self, eqn: Eqn, cond_consts: list, body_consts: list) -> Any:
+        """At the start of a while loop's run: what `end_round` gets after each round (the
+        batched adjoint's checkpointed segments; here None)."""
+        return None
+
+    def end_round(self, rounds: Any, live: list, finished: list, running: np.ndarray
+                  ) -> None:
+        """After each round of a while loop: its live branches, every branch that exited so
+        far and the members whose loop still ran the round's body."""
+
 
 # a branch: (weights (members,), {var: (value, batched)})
 Branch = tuple[np.ndarray, dict]
@@ -158,15 +168,20 @@ def _read(env: dict, atom: Any) -> tuple[Any, bool]:
 def _run(batch: _Batch, program: Program, branches: list[Branch]) -> list[Branch]:
     """``program``'s equations on (weights, environment) branches."""
     for eqn in program.eqns:
-        step: list[Branch] = []
-        for weights, env in branches:
-            outcomes = batch.apply(eqn, weights, [_read(env, a) for a in eqn.inputs])
-            for k, (w, outs) in enumerate(outcomes):
-                target = env if k == len(outcomes) - 1 else dict(env)
-                target.update(zip(eqn.outputs, outs))
-                step.append((w, target))
-        branches = step
+        branches = run_equation(batch, eqn, branches)
     return branches
+
+
+def run_equation(batch: _Batch, eqn: Eqn, branches: list[Branch]) -> list[Branch]:
+    """One equation on (weights, environment) branches."""
+    out: list[Branch] = []
+    for weights, env in branches:
+        outcomes = batch.apply(eqn, weights, [_read(env, a) for a in eqn.inputs])
+        for k, (w, outs) in enumerate(outcomes):
+            target = env if k == len(outcomes) - 1 else dict(env)
+            target.update(zip(eqn.outputs, outs))
+            out.append((w, target))
+    return out
 
 
 @functools.lru_cache(maxsize=1024)
@@ -379,17 +394,12 @@ def _while(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
     exited_any = np.zeros(batch.size, bool)
     dropped_before = batch.dropped.copy()
     iterations = 0
+    rounds = batch.start_rounds(eqn, cond_consts, body_consts)
     while live:
-        tested = _body(batch, p["cond"], [(w, [*cond_consts, *c]) for w, c in live])
-        continuing = []
-        for w, ((pred, _), *c) in tested:
-            go = np.broadcast_to(np.asarray(pred, bool), (batch.size,))
-            if np.any(~go & (w > 0)):
-                ends = batch.masked(w, ~go)
-                finished.append((ends, c))
-                exited_any |= ends > 0
-            if np.any(go & (w > 0)):
-                continuing.append((batch.masked(w, go), c))
+        continuing, exits = loop_test(batch, p, cond_consts, live)
+        finished.extend(exits)
+        for ends, _ in exits:
+            exited_any |= ends > 0
         going_on = sum((w for w, _ in continuing), np.zeros(batch.size))
         # each member stops where the branching runner stops its loop (`stop_loop`)
         stops = going_on == 0
@@ -407,12 +417,35 @@ def _while(batch: _Batch, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
         running &= ~stops
         if not np.any(running):
             break
-        # a member that stopped has weight 0 already in most branches: masked where not
-        live = batch.merged(_body(batch, p["body"], [
-            (w if np.all(running | (w == 0)) else batch.masked(w, running), [*body_consts, *c])
-            for w, c in continuing]))
+        live = loop_body(batch, p, body_consts, continuing, running)
         iterations += 1
+        batch.end_round(rounds, live, finished, running)
     return batch.merged(finished)
+
+
+def loop_test(batch: _Batch, params: dict, cond_consts: list, live: list
+              ) -> tuple[list, list]:
+    """A while loop's test on the live branches: (those going on, those exiting), each
+    branch's weights masked to the members that go on or exit there."""
+    tested = _body(batch, params["cond"], [(w, [*cond_consts, *c]) for w, c in live])
+    continuing, exits = [], []
+    for w, ((pred, _), *c) in tested:
+        go = np.broadcast_to(np.asarray(pred, bool), (batch.size,))
+        if np.any(~go & (w > 0)):
+            exits.append((batch.masked(w, ~go), c))
+        if np.any(go & (w > 0)):
+            continuing.append((batch.masked(w, go), c))
+    return continuing, exits
+
+
+def loop_body(batch: _Batch, params: dict, body_consts: list, continuing: list,
+              running: np.ndarray) -> list:
+    """A while loop's body on the branches going on, for the members still ``running``;
+    identical branches merged."""
+    # a member that stopped has weight 0 already in most branches: masked where not
+    return batch.merged(_body(batch, params["body"], [
+        (w if np.all(running | (w == 0)) else batch.masked(w, running), [*body_consts, *c])
+        for w, c in continuing]))
 
 
 def merge_groups(items: list) -> list[list[int]]:
@@ -497,4 +530,5 @@ def run_branches(program: Program, values: Sequence[Any], flags: Sequence[bool],
 
 register_batched_runner(branches_claim, run_branches)
 
-__all__ = ["apply_gate", "branches_claim", "gate_matrices", "merge_groups", "run_branches"]
+__all__ = ["apply_gate", "branches_claim", "gate_matrices", "loop_body", "loop_test",
+           "merge_groups", "run_branches", "run_equation"]

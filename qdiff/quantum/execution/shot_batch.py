@@ -26,8 +26,10 @@ and classical equations. Not covered
 (`NotBatchable`; `qdiff.quantum.run` then runs the trajectories one by one): ``qm.sample``
 draws, registers extended mid-program, loop bounds that differ between shots, and
 sub-programs of other primitives that hold quantum operations. Shots run in chunks that
-keep a batch of states within `CHUNK_BYTES`, on the host (NumPy arrays and Numba
-kernels, whatever ``backend`` names).
+keep a batch of states within `CHUNK_BYTES`. The states live where ``backend`` puts them
+(`simulator.shot_states`): on the host with Numba kernels by default, as NumPy array
+operations for ``"numpy"``, on a GPU with CuPy for ``"cupy"``; every other value, the
+random streams and the draws stay on the host.
 
 The estimator is the trajectory runner's (each shot an independent trajectory, the mean
 over accepted shots with its standard error), but its random numbers come from the shots'
@@ -55,6 +57,7 @@ from typing import Any
 
 import numpy as np
 
+from ...gpu.array_module import array_module_of
 from ...ir.control_flow import cond_p, loop_p, while_p
 from ...ir.core import Eqn, Literal, Program
 from ...ir.errors import QdiffError
@@ -65,7 +68,8 @@ from ..lang.gate_forms import gate_form
 from ..lang.gates import gate_spec
 from ..lang.primitives import pauli_sum_of
 from ..simulator import get_backend
-from ..simulator.shot_kernels import apply_block, collapse, diagonal_phases, wire_weights
+from ..simulator.shot_kernels import diagonal_phases
+from ..simulator.shot_states import shot_states
 from .options import RunOptions
 from .reference import apply_fused_gate_eqn, check_finite_angles, fused_program
 from .runner import NonTerminatingLoopError, QuantumResult, _structure, needs_runner
@@ -91,7 +95,10 @@ def take(value: Any, rows: np.ndarray) -> Any:
     """``value`` on the batch's ``rows`` (shared values are shared by any rows)."""
     if not isinstance(value, Rows):
         return value
-    return Rows(value.array[rows], None if value.streams is None else value.streams[rows])
+    array = value.array
+    if array_module_of(array) is not np:  # device states take device indices
+        rows = array_module_of(array).asarray(rows)
+    return Rows(array[rows], None if value.streams is None else value.streams[rows])
 
 
 def per_row(value: Any, count: int) -> np.ndarray:
@@ -121,7 +128,8 @@ def gather(parts: Sequence[tuple[np.ndarray, list[Any]]], width: int) -> tuple[l
             value = column[0]
             joined.append(take(value, order) if isinstance(value, Rows) else value)
         else:
-            stacked = np.concatenate([per_row(v, len(r)) for (r, _), v in zip(parts, column)])
+            arrays = [per_row(v, len(r)) for (r, _), v in zip(parts, column)]
+            stacked = array_module_of(arrays[0]).concatenate(arrays)
             streams = None
             if all(isinstance(v, Rows) and v.streams is not None for v in column):
                 streams = np.concatenate([v.streams for v in column])[order]
@@ -163,6 +171,7 @@ class ShotBatchRunner:
         sequence = seed if isinstance(seed, np.random.SeedSequence) else (
             np.random.SeedSequence(seed))
         self.key = sequence.generate_state(1, np.uint64)[0]
+        self.states = shot_states(options.backend)  # where the batch's states live
         self.first_shot = 0  # the shot number of the batch's first row
         self.depth = 0
         self.max_loop_iterations = options.max_loop_iterations
@@ -214,15 +223,15 @@ class ShotBatchRunner:
         Each row draws from its own stream, so a shot reads the same numbers in two runs
         that share the seed (common random numbers, as the trajectory runner's shifted
         runs of one sample)."""
-        array = np.ascontiguousarray(state.array)
-        count = array.shape[0]
-        weights = wire_weights(array, wire)
+        count = state.array.shape[0]
+        weights = self.states.wire_weights(state.array, wire)
         total = weights.sum(axis=1)
         uniform = stream_uniforms(self.key, state.streams)
         outcome = (uniform * total >= weights[:, 0]).astype(np.int64)
         scale = 1.0 / np.sqrt(weights[np.arange(count), outcome])
         streams = state.streams + np.array([0, 1])
-        return outcome, Rows(collapse(array, wire, outcome, scale, to_zero), streams)
+        collapsed = self.states.collapse(state.array, wire, outcome, scale, to_zero)
+        return outcome, Rows(collapsed, streams)
 
 
 _GOLDEN, _MIX1, _MIX2 = (np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9),
@@ -283,8 +292,7 @@ def classical(eqn: Eqn, values: list[Any], count: int) -> list[Any]:
 def _qalloc(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
     if r.depth > 1:  # the rows of a sub-program are not the shots in order
         raise NotBatchable("a register allocated inside control flow")
-    state = np.zeros((count, 1 << eqn.params["num_qubits"]), eqn.params["dtype"])
-    state[:, 0] = 1
+    state = r.states.basis(count, eqn.params["num_qubits"], eqn.params["dtype"])
     streams = np.zeros((count, 2), np.int64)
     streams[:, 0] = r.first_shot + np.arange(count)
     return [Rows(state, streams)], None
@@ -317,19 +325,18 @@ def _gate(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
     dtype = state.array.dtype
     matrices = np.stack([np.asarray(spec.matrix(*row.tolist()), dtype) for row in distinct])
     form = gate_form(spec)
-    array = np.ascontiguousarray(state.array)
-    n = array.shape[1].bit_length() - 1
+    n = state.array.shape[1].bit_length() - 1
     if form.kind == "diagonal":  # one multiplication by the register-wide phases
         phases = diagonal_phases(np.diagonal(matrices, axis1=1, axis2=2), wires, n)
-        array *= phases[0] if len(matrices) == 1 else phases[which]
-        return [Rows(array, state.streams)], None
+        return [Rows(r.states.multiply(state.array, phases, which), state.streams)], None
     # the block on the targets where every control is 1 (`gate_form`)
     local = sum(1 << c for c in form.controls) | sum(
         ((np.arange(1 << len(form.targets)) >> j) & 1) << t for j, t in enumerate(form.targets))
     blocks = np.ascontiguousarray(matrices[:, local][:, :, local])
-    targets = np.array([wires[t] for t in form.targets], np.int64)
+    targets = [wires[t] for t in form.targets]
     control_mask = sum(1 << wires[c] for c in form.controls)
-    return [Rows(apply_block(array, targets, control_mask, blocks, which), state.streams)], None
+    array = r.states.apply_block(state.array, targets, control_mask, blocks, which)
+    return [Rows(array, state.streams)], None
 
 
 def _fused_gate(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
@@ -348,8 +355,7 @@ def _fused_gate(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
             column[j] = 1
             blocks[b, :, j] = apply_fused_gate_eqn(_NUMPY, column, row, wires=local,
                                                    parts=parts)
-    array = np.ascontiguousarray(state.array)
-    apply_block(array, np.array(wires, np.int64), 0, blocks, which)
+    array = r.states.apply_block(state.array, wires, 0, blocks, which)
     return [Rows(array, state.streams)], None
 
 
@@ -371,37 +377,19 @@ def _postselect(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
 
 
 def _expval(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
-    state = values[0].array
     obs = pauli_sum_of(eqn.params["terms"])
     xs, zs, fs = obs.masks(tuple(eqn.params["wires"]))
-    index = np.arange(state.shape[1])
-    total = np.zeros(count)
-    for x, z, f in zip(xs.tolist(), zs.tolist(), fs.tolist()):
-        signs = 1.0 - 2.0 * (np.bitwise_count(index & z) & 1) if z else 1.0
-        overlap = np.einsum("ri,ri->r", state[:, index ^ x].conj(), state * signs)
-        total += (f * overlap).real
-    norm = np.einsum("ri,ri->r", state.conj(), state).real
-    return [values[0], Rows(total / norm)], None
+    value = r.states.expval(values[0].array, xs.tolist(), zs.tolist(), fs.tolist())
+    return [values[0], Rows(value)], None
 
 
 def _probs(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
-    state = values[0].array
-    wires = tuple(eqn.params["wires"])
-    n = state.shape[1].bit_length() - 1
-    p = (state.conj() * state).real.reshape((count, *(2,) * n))
-    kept = [1 + (n - 1 - w) for w in reversed(wires)]
-    dropped = tuple(a for a in range(1, n + 1) if a not in kept)
-    marginal = p.sum(axis=dropped, keepdims=True) if dropped else p
-    marginal = np.moveaxis(marginal, kept, range(n + 1 - len(kept), n + 1))
-    marginal = marginal.reshape(count, 1 << len(wires))
-    return [values[0], Rows(marginal / marginal.sum(axis=1, keepdims=True))], None
+    return [values[0], Rows(r.states.probs(values[0].array, tuple(eqn.params["wires"])))], None
 
 
 def _statevector(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
-    state = values[0].array
-    norm = np.sqrt(np.einsum("ri,ri->r", state.conj(), state).real)
     dtype = eqn.params.get("dtype", "complex128")
-    return [values[0], Rows((state / norm[:, None]).astype(dtype))], None
+    return [values[0], Rows(r.states.normalized(values[0].array, dtype))], None
 
 
 def _cond(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
@@ -418,19 +406,19 @@ def _cond(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
             outs, kept = r.run_program(branch, [take(v, rows) for v in operands], len(rows))
             parts.append((rows if kept is None else rows[kept], outs))
     outputs, rows = gather(parts, len(eqn.outputs))
-    return _on_rows(eqn, outputs, rows, count)
+    return _on_rows(r, eqn, outputs, rows, count)
 
 
-def _on_rows(eqn: Eqn, outputs: list[Any], rows: np.ndarray, count: int):
+def _on_rows(r: ShotBatchRunner, eqn: Eqn, outputs: list[Any], rows: np.ndarray, count: int):
     # outputs on `rows` of `count`: None when every row survived
     if not len(rows):
-        return [_empty(atom.type) for atom in eqn.outputs], rows
+        return [_empty(r, atom.type) for atom in eqn.outputs], rows
     return outputs, (None if len(rows) == count else rows)
 
 
-def _empty(type_: Any) -> Rows:
+def _empty(r: ShotBatchRunner, type_: Any) -> Rows:
     if isinstance(type_, QState):
-        return Rows(np.zeros((0, 1 << type_.num_qubits), np.complex128),
+        return Rows(r.states.basis(0, type_.num_qubits, np.complex128),
                     np.zeros((0, 2), np.int64))
     if isinstance(type_, Tensor):
         return Rows(np.zeros((0, *type_.shape), type_.dtype))
@@ -492,7 +480,7 @@ def _while(r: ShotBatchRunner, eqn: Eqn, values: list[Any], count: int):
             live = live[kept]
         iterations += 1
     outputs, rows = gather(finished, len(eqn.outputs))
-    return _on_rows(eqn, outputs, rows, count)
+    return _on_rows(r, eqn, outputs, rows, count)
 
 
 def _on(values: list[Any], rows: np.ndarray, count: int) -> list[Any]:
@@ -541,7 +529,7 @@ def sample_batched(program: Program, values: list[Any], options: RunOptions) -> 
         outs, kept = runner.run_program(program, [np.asarray(v) for v in values], count)
         accepted = count if kept is None else len(kept)
         for column, value in zip(columns, outs):
-            column.append(_as_numbers(per_row(value, accepted)))
+            column.append(_as_numbers(runner.states.to_host(per_row(value, accepted))))
         done += count
     stacked = [np.concatenate(c) for c in columns]
     accepted = stacked[0].shape[0] if stacked else shots

@@ -62,11 +62,10 @@ from ..lang.primitives import measure_p, pauli_sum_of
 from ..simulator import GateOp, available_memory_bytes
 from .loop_segments import (
     LoopRounds,
-    close_segment,
+    end_round,
     holds_cotangents,
-    open_segment,
     replay_segment,
-    segment_full,
+    rerun_rounds,
 )
 
 # The seeds of a final branch (weight, outputs) of the program: its weight's cotangent and
@@ -256,26 +255,36 @@ class AdjointRunner(BranchRunner):
         return LoopRounds(eqn, cond_consts, body_consts, exits=exits)
 
     def end_round(self, rounds: Any, live: list[Item], finished: list[Item]) -> None:
-        # the first round's records stay (the tail certificate reads them); segments follow
-        if rounds is None:
-            return
-        rounds.rounds += 1
-        segment = rounds.segment
-        if segment is None:
-            open_segment(self, rounds, live, finished)
-            return
-        segment.rounds += 1
-        if segment_full(self, rounds, segment):
-            if rounds.exits is not None:  # the segment's exits: run to the end, summed
-                leaving = finished[segment.first_finished:]
-                del finished[segment.first_finished:]
-                self.fold_exits(rounds.exits, leaving)
-                self.flush()
-            close_segment(self, segment, live, finished)
-            self.records.append(Record("segment", None, segment.in_nodes, [],
-                                       segment.out_nodes, [], 0, 0, 0.0, 0.0,
-                                       segment=segment))
-            open_segment(self, rounds, live, finished)
+        if rounds is not None:
+            end_round(self, rounds, live, finished)
+
+    # what `loop_segments` asks of a recorder
+    def checkpoint(self, values: list[Any]) -> list[Any]:
+        """``values`` with their states copied (the run updates states in place)."""
+        return [self.backend.copy(v) if _is_state(v) else v for v in values]
+
+    def value_bytes(self, value: Any) -> int:
+        return getattr(value, "nbytes", 8)
+
+    def forget(self, key: int, node: int) -> None:
+        """Drop the value of ``node`` (its object's id ``key``) that only dropped records read."""
+        self._objects.pop(key, None)
+        self.states.pop(node, None)
+
+    def replayer(self) -> AdjointRunner:
+        """A fresh recorder set up as this one, for a segment's replay."""
+        sub = type(self)(self.options)
+        sub.readout_shots = self.readout_shots
+        sub.checkpoints = self.checkpoints
+        return sub
+
+    def rerun_rounds(self, segment: Any, cond_consts: list[Any], body_consts: list[Any],
+                     live: list[Item]) -> tuple[list[Item], list[Item]]:
+        return rerun_rounds(self, segment, cond_consts, body_consts, live)
+
+    def segment_record(self, segment: Any) -> Record:
+        return Record("segment", None, segment.in_nodes, [], segment.out_nodes, [], 0, 0,
+                      0.0, 0.0, segment=segment)
 
     # -- the reverse sweep ------------------------------------------------------------------
     def reverse(self, weight_seeds: dict[int, np.ndarray], value_seeds: dict[int, Any],
@@ -369,6 +378,19 @@ class Sweep:
                 continue
             self.rules[records[i].kind](self, records[i])
             i -= 1
+
+    # what `loop_segments.replay_segment` asks of a sweep
+    def inner(self, runner: AdjointRunner) -> Sweep:
+        """A sweep like this one over a segment's replay ``runner``."""
+        return Sweep(runner, {}, {}, self.rows, self.rules, self.final_seeds)
+
+    def move_state(self, inner: Sweep, mine: int, theirs: int, value: Any) -> None:
+        """Move what a replay's sweep ``inner`` holds of its input state ``mine`` onto the
+        checkpoint's node ``theirs`` (``value``: the checkpoint's copy of it)."""
+        if _is_state(value):
+            psi = inner.psi.pop(mine, None)
+            self.psi[theirs] = self.be.copy(value) if psi is None else psi
+            self.add_lam(theirs, inner.lam.pop(mine, None))
 
     def _own(self, array: np.ndarray) -> np.ndarray:
         self._owned[id(array)] = array  # keeps it alive: ids stay unique

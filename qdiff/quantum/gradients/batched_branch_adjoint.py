@@ -28,12 +28,19 @@ member was postselected (the unbatched convention, `adjoint.RecordedRun`), so va
 gradients are those of the unbatched adjoint member by member: a loop runs until every
 member's mass going on is below ``tol``, each member cut off where it would be on its own
 (its later rounds carry weight 0), and pruning, aborts at ``max_iter`` and merges are the
-branching runner's. Memory grows with the rounds: the tape keeps, for every round of
-every loop, the state each measurement, readout and merge saw (one ``(members, 2**n)``
-array a measurement, for both its outcomes; gates and the states measurements leave none,
-the sweep carries those back), where the unbatched adjoint replays checkpointed segments
-(`loop_segments`). On the walk ``cycle_walk`` (4 qubits, 64 members, about 175 rounds)
-the gradient's traced peak is 9.7 MiB (12.5 MiB with the measured states kept).
+branching runner's. The tape keeps the state each measurement, readout and merge saw (one
+``(members, 2**n)`` array a measurement, for both its outcomes; gates and the states
+measurements leave none, the sweep carries those back). Memory is bounded in the rounds as
+in the unbatched adjoint (`loop_segments`, whose schedule, closing and replay serve both):
+a while loop's rounds after its first go into segments, each closed into one record with
+a checkpoint of the live branches at its start (their pairs: the batched run never updates
+a state in place, so nothing is copied) and the rounds at which members stopped running;
+the sweep runs a segment's rounds again from it (`_Tape.rerun_rounds`, the forward run's
+`loop_test` and `loop_body`) and sweeps them back. A loop at the top of the program runs a
+closed segment's exits to the program's end at once (`exits_to_end`, `fold_exits`:
+per member, their mass and weighted outputs stay) and the replay seeds them again.
+``repeat_until_one`` through 1000 rounds (2 members) peaks at 0.9 MB of traced memory
+against 12 MB with every round kept, and 4x the rounds takes about 2x the memory.
 
 Claimed: programs the batched branches run (measurements, ``cond`` on outcomes or on
 per-member values, resets, postselection, ``fori_loop`` with shared bounds and
@@ -43,10 +50,10 @@ than ``tol`` pruned or cut off, postselection that never succeeds, a loop that c
 end, an angle that is not finite) or the run leaves its form (loop bounds that differ per
 member, a classical equation carrying a state), each member is differentiated on its own,
 warning or failing as ``qdiff.grad`` does. 64 members against a loop of
-``value_and_grad`` calls (``benchmarks/batched_loops.py``: interleaved, best of 5, one core
-of a 2-core machine at a load average of 2.6-3.3, two runs): ``repeat_until_one`` 0.17-0.33 s
-against 3.2-6.9 s (0.05x), the walk ``cycle_walk`` 0.20-0.42 s against 8.5-20.0 s (0.02x),
-the measuring ``fori_loop`` ``measured_rounds`` 13-27 ms against 0.60-1.37 s (0.02x).
+``value_and_grad`` calls (``benchmarks/batched_loops.py``: interleaved, best of 3, a 2-core
+machine at a load average of 3.7-4.8, two runs): ``repeat_until_one`` 0.17-0.40 s against
+2.5-6.0 s (0.07x), the walk ``cycle_walk`` 0.62-0.77 s against 13.9-14.9 s (0.04-0.05x),
+the measuring ``fori_loop`` ``measured_rounds`` 12-33 ms against 0.79-1.93 s (0.02x).
 
 >>> import qdiff
 >>> from qdiff import quantum as qm
@@ -92,12 +99,14 @@ from ..execution.batched import (
     observable_rows,
     readout_adjoint,
 )
+from ..execution.loop_exits import FoldedExits, LoopExits, foldable_loops, run_exits
 from ..execution.options import DEFAULTS
 from ..execution.runner import NonTerminatingLoopError
 from ..lang import primitives as qp
 from ..lang.primitives import pauli_sum_of
 from .adjoint import probability_cotangent
 from .gradient import gradient, report_truncation
+from .loop_segments import LoopRounds, LoopSegment, end_round, replay_segment
 
 __all__ = ["branch_value_and_grad"]
 
@@ -121,6 +130,7 @@ class _Record:
     weight_out: np.ndarray
     mask: np.ndarray | None = None
     parents: list[tuple[int, np.ndarray, list[int | None], list[Any]]] | None = None
+    segment: LoopSegment | None = None  # rounds of a while loop the sweep replays
 
 
 class _Value(tuple):
@@ -137,19 +147,37 @@ def _node(pair: Any) -> int | None:
 _NO_STATE = (None, True)  # a state left out of a record: the sweep carries it beside λ
 
 
+def _state_bytes(pairs: list) -> int:
+    return sum(x.nbytes for x, _ in pairs if isinstance(x, np.ndarray) and bb._is_states(x))
+
+
 class _Tape(bb._Batch):
     """The batched branching run (`batched_branches`), recording every equation, mask and
-    merge on every branch, loop bodies and rounds included."""
+    merge on every branch, loop bodies included; with ``checkpoints``, a while loop's
+    rounds after its first go into segments that the sweep replays (`loop_segments`)."""
 
-    def __init__(self, size: int):
+    _rng = None  # exact mode draws nothing: a segment's replay has no generator to restore
+
+    def __init__(self, size: int, checkpoints: bool = True):
         super().__init__(size)
+        self.checkpoints = checkpoints
         self.records: list[_Record] = []
-        self.count = 0
-        self._weights: dict[int, tuple[np.ndarray, int]] = {}  # keeps them alive: ids unique
+        self._count = 0
+        self.state_bytes = 0  # bytes of the states the records keep (`segment_full`)
+        # the weights' nodes by id (keeps them alive: ids unique); values carry their own
+        self._objects: dict[int, tuple[np.ndarray, int]] = {}
+        # `checkpoint`'s pairs by the id of the value (kept alive: ids unique)
+        self._fresh: dict[int, tuple[Any, Any]] = {}
+        # the top-level while loops whose exits run to the program's end (`exits_to_end`),
+        # the exits of the loop starting now, and what the folded exits contributed
+        self._foldable: dict[int, list] = {}
+        self._entering: LoopExits | None = None
+        self._folding = False
+        self.folded = FoldedExits()
 
     def new(self) -> int:
-        self.count += 1
-        return self.count
+        self._count += 1
+        return self._count
 
     def value(self, value: Any, batched: bool) -> _Value:
         """``(value, batched)`` with a new node."""
@@ -158,12 +186,119 @@ class _Tape(bb._Batch):
         return pair
 
     def weight_node(self, weights: np.ndarray) -> int:
-        found = self._weights.get(id(weights))
-        if found is not None and found[0] is weights:
-            return found[1]
+        found = self.node(weights)
+        return found if found is not None else self._new(weights)
+
+    # what `loop_segments` asks of a recorder
+    def node(self, value: Any) -> int | None:
+        """The node of a value (a `_Value`) or of weights, None for a constant."""
+        found = self._objects.get(id(value))
+        return found[1] if found is not None and found[0] is value else _node(value)
+
+    def _new(self, value: Any) -> int:
         node = self.new()
-        self._weights[id(weights)] = (weights, node)
+        if isinstance(value, _Value):
+            value.node = node
+        else:
+            self._objects[id(value)] = (value, node)
         return node
+
+    def checkpoint(self, values: list) -> list:
+        """``values`` as inputs of a replay: fresh pairs without nodes, one per value (a
+        value may come twice: as a const of the test and of the body); the run never
+        updates a state in place, so nothing is copied."""
+        fresh = []
+        for v in values:
+            found = self._fresh.get(id(v))
+            if found is None or found[0] is not v:
+                found = self._fresh[id(v)] = (v, _Value(v)) if isinstance(v, _Value) else (v, v)
+            fresh.append(found[1])
+        return fresh
+
+    def value_bytes(self, value: Any) -> int:
+        return getattr(value[0], "nbytes", 8) if isinstance(value, tuple) else value.nbytes
+
+    def forget(self, key: int, node: int) -> None:
+        self._objects.pop(key, None)
+
+    def flush(self) -> None:
+        """Nothing waits: every gate ran when recorded."""
+
+    def replayer(self) -> _Tape:
+        sub = _Tape(self.size, self.checkpoints)
+        sub.tol, sub.prune = self.tol, self.prune
+        sub.max_loop_iterations, sub.zero_exit_limit = self.max_loop_iterations, \
+            self.zero_exit_limit
+        return sub
+
+    def rerun_rounds(self, segment: LoopSegment, cond_consts: list, body_consts: list,
+                     live: list) -> tuple[list, list]:
+        """A segment's rounds run again from its checkpoint ``live``, each member running
+        where it ran (`_Tape.end_round`)."""
+        params = segment.eqn.params
+        changes = dict(segment.masks)
+        running, finished = None, []
+        for k in range(segment.rounds):
+            continuing, exits = bb.loop_test(self, params, cond_consts, live)
+            finished.extend(exits)
+            running = changes.get(k, running)
+            live = bb.loop_body(self, params, body_consts, continuing, running)
+        return live, finished
+
+    # a top-level while loop's exits run to the program's end when their segment closes
+    def exits_to_end(self, program: Program) -> None:
+        """Let the exits of ``program``'s top-level while loops run to its end while the
+        loop runs (`loop_exits.foldable_loops`): run ``program`` next."""
+        self._foldable = {key: reads for key, (_, reads) in foldable_loops(program).items()}
+
+    def run_equations(self, program: Program, start: int, branches: list) -> list:
+        """``program``'s equations from index ``start`` on (weights, environment)
+        branches; (weights, outputs) items."""
+        for index in range(start, len(program.eqns)):
+            eqn = program.eqns[index]
+            reads = None if self._folding else self._foldable.get(id(eqn))
+            if reads is None:
+                branches = bb.run_equation(self, eqn, branches)
+                continue
+            found = []
+            for branch in branches:  # the loop's exits go on with their own branch's values
+                self._entering = LoopExits(program, index, {v: branch[1][v] for v in reads})
+                found.extend(bb.run_equation(self, eqn, [branch]))
+            self._entering = None
+            branches = found
+        return [(w, [bb._read(env, a) for a in program.outputs]) for w, env in branches]
+
+    def merge(self, items: list) -> list:
+        """`merged` (what `loop_exits.run_exits` calls)."""
+        return self.merged(items)
+
+    def fold_exits(self, exits: LoopExits, items: list) -> None:
+        """Run a loop's exits ``items`` to the program's end and add what they contribute
+        to `folded`, per member."""
+        self._folding = True
+        try:
+            finals = run_exits(self, exits, items)
+        finally:
+            self._folding = False
+        self.folded.add([(w, [_score(x, self.size) for x in outs]) for w, outs in finals])
+
+    def segment_record(self, segment: LoopSegment) -> _Record:
+        return _Record(None, segment.in_nodes, [], segment.out_nodes, [], 0, 0, None, None,
+                       segment=segment)
+
+    def start_rounds(self, eqn: Eqn, cond_consts: list, body_consts: list) -> Any:
+        exits, self._entering = self._entering, None  # a loop inside this one has none
+        return LoopRounds(eqn, cond_consts, body_consts, exits=exits) if self.checkpoints \
+            else None
+
+    def end_round(self, rounds: Any, live: list, finished: list, running: np.ndarray) -> None:
+        if rounds is None:
+            return
+        segment = rounds.segment
+        if segment is not None and (not segment.masks
+                                    or not np.array_equal(segment.masks[-1][1], running)):
+            segment.masks.append((segment.rounds, running.copy()))
+        end_round(self, rounds, live, finished)
 
     def apply(self, eqn: Eqn, weights: np.ndarray, inputs: list) -> list:
         if eqn.primitive in (cond_p, loop_p, while_p):  # their bodies' equations are recorded
@@ -177,6 +312,7 @@ class _Tape(bb._Batch):
         in_nodes = [_node(x) for x in inputs]
         # a gate keeps no state (the sweep uncomputes it), a measurement only the one it saw
         kept_in = [_NO_STATE, *inputs[1:]] if eqn.primitive is qp.gate_p else list(inputs)
+        self.state_bytes += _state_bytes(kept_in)
         out = []
         for w, values in outcomes:
             pairs = [self.value(x, b) for x, b in values]
@@ -204,6 +340,7 @@ class _Tape(bb._Batch):
             pairs = [self.value(x, b) for x, b in items[group[0]][1]]
             parents = [(self.weight_node(items[i][0]), items[i][0],
                         [_node(x) for x in items[i][1]], items[i][1]) for i in group]
+            self.state_bytes += sum(_state_bytes(items[i][1]) for i in group)
             self.records.append(_Record(None, [], [], [p.node for p in pairs], pairs, 0,
                                         self.weight_node(total), total, total,
                                         parents=parents))
@@ -216,11 +353,26 @@ class _Sweep:
     ``(members, *shape)``), adjoint vectors ``lam`` and the states ``psi`` beside them (a
     state's consumer sets it: a gate's is uncomputed, ``ψ_in = U^†ψ_out``)."""
 
-    def __init__(self, size: int):
-        self.size = size
+    def __init__(self, runner: _Tape, final_seeds: Any = None):
+        self.runner = runner
+        # seeds of the final branches that replayed segments make again (`loop_segments`)
+        self.final_seeds = final_seeds
+        self.size = runner.size
         self.ct: dict[int, np.ndarray] = {}
         self.lam: dict[int, np.ndarray] = {}
         self.psi: dict[int, np.ndarray] = {}
+
+    # what `loop_segments.replay_segment` asks of a sweep
+    def inner(self, runner: _Tape) -> _Sweep:
+        """A sweep over a segment's replay ``runner``."""
+        return _Sweep(runner, self.final_seeds)
+
+    def move_state(self, inner: _Sweep, mine: int, theirs: int, value: Any) -> None:
+        """Move the adjoint (and state) that a replay's sweep ``inner`` holds for its input
+        ``mine`` onto the checkpoint's node ``theirs``."""
+        lam, psi = inner.pair(mine)
+        if lam is not None:
+            self.add_lam(theirs, lam, psi)
 
     def add(self, node: int | None, value: Any) -> None:
         if node is not None and value is not None:
@@ -239,6 +391,9 @@ class _Sweep:
 
     def walk(self, records: list[_Record]) -> None:
         for record in reversed(records):
+            if record.segment is not None:
+                replay_segment(self, record.segment, _Sweep.walk)
+                continue
             if record.eqn is None:
                 (_merge if record.parents is not None else _mask)(self, record)
                 continue
@@ -392,34 +547,51 @@ class _LeavesForm(Exception):
 
 
 def _recorded(program: Program, values: Sequence[Any], flags: Sequence[bool], size: int,
-              active: Sequence[bool]) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Each member's value and cotangents of the ``active`` flat inputs."""
+              active: Sequence[bool], checkpoints: bool = True
+              ) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Each member's value and cotangents of the ``active`` flat inputs (``checkpoints``:
+    while loops' rounds in replayed segments and the exits of a closed segment run to the
+    program's end at once, `loop_segments`; off, every round and exit kept)."""
     flat = unpack_scalars(program)
-    tape = _Tape(size)
+    tape = _Tape(size, checkpoints)
+    if checkpoints:
+        tape.exits_to_end(flat)
     inputs = [tape.value(np.asarray(x), bool(f)) for x, f in zip(values, flags)]
     try:
-        items = bb._run(tape, flat, [(np.ones(size), dict(zip(flat.inputs, inputs)))])
+        items = tape.run_equations(flat, 0, [(np.ones(size), dict(zip(flat.inputs, inputs)))])
     except (bb._MemberByMember, NonTerminatingLoopError) as error:
         raise _LeavesForm from error
-    mass = sum((w for w, _ in items), np.zeros(size))
+    folded = tape.folded
+    mass = sum((w for w, _ in items), np.zeros(size)) + folded.mass
     postselected = tape.postselected_away > 0
     if (np.any(tape.dropped + tape.unterminated > tape.tol)
             or np.any(postselected & (mass <= tape.tol))):
         raise _LeavesForm   # a member warns or fails: as it does on its own
     out = flat.outputs[0]
-    finals = [bb._read(env, out) for _, env in items]
-    scores = [_members(x, b, size).astype(np.float64) for x, b in finals]
-    raw = sum((w * g for (w, _), g in zip(items, scores)), np.zeros(size))
+    raw = sum((w * _score(outs[0], size) for w, outs in items),
+              folded.sums[0] if folded.sums else np.zeros(size))
     norm = np.where(postselected, mass, 1.0)
-    sweep = _Sweep(size)
-    for (w, _), g, found in zip(items, scores, finals):   # J = F/P: w̄ = g/P - F/P², ḡ = w/P
-        sweep.add(tape.weight_node(w), g / norm - np.where(postselected, raw / norm ** 2, 0.0))
-        if is_differentiable(out.type):
-            sweep.add(_node(found), w / norm)
+
+    def seeds(w: np.ndarray, outs: list) -> tuple[np.ndarray, list]:
+        # J = F/P: w̄ = g/P - F/P², ḡ = w/P (also the final branches a replay makes again)
+        g = _score(outs[0], size)
+        value_seeds = [w / norm] if is_differentiable(out.type) else [None]
+        return g / norm - np.where(postselected, raw / norm ** 2, 0.0), value_seeds
+
+    sweep = _Sweep(tape, seeds if folded.branches else None)
+    for w, outs in items:
+        weight_seed, (value_seed,) = seeds(w, outs)
+        sweep.add(tape.weight_node(w), weight_seed)
+        sweep.add(_node(outs[0]), value_seed)
     sweep.walk(tape.records)
     grads = [sweep.ct.get(x.node, np.zeros((size, *np.shape(v)[1 if f else 0:])))
              for x, v, f, a in zip(inputs, values, flags, active) if a]
     return raw / norm, grads
+
+
+def _score(output: tuple[Any, bool], size: int) -> np.ndarray:
+    """A final branch's scalar output, one float per member."""
+    return _members(*output, size).astype(np.float64)
 
 
 def _member_by_member(program: Program, values: Sequence[Any], flags: Sequence[bool],

@@ -23,6 +23,11 @@ and weighted outputs only (`FoldedExits`), and the replay runs them to the end a
 seeds their final branches (the sweep's ``final_seeds``), so their cotangents go back
 through what follows the loop into the round they left.
 
+The same functions serve the batched adjoint's tape (`batched_branch_adjoint._Tape`,
+``vmap(grad(f))``): a recorder gives `checkpoint`, `value_bytes`, `node`, `weight_node`,
+`forget`, `replayer`, `rerun_rounds`, `segment_record` and (for the exits) `merge`,
+`run_equations` and `fold_exits`; a sweep gives `inner` and `move_state`.
+
 Memory: one segment's records plus one checkpoint per segment (one state per live branch,
 about a kilobyte on the walk: 10^4 rounds hold ~1 MB of checkpoints) plus the exits of the
 open segment and of the first round. Time: each round runs twice forward and once
@@ -44,7 +49,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...ir.core import Eqn
@@ -92,6 +97,8 @@ class LoopSegment:
     in_nodes: list[int | None] = field(default_factory=list)
     out_nodes: list[int | None] = field(default_factory=list)
     exits: LoopExits | None = None  # set: its exits ran to the program's end in it
+    # the batched run's members still running, by round of the segment where they changed
+    masks: list[tuple[int, Any]] = field(default_factory=list)
 
 
 def loop_consts(loop: LoopRounds | LoopSegment) -> list[Any]:
@@ -99,11 +106,6 @@ def loop_consts(loop: LoopRounds | LoopSegment) -> list[Any]:
     the rest of the program reads when its exits run there."""
     env = [] if loop.exits is None else list(loop.exits.env.values())
     return [*loop.cond_consts, *loop.body_consts, *env]
-
-
-def _is_state(value: Any) -> bool:
-    dtype = getattr(value, "dtype", None)
-    return dtype is not None and dtype.kind == "c" and getattr(value, "ndim", 0) == 1
 
 
 def item_nodes(runner: Any, items: list[Item]) -> list[int | None]:
@@ -119,12 +121,11 @@ def open_segment(runner: Any, rounds: LoopRounds, live: list[Item],
                  finished: list[Item]) -> None:
     """Start a segment at the live branches ``live``: checkpoint them."""
     runner.flush()  # the checkpoint copies states: their gates must have run
-    be = runner.backend
-    start = [(w, [be.copy(v) if _is_state(v) else v for v in values]) for w, values in live]
+    start = [(w, runner.checkpoint(values)) for w, values in live]
     consts = loop_consts(rounds)
     in_nodes = [runner.node(c) for c in consts] + item_nodes(runner, live)
     rng = None if runner._rng is None else copy.deepcopy(runner._rng)
-    size = sum(RECORD_BYTES + sum(getattr(v, "nbytes", 8) for v in values)
+    size = sum(RECORD_BYTES + sum(runner.value_bytes(v) for v in values)
                for _, values in start)
     rounds.segment = LoopSegment(rounds.eqn, rounds.cond_consts, rounds.body_consts, start,
                                  rng, len(runner.records), runner._count, len(finished),
@@ -174,8 +175,7 @@ def close_segment(runner: Any, segment: LoopSegment, live: list[Item],
         if node not in keep_out and entry is not None and entry[1] == node:
             stale.append((key, node))
     for key, node in stale:  # a value two live branches shared is listed twice
-        objects.pop(key, None)
-        runner.states.pop(node, None)
+        runner.forget(key, node)
     return dropped
 
 
@@ -185,39 +185,32 @@ def replay_segment(sweep: Any, segment: LoopSegment,
     fresh recorder, move the outputs' cotangents, adjoints and states onto the replayed
     outputs, ``walk`` the replayed records back, and move what reached the replayed
     inputs onto the checkpoint's nodes."""
-    outer = sweep.runner
-    sub = type(outer)(outer.options)
-    sub.readout_shots = outer.readout_shots
-    sub.checkpoints = outer.checkpoints
+    sub = sweep.runner.replayer()
     if segment.rng is not None:
         sub._rng = copy.deepcopy(segment.rng)
-    be = sub.backend
-    start = [(w, [be.copy(v) if _is_state(v) else v for v in values])
-             for w, values in segment.start]
-    consts = loop_consts(segment)
-    # the replayed inputs get nodes where the recorded ones had them (the replay updates
+    kept = loop_consts(segment)
+    consts = sub.checkpoint(kept)
+    start = [(w, sub.checkpoint(values)) for w, values in segment.start]
+    # the replayed inputs get nodes where the recorded ones had them (the replay may update
     # its copies of the states in place; the checkpoint's stay as they were)
     in_values: list[Any] = [*consts]
-    checkpoint: list[Any] = [*consts]
-    for (w, values), (_, kept) in zip(start, segment.start):
+    checkpoint: list[Any] = [*kept]
+    for (w, values), (_, held) in zip(start, segment.start):
         in_values.extend([w, *values])
-        checkpoint.extend([w, *kept])
+        checkpoint.extend([w, *held])
     sub_in = []
     for value, node in zip(in_values, segment.in_nodes):
         found = sub.node(value) if node is not None else None
         sub_in.append(None if node is None else found if found is not None else sub._new(value))
-    params = segment.eqn.params
-    live, finished = start, []
-    for _ in range(segment.rounds):
-        continuing, exits, _ = loop_test(sub, params, segment.cond_consts, live)
-        finished.extend(exits)
-        live = loop_body(sub, params, segment.body_consts, continuing)
+    nc, nb = len(segment.cond_consts), len(segment.body_consts)
+    live, finished = sub.rerun_rounds(segment, consts[:nc], consts[nc:nc + nb], start)
     finals: list[Item] = []
     if segment.exits is not None:  # the exits ran to the program's end: again, here
-        finals, finished = run_exits(sub, segment.exits, finished), []
+        exits = replace(segment.exits, env=dict(zip(segment.exits.env, consts[nc + nb:])))
+        finals, finished = run_exits(sub, exits, finished), []
     sub.flush()
     sub_out = item_nodes(sub, finished + live)
-    inner = type(sweep)(sub, {}, {}, sweep.rows, sweep.rules, sweep.final_seeds)
+    inner = sweep.inner(sub)
     if sweep.final_seeds is not None:  # the readout's seeds on the final branches
         for w, outs in finals:
             weight_seed, value_seeds = sweep.final_seeds(w, outs)
@@ -240,10 +233,42 @@ def replay_segment(sweep: Any, segment: LoopSegment,
             continue
         moved.add(theirs)
         sweep.add(theirs, inner.ct.pop(mine, None))
-        if _is_state(value):
-            psi = inner.psi.pop(mine, None)
-            sweep.psi[theirs] = be.copy(value) if psi is None else psi
-            sweep.add_lam(theirs, inner.lam.pop(mine, None))
+        sweep.move_state(inner, mine, theirs, value)
+
+
+def rerun_rounds(runner: Any, segment: LoopSegment, cond_consts: list[Any],
+                 body_consts: list[Any], live: list[Item]) -> tuple[list[Item], list[Item]]:
+    """A segment's rounds run again from its checkpoint ``live`` by the branching runner:
+    (the live branches at its end, the branches that exited in it)."""
+    params = segment.eqn.params
+    finished: list[Item] = []
+    for _ in range(segment.rounds):
+        continuing, exits, _ = loop_test(runner, params, cond_consts, live)
+        finished.extend(exits)
+        live = loop_body(runner, params, body_consts, continuing)
+    return live, finished
+
+
+def end_round(runner: Any, rounds: LoopRounds, live: list[Item], finished: list[Item]
+              ) -> None:
+    """After a round of a while loop: the first round's records stay (the tail certificate
+    reads them) and the checkpoint of the first segment is taken; a segment full by
+    `segment_full` closes into one record (``runner.segment_record``) and the next opens."""
+    rounds.rounds += 1
+    segment = rounds.segment
+    if segment is None:
+        open_segment(runner, rounds, live, finished)
+        return
+    segment.rounds += 1
+    if segment_full(runner, rounds, segment):
+        if rounds.exits is not None:  # the segment's exits: run to the end, summed
+            leaving = finished[segment.first_finished:]
+            del finished[segment.first_finished:]
+            runner.fold_exits(rounds.exits, leaving)
+            runner.flush()
+        close_segment(runner, segment, live, finished)
+        runner.records.append(runner.segment_record(segment))
+        open_segment(runner, rounds, live, finished)
 
 
 def holds_cotangents(sweep: Any, segment: LoopSegment) -> bool:
