@@ -306,9 +306,11 @@ def _is_state(value: Any) -> bool:
     return isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind == "c"
 
 
-def _owner(array: np.ndarray) -> np.ndarray:
-    """The array that owns a view's memory (the state buffer gates update in place)."""
-    while isinstance(array.base, np.ndarray):
+def _owner(array: Any) -> Any:
+    """The array that owns a view's memory (the state buffer gates update in place): up a
+    NumPy view's bases, or a device (CuPy) array's, whose bases are device arrays (not
+    NumPy's: stopping at the view made every gate its own buffer, unfused)."""
+    while isinstance(array.base, (np.ndarray, type(array))):
         array = array.base
     return array
 

@@ -1,17 +1,18 @@
-"""CuPy GPU back end: the vectorized reference kernels on device arrays, plus CUDA kernels
-for the hot paths.
+"""CuPy GPU back end: the array-module code of the NumPy reference on device arrays, plus
+CUDA kernels for the hot paths.
 
 CuPy is imported lazily, inside the constructor, so importing qdiff never needs it. The
 kernels are in :mod:`qdiff.quantum.simulator.cupy_kernels` (each beside its NumPy
-transcription, which the tests run): dense gates on 1 to 6 targets (every fused block), small
-diagonals, 1-qubit permutations (every rotation, every CNOT), ``<bra|O|ket>`` for a Pauli sum
-``O`` and ``out += c O state``, each one launch and one pass over the state. What the host
-sends per gate is kernel arguments by value, apart from a dense matrix of two or more wires
-(one copy); index tables are copied once and kept. Nothing waits for the device inside a
-circuit: the adjoint method's derivatives stay on the device until the reverse sweep has
-undone a whole run of gates, then come back in one copy. Everything else (Pauli strings,
-probabilities, measurement) uses the array-module code of :class:`ArrayModuleBackend`, the
-code the NumPy reference runs.
+transcription, which the tests run): a fused block of gates on at most 2 wires each, applied
+gate after gate in shared memory (also the adjoint's reverse sweep over ψ and λ, with the
+derivatives), dense gates on 1 to 6 targets, small diagonals, 1-qubit permutations,
+``<bra|O|ket>`` for a Pauli sum ``O`` and ``out += c O state``, each one launch and one pass
+over the state. What the host sends per gate is kernel arguments by value, per block one
+table of its gates' matrices; index tables are copied once and kept. Nothing waits for the
+device inside a circuit: the adjoint method's derivatives stay on the device until the
+reverse sweep has undone a whole run of gates, then come back in one copy. Everything else
+(Pauli strings, probabilities, measurement) uses the array-module code of
+:class:`ArrayModuleBackend`.
 """
 
 from __future__ import annotations
@@ -185,8 +186,7 @@ class CupyBackend(ArrayModuleBackend):
         ops = [GateOp(*op) for op in ops]
         n = self._num_qubits_of(state, num_qubits, "apply_fused")
         ws = tuple(sorted(check_wires(wires, n, "fused gate")))
-        if not (self.use_kernels and state.flags.c_contiguous and _fits_gate_block(ws, ops)
-                and all(set(op.wires) <= set(ws) for op in ops)):
+        if not (self.use_kernels and state.flags.c_contiguous and _fits_gate_block(ws, ops)):
             return super().apply_fused(state, num_qubits, wires, ops)
         specs = [gate_spec(op.gate) for op in ops]
         if self._no_sums is None:  # the kernel's sums argument, never written here
@@ -254,8 +254,8 @@ class CupyBackend(ArrayModuleBackend):
                       filled: dict | None = None) -> Any:
         """As :meth:`StatevectorBackend.adjoint_block`; the derivatives stay on the device.
 
-        One adjoint and gates on at most 2 wires each: one launch of the block kernel per
-        :data:`ADJOINT_GATES` gates, its table (every gate's ``U^†`` and generator) copied in
+        One adjoint and gates on at most 2 wires each: one launch of the gate-block kernel per
+        ``BLOCK_GATES`` gates, its table (every gate's ``U^†`` and generator) copied in
         one transfer. A stack of adjoints: ``<λ_r|G_k ψ>`` by one reduction launch each into
         a device vector, the gates undone by the gate kernels.
 
@@ -352,7 +352,9 @@ class CupyBackend(ArrayModuleBackend):
 
 
 def _fits_gate_block(wires: tuple[int, ...], ops: Sequence[GateOp]) -> bool:
-    return len(wires) <= _DENSE_MAX_TARGETS and all(len(op.wires) <= 2 for op in ops)
+    inside = set(wires)
+    return len(wires) <= _DENSE_MAX_TARGETS and all(
+        len(op.wires) <= 2 and set(op.wires) <= inside for op in ops)
 
 
 def _undone(op: GateOp, spec: Any) -> GateOp:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from qdiff import quantum as qm
+from qdiff.quantum.gradients.adjoint import _owner
 from qdiff.quantum.lang.gates import gate_spec
 from qdiff.quantum.simulator import GateOp, get_backend
 from qdiff.quantum.simulator.cupy_backend import CupyBackend
@@ -234,3 +235,17 @@ def test_counting_benchmark_runs_and_checks_against_numpy():
     rows = [line.split() for line in done.stdout.splitlines()[1:]]
     assert [row[2] for row in rows] == ["value", "gradient"] * 2
     assert all(row[4] in ("1", "2") for row in rows)  # waits for the device: 1 or 2 a call
+
+
+def test_gradient_forward_pass_finds_the_buffer_of_a_device_array_view():
+    # CuPy's arrays are not NumPy arrays: the adjoint runner took each gate's view of a
+    # device state for its own buffer, so the forward pass of a gradient ran gate by gate
+    class DeviceArrayLike:  # what the runner reads of a cupy.ndarray: its base
+        def __init__(self, base=None):
+            self.base = base
+
+    buffer = DeviceArrayLike()
+    view = DeviceArrayLike(DeviceArrayLike(buffer))
+    assert _owner(view) is buffer and _owner(buffer) is buffer
+    host = np.zeros(4)
+    assert _owner(host[1:][::2]) is host
