@@ -452,14 +452,9 @@ class StatevectorBackend(abc.ABC):
         [1.0, 0.0, 3.0]
         """
         n = self._num_qubits_of(state, num_qubits, "expval")
-        obs_list = [_as_pauli_sum(o) for o in observables]
         key_of: dict[tuple[int, int], int] = {}
         per_obs: list[list[tuple[int, complex]]] = []
-        for obs in obs_list:
-            if not obs.is_hermitian(atol=1e-10):
-                raise ValueError(f"expval needs a Hermitian observable (real coefficients), got "
-                                 f"{obs}")
-            xs, zs, fs = obs.masks(self._obs_wires(obs, n, wires))
+        for xs, zs, fs in self._hermitian_masks(n, observables, wires):
             entries = []
             for x, z, f in zip(xs.tolist(), zs.tolist(), fs.tolist(), strict=True):
                 entries.append((key_of.setdefault((x, z), len(key_of)), f))
@@ -472,6 +467,20 @@ class StatevectorBackend(abc.ABC):
             raw = np.zeros(0, dtype=np.complex128)
         return np.array([sum((f * raw[k]).real for k, f in entries) for entries in per_obs],
                         dtype=np.float64)
+
+    def _hermitian_masks(self, n: int, observables: Sequence[PauliSum | str],
+                         wires: Sequence[int] | None
+                         ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each observable's ``(x_masks, z_masks, factors)`` placed on ``wires``; refuses an
+        observable that is not Hermitian."""
+        out = []
+        for o in observables:
+            obs = _as_pauli_sum(o)
+            if not obs.is_hermitian(atol=1e-10):
+                raise ValueError(f"expval needs a Hermitian observable (real coefficients), got "
+                                 f"{obs}")
+            out.append(obs.masks(self._obs_wires(obs, n, wires)))
+        return out
 
     # -- overlaps, probabilities, measurement ---------------------------------------------
     def inner(self, a: Any, b: Any) -> complex:

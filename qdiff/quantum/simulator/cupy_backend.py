@@ -236,6 +236,24 @@ class CupyBackend(ArrayModuleBackend):
         re, im = self.to_numpy(out).tolist()
         return complex(re, im)
 
+    def expval_pauli_sum_batch(self, state: Any, num_qubits: int,
+                               observables: Sequence[PauliSum | str],
+                               wires: Sequence[int] | None = None) -> np.ndarray:
+        """As :meth:`StatevectorBackend.expval_pauli_sum_batch`, each observable in one
+        launch (all its terms in one pass), the values back in one copy."""
+        if not self._fits_kernels(state):
+            return super().expval_pauli_sum_batch(state, num_qubits, observables, wires)
+        n = self._num_qubits_of(state, num_qubits, "expval")
+        masks = self._hermitian_masks(n, observables, wires)
+        if not masks:
+            return np.zeros(0)
+        out = self.xp.zeros(2 * len(masks), np.float64)
+        for k, (xs, zs, fs) in enumerate(masks):
+            if len(fs):
+                self._pauli_inner_into(state, state, self._pauli_table(xs, zs, fs), len(fs),
+                                       out, k)
+        return self.to_numpy(out)[0::2].copy()
+
     def _pauli_accumulate(self, out: Any, state: Any, num_qubits: int, x_masks: np.ndarray,
                           z_masks: np.ndarray, factors: np.ndarray) -> None:
         if not self._fits_kernels(out, state):
