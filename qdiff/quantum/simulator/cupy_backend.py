@@ -188,7 +188,7 @@ class CupyBackend(ArrayModuleBackend):
         ws = tuple(sorted(check_wires(wires, n, "fused gate")))
         if not (self.use_kernels and state.flags.c_contiguous and _fits_gate_block(ws, ops)):
             return super().apply_fused(state, num_qubits, wires, ops)
-        specs = [gate_spec(op.gate) for op in ops]
+        specs = [None if isinstance(op.gate, np.ndarray) else gate_spec(op.gate) for op in ops]
         if self._no_sums is None:  # the kernel's sums argument, never written here
             self._no_sums = self.xp.zeros(2, np.float64)
         self._run_gate_block(state, None, n, ws, self._gate_table(ops, specs, ws),
@@ -320,7 +320,8 @@ class CupyBackend(ArrayModuleBackend):
                     want: Sequence[bool] | None = None) -> np.ndarray:
         """The gate-block kernel's table of ``ops`` on the block ``wires``: each gate's
         matrix in application order, or (``undo``) each ``U^†`` from the last gate, with the
-        generator of each wanted one and its slot (its index in ``ops``)."""
+        generator of each wanted one and its slot (its index in ``ops``). A spec of ``None``:
+        the op's gate is its matrix."""
         local = {w: b for b, w in enumerate(wires)}
         order = range(len(ops) - 1, -1, -1) if undo else range(len(ops))
         rows = np.zeros((len(ops), BLOCK_ROW // 2), np.complex128)  # M at 2:18, G at 18:34
@@ -329,7 +330,7 @@ class CupyBackend(ArrayModuleBackend):
             op, spec = ops[k], specs[k]
             bits = [local[int(w)] for w in op.wires]
             d = 1 << len(bits)
-            u = self._gate_matrix(spec, op.params)
+            u = np.asarray(op.gate) if spec is None else self._gate_matrix(spec, op.params)
             rows[row, 2:18].reshape(4, 4)[:d, :d] = u.conj().T if undo else u
             wanted = want is not None and want[k]
             if wanted:
@@ -372,7 +373,9 @@ class CupyBackend(ArrayModuleBackend):
 def _fits_gate_block(wires: tuple[int, ...], ops: Sequence[GateOp]) -> bool:
     inside = set(wires)
     return len(wires) <= _DENSE_MAX_TARGETS and all(
-        len(op.wires) <= 2 and set(op.wires) <= inside for op in ops)
+        len(op.wires) <= 2 and set(op.wires) <= inside
+        and (not isinstance(op.gate, np.ndarray) or op.gate.shape == (1 << len(op.wires),) * 2)
+        for op in ops)
 
 
 def _undone(op: GateOp, spec: Any) -> GateOp:

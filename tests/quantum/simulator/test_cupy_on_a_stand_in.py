@@ -71,6 +71,15 @@ def test_fused_blocks_on_the_stand_in_equal_numpy(width, gates, dtype):
     np.testing.assert_allclose(got, want, atol=TOL[dtype])
 
 
+def test_fused_block_with_a_raw_matrix_on_the_stand_in_equals_numpy():
+    # a fused block may hold a gate given as its matrix (a merged 1-qubit run)
+    n, u = 4, np.linalg.qr(np.random.default_rng(3).normal(size=(2, 2)) + 0j)[0]
+    ops = [GateOp("ry", (1,), (0.4,)), GateOp(u, (2,)), GateOp("cx", (1, 2))]
+    be, _ = _stand_in()
+    got = be.to_numpy(be.apply_fused(be.asarray(_state(n, 4)), n, [1, 2], ops))
+    np.testing.assert_allclose(got, REF.apply_fused(_state(n, 4), n, [1, 2], ops), atol=1e-12)
+
+
 def test_controlled_dense_gate_on_the_stand_in_equals_numpy():
     # a 2-target dense block under a control: the dense kernel's group bases carry cmask
     n, u = 5, np.linalg.qr(np.random.default_rng(0).normal(size=(4, 4)))[0]
