@@ -306,9 +306,11 @@ def _is_state(value: Any) -> bool:
     return isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind == "c"
 
 
-def _owner(array: np.ndarray) -> np.ndarray:
-    """The array that owns a view's memory (the state buffer gates update in place)."""
-    while isinstance(array.base, np.ndarray):
+def _owner(array: Any) -> Any:
+    """The array that owns a view's memory (the state buffer gates update in place): up a
+    NumPy view's bases, or a device (CuPy) array's, whose bases are device arrays (not
+    NumPy's: stopping at the view made every gate its own buffer, unfused)."""
+    while isinstance(array.base, (np.ndarray, type(array))):
         array = array.base
     return array
 
@@ -615,6 +617,7 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
     width = max(be.adjoint_width(n), 1)
     blocks = _adjoint_blocks(ops, width)
     supports = _block_supports(ops, blocks, _start_support(sweep, gates[-1].in_nodes[0]))
+    found = []  # (block, its derivatives in the back end's memory): one copy back for all
     for (wires, block), support in zip(reversed(blocks), reversed(supports)):
         m = n if support is None else be.adjoint_register_qubits(n, support, len(wires))
         if m < _num_qubits(psi):  # ψ is zero past 2^m from here on: both run on that part
@@ -622,9 +625,12 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
                 lam[..., :1 << m])
         g = be.adjoint_block(psi, lam, _num_qubits(psi), wires, [ops[k] for k in block],
                              [want[k] for k in block], sweep.runner.prepared_blocks)
-        if lam is None:
-            continue
-        for k, value in zip(block, np.asarray(g).T):
+        if lam is not None:
+            found.append((block, g))
+    if found:
+        values = be.to_numpy(be.xp.concatenate([g for _, g in found], axis=1))
+        order = [k for block, _ in found for k in block]
+        for k, value in zip(order, values.T):
             if want[k]:
                 index, j = slots[k]
                 grads[index][j] += value

@@ -452,14 +452,9 @@ class StatevectorBackend(abc.ABC):
         [1.0, 0.0, 3.0]
         """
         n = self._num_qubits_of(state, num_qubits, "expval")
-        obs_list = [_as_pauli_sum(o) for o in observables]
         key_of: dict[tuple[int, int], int] = {}
         per_obs: list[list[tuple[int, complex]]] = []
-        for obs in obs_list:
-            if not obs.is_hermitian(atol=1e-10):
-                raise ValueError(f"expval needs a Hermitian observable (real coefficients), got "
-                                 f"{obs}")
-            xs, zs, fs = obs.masks(self._obs_wires(obs, n, wires))
+        for xs, zs, fs in self._hermitian_masks(n, observables, wires):
             entries = []
             for x, z, f in zip(xs.tolist(), zs.tolist(), fs.tolist(), strict=True):
                 entries.append((key_of.setdefault((x, z), len(key_of)), f))
@@ -472,6 +467,20 @@ class StatevectorBackend(abc.ABC):
             raw = np.zeros(0, dtype=np.complex128)
         return np.array([sum((f * raw[k]).real for k, f in entries) for entries in per_obs],
                         dtype=np.float64)
+
+    def _hermitian_masks(self, n: int, observables: Sequence[PauliSum | str],
+                         wires: Sequence[int] | None
+                         ) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """Each observable's ``(x_masks, z_masks, factors)`` placed on ``wires``; refuses an
+        observable that is not Hermitian."""
+        out = []
+        for o in observables:
+            obs = _as_pauli_sum(o)
+            if not obs.is_hermitian(atol=1e-10):
+                raise ValueError(f"expval needs a Hermitian observable (real coefficients), got "
+                                 f"{obs}")
+            out.append(obs.masks(self._obs_wires(obs, n, wires)))
+        return out
 
     # -- overlaps, probabilities, measurement ---------------------------------------------
     def inner(self, a: Any, b: Any) -> complex:
@@ -618,8 +627,13 @@ class StatevectorBackend(abc.ABC):
         xs, zs, fs = obs.masks(self._obs_wires(obs, n, wires))
         if not len(fs):
             return 0j
-        raw = self._pauli_cross(bra, ket, np.asarray(xs, np.int64), np.asarray(zs, np.int64))
-        return complex(np.dot(np.asarray(fs, np.complex128), raw))
+        return self._pauli_inner(bra, ket, np.asarray(xs, np.int64), np.asarray(zs, np.int64),
+                                 np.asarray(fs, np.complex128))
+
+    def _pauli_inner(self, bra: Any, ket: Any, x_masks: np.ndarray, z_masks: np.ndarray,
+                     factors: np.ndarray) -> complex:
+        """``Σ_k factors[k] <bra|P_k|ket>`` (P_k: the masks' Pauli string), on the host."""
+        return complex(np.dot(factors, self._pauli_cross(bra, ket, x_masks, z_masks)))
 
     def add_pauli_sum(self, out: Any, state: Any, num_qubits: int, obs: PauliSum | str,
                       wires: Sequence[int] | None = None, scale: complex = 1.0) -> Any:
@@ -674,7 +688,8 @@ class StatevectorBackend(abc.ABC):
         application order, all inside ``wires``; ``want[k]`` asks for the derivative of op
         ``k``, a one-parameter gate ``U_k = exp(-iθ G_k)``. For ``k`` from last to first:
         ``g[k] = 2 Im<λ|G_k ψ>``, then ``ψ <- U_k^† ψ`` and ``λ <- U_k^† λ``, in place.
-        Returns ``g`` (float64, 0 where not wanted). ``lam=None`` undoes ψ only.
+        Returns ``g`` (float64, 0 where not wanted), an array of the back end's module
+        (a GPU back end's stays on the device). ``lam=None`` undoes ψ only.
         ``lam`` may also be a stack of adjoints (one per row, shape ``(rows, 2^n)``), all
         undone against the one ψ: then ``g`` has a row per adjoint.
         ``filled`` is a dict the back end may keep what it prepared for a block in, for a
@@ -709,7 +724,7 @@ class StatevectorBackend(abc.ABC):
                 self.apply_gate(state, n, inverse, op.wires, params)
         if lam is None:
             return np.zeros(len(ops))
-        return grads if lam.ndim == 2 else grads[0]
+        return self.xp.asarray(grads if lam.ndim == 2 else grads[0])
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
