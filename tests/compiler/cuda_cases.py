@@ -443,6 +443,37 @@ def transfers_per_thread(_: str) -> None:
     assert (last_call().uploads, last_call().downloads) == (1, 0), last_call()
 
 
+def launch_warns_once(_: str) -> None:
+    # numba-cuda warns at configuring a grid under 128 blocks; configured inside the
+    # launch's warnings.catch_warnings at every launch, the warning was printed at every
+    # launch (the block resets the registry that shows a warning once)
+    import warnings  # noqa: PLC0415
+
+    from qdiff.compiler.cuda import device as rtc  # noqa: PLC0415  (imports numba.cuda)
+
+    class Kernel:
+        def __init__(self) -> None:
+            self.configured, self.ran = 0, []
+
+        def __getitem__(self, grid):
+            self.configured += 1
+            warnings.warn(UserWarning(f"Grid size {grid[0]} will likely result in GPU "
+                                      "under-utilization due to low occupancy."), stacklevel=2)
+            return lambda *args: self.ran.append((grid, args))
+
+    kernel = Kernel()
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        # `rtc.configured` is what `rtc.launch` runs (the numba-cuda lowering test replaces
+        # `rtc.launch`)
+        for step in range(3):
+            rtc.configured(kernel, 1, 32)(step)
+        rtc.configured(kernel, 2, 32)(3)
+    assert kernel.ran == [((1, 32), (0,)), ((1, 32), (1,)), ((1, 32), (2,)), ((2, 32), (3,))]
+    assert kernel.configured == 2, kernel.configured  # once per grid, not per launch
+    assert not [w for w in shown if "Grid size" in str(w.message)], [str(w.message) for w in shown]
+
+
 def _hybrid(x):
     q = qm.qubits(1)
     qm.ry(qnp.sum(qnp.sin(x)), q[0])
@@ -505,6 +536,7 @@ def cases() -> dict:
     table.update({f"transfers: {n}": (transfers, n) for n in TRANSFERS})
     table["buffers: kept from call to call"] = (buffers_kept_from_call_to_call, "")
     table["transfers: counted per thread"] = (transfers_per_thread, "")
+    table["launches: configured once, no occupancy warning"] = (launch_warns_once, "")
     table["error: a quantum program on the CUDA target"] = (quantum_program_refused, "")
     table["error: a while loop past max_iter"] = (loop_limit, "")
     table["error: a gather index out of bounds"] = (gather_out_of_bounds, "")

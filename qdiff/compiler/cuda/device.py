@@ -11,6 +11,7 @@ import math as _math
 import threading
 import types
 import warnings
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -97,14 +98,40 @@ def complex_sign(z: Any) -> Any:  # pragma: no cover - compiled
     return z / size
 
 
+# kernel -> {(blocks, threads): its configured launch}: a launch site runs many times (in
+# loops, at every call), and configuring costs an object and numba-cuda's occupancy check
+_CONFIGURED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def configured(kernel: Any, blocks: int, threads: int) -> Any:
+    """``kernel[blocks, threads]``, made once per kernel and grid. numba-cuda warns that a
+    grid under 128 blocks under-uses the GPU; the generated code launches such grids on
+    purpose (scalar code, small arrays), so the warning is left out, once, here (inside a
+    ``warnings.catch_warnings`` at every launch it was printed at every launch: leaving the
+    block resets the registry that shows a warning once)."""
+    by_grid = _CONFIGURED.get(kernel)
+    if by_grid is None:
+        by_grid = _CONFIGURED[kernel] = {}
+    launcher = by_grid.get((blocks, threads))
+    if launcher is None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Grid size")
+            launcher = by_grid[blocks, threads] = kernel[blocks, threads]
+    return launcher
+
+
 def launch(kernel: Any, blocks: int, threads: int, args: Sequence[Any]) -> None:
     """Run ``kernel`` on ``blocks`` × ``threads`` threads over ``args`` (device arrays and
     scalars)."""
+    launcher = configured(kernel, blocks, threads)
+    if not config.ENABLE_CUDASIM:  # pragma: no cover - needs a GPU
+        launcher(*args)
+        return
     with warnings.catch_warnings():
         # the simulator's threads compute with NumPy scalars outside the host's errstate:
         # floating-point exceptions are values there too, as on a GPU
         warnings.simplefilter("ignore", RuntimeWarning)
-        kernel[blocks, threads](*args)
+        launcher(*args)
 
 
 class CallBuffers:
