@@ -110,13 +110,14 @@ def configured(kernel: Any, blocks: int, threads: int) -> Any:
     ``warnings.catch_warnings`` at every launch it was printed at every launch: leaving the
     block resets the registry that shows a warning once)."""
     by_grid = _CONFIGURED.get(kernel)
-    if by_grid is None:
-        by_grid = _CONFIGURED[kernel] = {}
-    launcher = by_grid.get((blocks, threads))
+    launcher = None if by_grid is None else by_grid.get((blocks, threads))
     if launcher is None:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Grid size")
-            launcher = by_grid[blocks, threads] = kernel[blocks, threads]
+            launcher = kernel[blocks, threads]
+        # the simulator's kernel configures itself and returns itself: not kept
+        if launcher is not kernel:
+            _CONFIGURED.setdefault(kernel, {})[blocks, threads] = launcher
     return launcher
 
 
