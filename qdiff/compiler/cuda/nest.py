@@ -22,6 +22,7 @@ from ..fusion import REDUCTIONS, Group
 from ..groups import _Nest, fold, neutral
 from ..lowering import Scope
 from ..source import cast, scalar_literal
+from .coalescing import fastest_level
 from .kernels import KernelSource, blocks_for, device_array, has_atomic, threads_for, unflatten
 
 
@@ -74,6 +75,20 @@ class CudaNest(_Nest):
             self.allocations[target] = device_array(result_shape, dtype, fill)
         self.written.append(self.scope.read(out))
 
+    def _coalesce(self, body: list[str], start: int, end: int, thread: str) -> None:
+        """Number the threads (``body[start:end]``, the lines binding the thread levels'
+        indices) with the level whose accesses cost least varying fastest
+        (`coalescing.fastest_level`): each thread computes the same element as before."""
+        names, sizes = self.index[:self.thread_levels], self.shape[:self.thread_levels]
+        fastest = fastest_level(body[end:], names)
+        if fastest == len(names) - 1:
+            return
+        digits = [*(p for p in range(len(names)) if p != fastest), fastest]
+        indent = body[start][:len(body[start]) - len(body[start].lstrip())]
+        with self.scope.src.capture() as lines:
+            unflatten(self.scope, thread, [names[p] for p in digits], [sizes[p] for p in digits])
+        body[start:end] = [indent + line.strip() for line in lines]
+
     def write(self, stores: list[tuple[Var, str]]) -> None:
         scope, src = self.scope, self.scope.src
         assert isinstance(src, KernelSource)
@@ -95,9 +110,12 @@ class CudaNest(_Nest):
             for line in self.thread_start:
                 scope.line(line)
             with src.block(f"if {thread} < {count}"):
+                start = len(body)
                 unflatten(scope, thread, self.index[:self.thread_levels],
                           self.shape[:self.thread_levels])
+                end = len(body)
                 self._level(self.thread_levels)
+            self._coalesce(body, start, end, thread)
             for (register, monoid, dtype, _), partial in zip(self.full, partials):
                 result, lane = src.block_fold(register, monoid, dtype, threads)
                 with src.block(f"if {lane} == 0"):
