@@ -138,7 +138,7 @@ def fastest_level(lines: Sequence[str], names: Sequence[str]) -> int:
     1
     >>> fastest_level(["    acc = 0.0",
     ...                "    for a in range(64):",
-    ...                "        acc = acc + m[k, a] * x[n, a]",
+    ...                "        acc = acc + m[k, a] * c[k, a] * x[n, a]",
     ...                "    y[n, k] = acc"], ["n", "k"])
     0
     """
