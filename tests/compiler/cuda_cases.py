@@ -371,6 +371,49 @@ def transfers(name: str) -> None:
         assert counted.upload_bytes == upload_bytes, counted
 
 
+def _sums_over_points(t, w, k):
+    # atomics over the outermost level into results indexed by the others (sum of floats,
+    # max of integers) beside a full sum and an elementwise output, in one nest
+    terms = qnp.exp(t) * w
+    extremes = (qnp.max(k * 2 + 1, axis=0),) if t.shape[0] else ()  # none of no points
+    return qnp.sum(terms, axis=0), *extremes, qnp.sum(t * t), terms
+
+
+def _kmeans(centres, points):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import classical_ad  # noqa: PLC0415
+
+    return classical_ad.kmeans(qnp, None, centres, points)
+
+
+def chunks_of_points(_: str) -> None:
+    # a nest whose atomics sum over its outermost level (k-means' Σ_n into (k, d): 100000
+    # atomics per address) loops over chunks of that level in each thread, adding once per
+    # chunk; a launch of 8 threads is the target here, so small sizes are cut into chunks
+    from qdiff.compiler.cuda import nest  # noqa: PLC0415
+
+    saved, nest.FILLING_THREADS = nest.FILLING_THREADS, 8
+    try:
+        # (points, ...): 2 chunks of 7 and 6; one chunk of 29 over 200 threads (2 blocks);
+        # one point and none: no chunks
+        for shape, chunked in [((13, 3, 2), True), ((29, 40, 5), True), ((1, 3, 2), False),
+                               ((0, 3, 2), False)]:
+            args = (RNG.normal(size=shape), RNG.normal(size=shape[1:]),
+                    RNG.integers(-50, 50, size=shape))
+            program = qdiff.trace(_sums_over_points, *args)
+            compiled = CompiledProgram(program, backend="numba-cuda")
+            assert ("min(c" in compiled.source) == chunked, compiled.source
+            assert_agree_on_gpu(compiled(*args), program(*args), f"sums over points {shape}")
+        for centres, points in [((3, 2), (37, 2)), ((4, 3), (1, 3))]:
+            args = (RNG.normal(size=centres), RNG.normal(size=points))
+            derivative = qdiff.grad(_kmeans)
+            compiled = qdiff.jit(derivative, backend="numba-cuda")
+            assert_agree_on_gpu(compiled(*args), derivative(*args), f"k-means {points}")
+            assert ("min(c" in compiled.source) == (points[0] > 1), compiled.source
+    finally:
+        nest.FILLING_THREADS = saved
+
+
 def buffers_kept_from_call_to_call(_: str) -> None:
     # the host function allocated every result, scratch and upload buffer on the device
     # anew at every call (1991 allocations per call of the D-LSTM gradient at the quick size)
@@ -536,6 +579,7 @@ def cases() -> dict:
     table.update({f"transfers: {n}": (transfers, n) for n in TRANSFERS})
     table["buffers: kept from call to call"] = (buffers_kept_from_call_to_call, "")
     table["transfers: counted per thread"] = (transfers_per_thread, "")
+    table["atomics over chunks of points"] = (chunks_of_points, "")
     table["launches: configured once, no occupancy warning"] = (launch_warns_once, "")
     table["error: a quantum program on the CUDA target"] = (quantum_program_refused, "")
     table["error: a while loop past max_iter"] = (loop_limit, "")

@@ -11,19 +11,44 @@ inner levels as loops inside each thread:
   those levels (the threads cover the levels before the first reduced one);
 - any other partial reduction: ``cuda.atomic.add`` into the result for sums (and max/min of
   integers); for the rest (products, float max/min, complex) the nest runs in one thread.
+  Where such an atomic sums over the outermost level and keeps only thread levels (GMM's
+  and k-means' Σ_n over points into a small (K, d) result), a thread runs a chunk of the
+  outermost level as a loop, summing in a register, and adds once at its end: the threads
+  are chunks × the other thread levels, about `FILLING_THREADS` of them, and each address
+  takes one atomic per chunk, not one per point.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from ...ir.core import Eqn, Var
-from ..fusion import REDUCTIONS, Group
+from ..fusion import REDUCTIONS, Group, merge_runs
 from ..groups import _Nest, fold, neutral
 from ..lowering import Scope
 from ..source import cast, scalar_literal
 from .coalescing import fastest_level
 from .kernels import KernelSource, blocks_for, device_array, has_atomic, threads_for, unflatten
+
+
+# threads that fill a GPU (an H100 runs 132 SMs × 2048 at once): a nest whose atomic sums
+# over its outermost level is cut into chunks of that level to launch about this many
+FILLING_THREADS = 1 << 18
+
+
+@dataclass
+class _Atomic:
+    """An atomic fold of a partial reduction, as the nest's body writes it."""
+
+    line: str        # the body's statement
+    register: str    # the register that takes its terms where a thread loops over a chunk
+    target: str
+    index: str
+    value: str
+    monoid: str
+    dtype: object
+    kept: set[int]   # the nest levels its result element's index reads
 
 
 class CudaNest(_Nest):
@@ -38,6 +63,7 @@ class CudaNest(_Nest):
         self.full: list[tuple[str, str, object, Var]] = []  # (register, monoid, dtype, out)
         self.written: list[str] = []             # arrays the kernel writes
         self.allocations: dict[str, str] = {}     # result arrays made on the device
+        self.atomics: list[_Atomic] = []
 
     def elementwise(self, eqn: Eqn) -> None:
         # a lambda's statements are kernel lines, not host statements (no transfers)
@@ -64,7 +90,14 @@ class CudaNest(_Nest):
             self.allocations[target] = device_array(out.type.shape, dtype, start)
             # one axis takes a plain index: the CUDA compiler does not cast a 1-tuple to it
             index = kept[0] if len(kept) == 1 else f"({''.join(k + ', ' for k in kept)})"
-            self.body.append(f"cuda.atomic.{monoid}({target}, {index}, {self.element(operand)})")
+            value = self.element(operand)
+            runs = merge_runs(self.shape, shape)
+            atomic = _Atomic(f"cuda.atomic.{monoid}({target}, {index}, {value})",
+                             self.scope.fresh("acc"), target, index, value, monoid, dtype,
+                             {j for axis in range(len(shape)) if axis not in axes
+                              for j in range(*runs[axis])})
+            self.atomics.append(atomic)
+            self.body.append(atomic.line)
             self.scope.bind(out, target)
         else:
             super().reduction(eqn)
@@ -75,12 +108,30 @@ class CudaNest(_Nest):
             self.allocations[target] = device_array(result_shape, dtype, fill)
         self.written.append(self.scope.read(out))
 
-    def _coalesce(self, body: list[str], start: int, end: int, thread: str) -> None:
+    def _chunked(self) -> list[_Atomic]:
+        """The atomics a thread sums in a register over a chunk of the outermost level: those
+        reducing over it whose result index reads thread levels only (none where chunks of
+        one point would do: a small nest)."""
+        levels = self.thread_levels
+        summed = [a for a in self.atomics if 0 not in a.kept and a.kept <= set(range(levels))]
+        if levels < 2 or not summed or self._chunk_length() < 2:
+            return []
+        return summed
+
+    def _chunk_length(self) -> int:
+        """Points of the outermost level per thread: enough chunks to launch about
+        `FILLING_THREADS` threads (at most one per point)."""
+        rest = math.prod(self.shape[1:self.thread_levels])
+        chunks = min(self.shape[0], max(1, -(-FILLING_THREADS // max(rest, 1))))
+        return -(-self.shape[0] // max(chunks, 1))
+
+    def _coalesce(self, body: list[str], start: int, end: int, thread: str,
+                  names: list[str], sizes: list[int], fixed: int) -> None:
         """Number the threads (``body[start:end]``, the lines binding the thread levels'
-        indices) with the level whose accesses cost least varying fastest
-        (`coalescing.fastest_level`): each thread computes the same element as before."""
-        names, sizes = self.index[:self.thread_levels], self.shape[:self.thread_levels]
-        fastest = fastest_level(body[end:], names)
+        indices, the first ``fixed`` of ``names`` staying slowest) with the level whose
+        accesses cost least varying fastest (`coalescing.fastest_level`): each thread
+        computes the same elements as before."""
+        fastest = fixed + fastest_level(body[end:], names[fixed:])
         if fastest == len(names) - 1:
             return
         digits = [*(p for p in range(len(names)) if p != fastest), fastest]
@@ -88,6 +139,21 @@ class CudaNest(_Nest):
         with self.scope.src.capture() as lines:
             unflatten(self.scope, thread, [names[p] for p in digits], [sizes[p] for p in digits])
         body[start:end] = [indent + line.strip() for line in lines]
+
+    def _loop_over_chunk(self, chunk: str, length: int, chunked: list[_Atomic]) -> None:
+        """Kernel lines running the nest's elements of chunk ``chunk`` of the outermost
+        level, the ``chunked`` atomics summing in registers, each added once at the end."""
+        scope = self.scope
+        for atomic in chunked:
+            scope.line(f"{atomic.register} = "
+                       f"{scalar_literal(neutral(atomic.monoid, atomic.dtype), atomic.dtype)}")
+        first = f"{chunk} * {length}"
+        with scope.src.block(f"for {self.index[0]} in range({first}, "
+                             f"min({first} + {length}, {self.shape[0]}))"):
+            self._level(self.thread_levels)
+        for atomic in chunked:
+            scope.line(f"cuda.atomic.{atomic.monoid}({atomic.target}, {atomic.index}, "
+                       f"{atomic.register})")
 
     def write(self, stores: list[tuple[Var, str]]) -> None:
         scope, src = self.scope, self.scope.src
@@ -100,7 +166,15 @@ class CudaNest(_Nest):
             src.allocate_empty(array, (self.group.size,), var.type.np_dtype)
             self.body.append(f"{array}[{self.flat}] = {self.elements[var]}")
             self.written.append(array)
-        count = math.prod(self.shape[:self.thread_levels])
+        names, sizes = self.index[:self.thread_levels], list(self.shape[:self.thread_levels])
+        chunked = self._chunked()
+        if chunked:  # the first thread level numbers chunks of the outermost level
+            length = self._chunk_length()
+            names[0], sizes[0] = scope.fresh("c"), -(-self.shape[0] // length)
+            for atomic in chunked:
+                self.body[self.body.index(atomic.line)] = f"{atomic.register} = " + cast(
+                    fold(atomic.monoid, atomic.register, atomic.value), atomic.dtype)
+        count = math.prod(sizes)
         threads = threads_for(count)
         blocks = blocks_for(count, threads)
         partials = [scope.fresh("p") for _ in self.full]
@@ -111,11 +185,13 @@ class CudaNest(_Nest):
                 scope.line(line)
             with src.block(f"if {thread} < {count}"):
                 start = len(body)
-                unflatten(scope, thread, self.index[:self.thread_levels],
-                          self.shape[:self.thread_levels])
+                unflatten(scope, thread, names, sizes)
                 end = len(body)
-                self._level(self.thread_levels)
-            self._coalesce(body, start, end, thread)
+                if chunked:
+                    self._loop_over_chunk(names[0], length, chunked)
+                else:
+                    self._level(self.thread_levels)
+            self._coalesce(body, start, end, thread, names, sizes, 1 if chunked else 0)
             for (register, monoid, dtype, _), partial in zip(self.full, partials):
                 result, lane = src.block_fold(register, monoid, dtype, threads)
                 with src.block(f"if {lane} == 0"):
