@@ -31,7 +31,6 @@ from ..source import cast, scalar_literal
 from .coalescing import fastest_level
 from .kernels import KernelSource, blocks_for, device_array, has_atomic, threads_for, unflatten
 
-
 # threads that fill a GPU (an H100 runs 132 SMs × 2048 at once): a nest whose atomic sums
 # over its outermost level is cut into chunks of that level to launch about this many
 FILLING_THREADS = 1 << 18
