@@ -143,10 +143,12 @@ class CallBuffers:
     afresh and not kept.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, constants: dict[int, tuple[np.ndarray, Any]] | None = None) -> None:
         self.kept: dict[tuple, list[Any]] = {}
         self.taken: dict[tuple, int] = {}
         self.nbytes = 0
+        # the module's constants on the device, shared by its calls (`upload_constant`)
+        self.constants = {} if constants is None else constants
 
     def take(self, shape: int | tuple[int, ...], dtype: Any) -> Any:
         """An uninitialised device array of ``shape`` and ``dtype`` for this call."""
@@ -177,18 +179,19 @@ class BufferPool:
     """The `CallBuffers` of one compiled function: each call takes one (a fresh one where
     another thread's call, or a call that has not returned, holds them all) and gives it
     back when it returns; the functions of this module allocate from the calling thread's
-    current one.
+    current one. The module's constants, once on the device, are kept for all its calls.
     """
 
     def __init__(self) -> None:
         self.free: list[CallBuffers] = []
+        self.constants: dict[int, tuple[np.ndarray, Any]] = {}
 
     @contextmanager
     def call(self) -> Iterator[CallBuffers]:
         try:
             buffers = self.free.pop()
         except IndexError:
-            buffers = CallBuffers()
+            buffers = CallBuffers(self.constants)
         outer = getattr(_CURRENT, "buffers", None)
         _CURRENT.buffers = buffers
         try:
@@ -225,6 +228,21 @@ def upload(value: Any) -> Any:
     array = empty(value.shape, value.dtype)
     array.copy_to_device(value)
     return array
+
+
+def upload_constant(value: np.ndarray) -> Any:
+    """A constant of the generated module (an array the compiled function passes at every
+    call, never written) on the device: copied over at the first call and kept for the
+    module's later calls (k-means' gradient sent its 100000 × 32 indices at every call)."""
+    buffers = getattr(_CURRENT, "buffers", None)
+    if buffers is None:
+        return upload(value)
+    kept = buffers.constants.get(id(value))
+    if kept is None or kept[0] is not value:
+        counts().uploaded(value.nbytes)
+        counts().allocated(value.nbytes)
+        kept = buffers.constants[id(value)] = (value, cuda.to_device(value))
+    return kept[1]
 
 
 def download(array: Any) -> np.ndarray:

@@ -213,6 +213,7 @@ class KernelSource(Source):
     def constant(self, array: np.ndarray) -> str:
         name = super().constant(array)
         self.residency.ranks[name] = np.ndim(array)
+        self.residency.constants.add(name)
         return name
 
     def kernel(self, prefix: str, body: list[str], name: str | None = None
