@@ -421,6 +421,30 @@ def chunks_of_points(_: str) -> None:
         nest.FILLING_THREADS = saved
 
 
+def _rows_per_thread(x, means, lower):
+    # GMM's Σ_j L[k, i, j] (x[n, j] - μ[k, j]): the centred row, made in the nest, is kept
+    # per thread in a local array before the loop over i (it was made again for each i);
+    # a product by an operand the nest makes at the innermost level keeps the recomputation
+    centered = x[:, None, :] - means[None, :, :]
+    transformed = qnp.einsum("kij,nkj->nki", lower, centered)
+    inner = qnp.einsum("nki,nki->nk", qnp.sin(transformed), centered * 2.0)
+    return qnp.sum(transformed ** 2, axis=2), inner
+
+
+def rows_per_thread(_: str) -> None:
+    # points × components not a multiple of a block; one point, one component, one
+    # dimension; no points
+    for n, k, d in [(13, 3, 5), (1, 1, 1), (0, 2, 3), (7, 2, 40)]:
+        args = (RNG.normal(size=(n, d)), RNG.normal(size=(k, d)), RNG.normal(size=(k, d, d)))
+        program = qdiff.trace(_rows_per_thread, *args)
+        compiled = CompiledProgram(program, backend="numba-cuda")
+        assert ("cuda.local.array(" in compiled.source) == (d > 1), compiled.source
+        assert_agree_on_gpu(compiled(*args), program(*args), f"rows per thread {n, k, d}")
+        derivative = qdiff.grad(lambda *a: qnp.sum(_rows_per_thread(*a)[0]), argnums=(0, 1, 2))
+        compiled = qdiff.jit(derivative, backend="numba-cuda")
+        assert_agree_on_gpu(compiled(*args), derivative(*args), f"its gradient {n, k, d}")
+
+
 def buffers_kept_from_call_to_call(_: str) -> None:
     # the host function allocated every result, scratch and upload buffer on the device
     # anew at every call (1991 allocations per call of the D-LSTM gradient at the quick size)
@@ -586,6 +610,7 @@ def cases() -> dict:
     table.update({f"transfers: {n}": (transfers, n) for n in TRANSFERS})
     table["buffers: kept from call to call"] = (buffers_kept_from_call_to_call, "")
     table["transfers: counted per thread"] = (transfers_per_thread, "")
+    table["rows of contraction operands per thread"] = (rows_per_thread, "")
     table["atomics over chunks of points"] = (chunks_of_points, "")
     table["launches: configured once, no occupancy warning"] = (launch_warns_once, "")
     table["error: a quantum program on the CUDA target"] = (quantum_program_refused, "")

@@ -9,6 +9,12 @@ inner levels as loops inside each thread:
   memory (per-block partials on the device), then a one-block final pass;
 - a reduction over trailing levels: a register opened inside the thread, which then runs
   those levels (the threads cover the levels before the first reduced one);
+- a contraction Σ_j a[.., j] b[.., j] whose operand b the nest makes (GMM's
+  Σ_j L[k, i, j] (x[n, j] - μ[k, j])) and which depends on outer levels only: its row
+  b[.., :] is computed once per thread, before the loops over the inner levels, into a
+  ``cuda.local.array`` (laid out lane by lane: its reads are coalesced), where the
+  nest computed it again for each element of those levels, reading x[n, j] (a row per
+  lane) at every step;
 - any other partial reduction: ``cuda.atomic.add`` into the result for sums (and max/min of
   integers); for the rest (products, float max/min, complex) the nest runs in one thread.
   Where such an atomic sums over the outermost level and keeps only thread levels (GMM's
@@ -21,15 +27,28 @@ inner levels as loops inside each thread:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
+from ...classical.linalg import parse_spec
 from ...ir.core import Eqn, Var
 from ..fusion import REDUCTIONS, Group, merge_runs
 from ..groups import _Nest, fold, neutral
 from ..lowering import Scope
 from ..source import cast, scalar_literal
 from .coalescing import fastest_level
-from .kernels import KernelSource, blocks_for, device_array, has_atomic, threads_for, unflatten
+from .kernels import (
+    KernelSource,
+    blocks_for,
+    device_array,
+    has_atomic,
+    numba_type,
+    threads_for,
+    unflatten,
+)
+from .rows import LOCAL_LIMIT
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
 # threads that fill a GPU (an H100 runs 132 SMs × 2048 at once): a nest whose atomic sums
 # over its outermost level is cut into chunks of that level to launch about this many
@@ -63,11 +82,64 @@ class CudaNest(_Nest):
         self.written: list[str] = []             # arrays the kernel writes
         self.allocations: dict[str, str] = {}     # result arrays made on the device
         self.atomics: list[_Atomic] = []
+        self.summed: set[str] = set()  # index letters the contraction being written sums
+        # rows of contraction operands computed once per thread: (operand, level of the
+        # summed letter) -> their name; and (level they depend on up to, filling lines)
+        self.local_rows: dict[tuple[Var, int], str] = {}
+        self.row_fills: list[tuple[int, list[str]]] = []
 
     def elementwise(self, eqn: Eqn) -> None:
         # a lambda's statements are kernel lines, not host statements (no transfers)
         with self.scope.src.capture():
             super().elementwise(eqn)
+
+    def contraction(self, eqn: Eqn) -> None:
+        a_term, b_term, out_term = parse_spec(eqn.params["spec"])
+        self.summed = set(a_term + b_term) - set(out_term)
+        try:
+            super().contraction(eqn)
+        finally:
+            self.summed = set()
+
+    def operand_at(self, atom: Var, array: str | None, term: str, position: dict[str, str],
+                   lines: list[str], indent: str) -> str:
+        if array is None:
+            row = self._local_row(atom, term, position)
+            if row is not None:
+                return row
+        return super().operand_at(atom, array, term, position, lines, indent)
+
+    def _local_row(self, atom: Var, term: str, position: dict[str, str]) -> str | None:
+        """The element of a contraction operand the nest makes, read from its row computed
+        once per thread (a ``cuda.local.array`` filled before the levels it does not depend
+        on), or None where it depends on the innermost level, sums over more than one
+        letter, or its row is longer than a thread's local arrays may be (`rows.LOCAL_LIMIT`)."""
+        runs = merge_runs(self.shape, atom.type.shape)
+        summed = [(axis, c) for axis, c in enumerate(term) if c in self.summed]
+        if runs is None or len(summed) != 1:
+            return None
+        axis, letter = summed[0]
+        a, b = runs[axis]
+        size = atom.type.shape[axis]
+        depends = [level for other, (lo, hi) in enumerate(runs) if other != axis
+                   for level in range(lo, hi)]
+        start = max(depends, default=-1) + 1  # the first level it does not depend on
+        if b != a + 1 or start >= len(self.shape) or size > LOCAL_LIMIT:
+            return None
+        row = self.local_rows.get((atom, a))
+        if row is None:
+            row, j = self.scope.fresh("row"), self.scope.fresh("j")
+            fill = [f"for {j} in range({size}):"]
+            value = super().operand_at(atom, None, term, {**position, letter: j}, fill, "    ")
+            fill.append(f"    {row}[{j}] = {value}")
+            later = set(self.index[start:]) - {self.index[a]}
+            if any(later & set(_NAME.findall(line)) for line in fill):
+                return None  # it reads an inner level after all (a broadcast operand)
+            self.thread_start.append(
+                f"{row} = cuda.local.array({size}, {numba_type(atom.type.np_dtype)})")
+            self.row_fills.append((start, fill))
+            self.local_rows[(atom, a)] = row
+        return f"{row}[{position[letter]}]"
 
     def reduction(self, eqn: Eqn) -> None:
         operand, out = eqn.inputs[0], eqn.outputs[0]
@@ -165,6 +237,8 @@ class CudaNest(_Nest):
             src.allocate_empty(array, (self.group.size,), var.type.np_dtype)
             self.body.append(f"{array}[{self.flat}] = {self.elements[var]}")
             self.written.append(array)
+        for start, fill in reversed(self.row_fills):  # before the first level run in-thread
+            self.level_open.setdefault(max(start, self.thread_levels), [])[0:0] = fill
         names, sizes = self.index[:self.thread_levels], list(self.shape[:self.thread_levels])
         chunked = self._chunked()
         if chunked:  # the first thread level numbers chunks of the outermost level
