@@ -423,8 +423,9 @@ def chunks_of_points(_: str) -> None:
 
 def _rows_per_thread(x, means, lower):
     # GMM's Σ_j L[k, i, j] (x[n, j] - μ[k, j]): the centred row, made in the nest, is kept
-    # per thread in a local array before the loop over i (it was made again for each i);
-    # a product by an operand the nest makes at the innermost level keeps the recomputation
+    # per thread in a local array before the loop over i (it was made again for each i),
+    # and L is read with i last; a product by an operand the nest makes at the innermost
+    # level keeps the recomputation
     centered = x[:, None, :] - means[None, :, :]
     transformed = qnp.einsum("kij,nkj->nki", lower, centered)
     inner = qnp.einsum("nki,nki->nk", qnp.sin(transformed), centered * 2.0)
@@ -439,6 +440,9 @@ def rows_per_thread(_: str) -> None:
         program = qdiff.trace(_rows_per_thread, *args)
         compiled = CompiledProgram(program, backend="numba-cuda")
         assert ("cuda.local.array(" in compiled.source) == (d > 1), compiled.source
+        # L[k, i, j] is read from a copy L[k, j, i] (i varies from lane to lane), unless L is
+        # as large as the nest (n <= d)
+        assert ("def transpose" in compiled.source) == (1 < d < n), compiled.source
         assert_agree_on_gpu(compiled(*args), program(*args), f"rows per thread {n, k, d}")
         derivative = qdiff.grad(lambda *a: qnp.sum(_rows_per_thread(*a)[0]), argnums=(0, 1, 2))
         compiled = qdiff.jit(derivative, backend="numba-cuda")

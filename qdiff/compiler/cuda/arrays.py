@@ -20,7 +20,6 @@ Rewrite rules, one thread per element of the result:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
@@ -42,6 +41,7 @@ from .kernels import (
     threads_for,
     unflatten,
 )
+from .moves import moved, transposed
 from .residency import DEVICE
 from .scope import cuda_rule
 
@@ -200,13 +200,8 @@ def _transpose(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     perm = tuple(eqn.params["perm"])
     if perm == tuple(range(len(perm))):
         return [args[0]]
-
-    def source(index: list[str]) -> list[str]:
-        taken = [""] * len(perm)
-        for position, axis in enumerate(perm):
-            taken[axis] = index[position]
-        return taken
-    return [_moved(scope, eqn, args[0], "transpose", source)]
+    return [transposed(scope, args[0], eqn.inputs[0].type.shape,
+                       eqn.outputs[0].type.np_dtype, perm)]
 
 
 @cuda_rule(rev_p)
@@ -214,31 +209,8 @@ def _rev(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     shape, axes = eqn.inputs[0].type.shape, eqn.params["axes"]
     if not shape:
         return [args[0]]
-    return [_moved(scope, eqn, args[0], "rev", lambda index: [
+    return [moved(scope, args[0], shape, eqn.outputs[0].type.np_dtype, "rev", lambda index: [
         f"{shape[axis] - 1} - {q}" if axis in axes else q for axis, q in enumerate(index)])]
-
-
-def _moved(scope: Scope, eqn: Eqn, operand: str, prefix: str,
-           source: Callable[[list[str]], list[str]]) -> str:
-    """A new device array holding ``eqn``'s result, each element ``index`` of it taken from
-    element ``source(index)`` of ``operand`` (a thread per element)."""
-    (operand,) = named(scope, [operand])
-    shape = eqn.outputs[0].type.shape
-    src = _source(scope)
-    result = scope.fresh("y")
-    src.allocate_empty(result, shape, eqn.outputs[0].type.np_dtype)
-    count = math.prod(shape)
-    threads = threads_for(count)
-    with src.capture() as body:
-        t = scope.fresh("t")
-        scope.line(f"{t} = cuda.grid(1)")
-        with src.block(f"if {t} < {count}"):
-            names = [scope.fresh("q") for _ in shape]
-            unflatten(scope, t, names, list(shape))
-            scope.line(f"{result}[{', '.join(names)}] = {operand}[{', '.join(source(names))}]")
-    name, params = src.kernel(prefix, body)
-    src.launch(name, blocks_for(count, threads), threads, params, [result])
-    return result
 
 
 @cuda_rule(argmax_p, argmin_p)

@@ -15,6 +15,8 @@ inner levels as loops inside each thread:
   ``cuda.local.array`` (laid out lane by lane: its reads are coalesced), where the
   nest computed it again for each element of those levels, reading x[n, j] (a row per
   lane) at every step;
+- a contraction operand read from memory with the innermost level's index on an axis
+  before the summed one is read from a transposed copy, that axis last;
 - any other partial reduction: ``cuda.atomic.add`` into the result for sums (and max/min of
   integers); for the rest (products, float max/min, complex) the nest runs in one thread.
   Where such an atomic sums over the outermost level and keeps only thread levels (GMM's
@@ -46,6 +48,7 @@ from .kernels import (
     threads_for,
     unflatten,
 )
+from .moves import transposed
 from .rows import LOCAL_LIMIT
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
@@ -87,6 +90,8 @@ class CudaNest(_Nest):
         # summed letter) -> their name; and (level they depend on up to, filling lines)
         self.local_rows: dict[tuple[Var, int], str] = {}
         self.row_fills: list[tuple[int, list[str]]] = []
+        # contraction operands with the innermost level's axis moved last: (array, axes) -> copy
+        self.copies: dict[tuple[str, tuple[int, ...]], str] = {}
 
     def elementwise(self, eqn: Eqn) -> None:
         # a lambda's statements are kernel lines, not host statements (no transfers)
@@ -107,7 +112,29 @@ class CudaNest(_Nest):
             row = self._local_row(atom, term, position)
             if row is not None:
                 return row
+        else:
+            array, term = self._innermost_last(atom, array, term, position)
         return super().operand_at(atom, array, term, position, lines, indent)
+
+    def _innermost_last(self, atom: Var, array: str, term: str, position: dict[str, str]
+                        ) -> tuple[str, str]:
+        """A contraction operand read with the nest's innermost index (the threads' fastest
+        by default) on an axis before a summed one (GMM's L[k, i, j], summed over j, i
+        from lane to lane: 32 rows a warp, at every step): read from a copy with that axis
+        last instead (a transpose kernel, once per nest; lanes then read consecutive
+        elements), unless the operand is as large as the nest."""
+        innermost = [c for c in term if position.get(c) == self.index[-1]]
+        if len(innermost) != 1 or term[-1] not in self.summed \
+                or math.prod(atom.type.shape) >= math.prod(self.shape):
+            return array, term
+        letter = innermost[0]
+        order = [*(axis for axis, c in enumerate(term) if c != letter), term.index(letter)]
+        key = (array, tuple(order))
+        copy = self.copies.get(key)
+        if copy is None:
+            copy = self.copies[key] = transposed(self.scope, array, atom.type.shape,
+                                                 atom.type.np_dtype, order)
+        return copy, "".join(term[axis] for axis in order)
 
     def _local_row(self, atom: Var, term: str, position: dict[str, str]) -> str | None:
         """The element of a contraction operand the nest makes, read from its row computed
