@@ -449,6 +449,26 @@ def rows_per_thread(_: str) -> None:
         assert_agree_on_gpu(compiled(*args), derivative(*args), f"its gradient {n, k, d}")
 
 
+def _step(i, c):
+    return qnp.sin(c) * 0.5 + qnp.sum(c)
+
+
+def kernels_written_once(_: str) -> None:
+    # two loops with the same body wrote its kernels twice, and numba-cuda compiled each
+    # (the D-LSTM gradient's 26 kernels held 20 different ones)
+    def twice(x):
+        return qdiff.fori_loop(0, 2, _step, qdiff.fori_loop(0, 2, _step, x) * 2.0)
+
+    for x in (RNG.normal(size=5), RNG.normal(size=300)):
+        program = qdiff.trace(twice, x)
+        compiled = CompiledProgram(program, backend="numba-cuda")
+        # the body's two (with the sum's final pass over 3 blocks, three), and the doubling
+        kernels = compiled.source.count("@cuda.jit")
+        assert kernels == (3 if x.size <= 128 else 4), compiled.source
+        assert compiled.source.count("rtc.launch(") == 5, compiled.source
+        assert_agree_on_gpu(compiled(x), program(x), f"two loops of the same body, {x.size}")
+
+
 def buffers_kept_from_call_to_call(_: str) -> None:
     # the host function allocated every result, scratch and upload buffer on the device
     # anew at every call (1991 allocations per call of the D-LSTM gradient at the quick size)
@@ -614,6 +634,7 @@ def cases() -> dict:
     table.update({f"transfers: {n}": (transfers, n) for n in TRANSFERS})
     table["buffers: kept from call to call"] = (buffers_kept_from_call_to_call, "")
     table["transfers: counted per thread"] = (transfers_per_thread, "")
+    table["kernels the same but for names written once"] = (kernels_written_once, "")
     table["rows of contraction operands per thread"] = (rows_per_thread, "")
     table["atomics over chunks of points"] = (chunks_of_points, "")
     table["launches: configured once, no occupancy warning"] = (launch_warns_once, "")

@@ -42,7 +42,7 @@ def has_atomic(monoid: str, dtype: str | np.dtype) -> bool:
     dtype = np.dtype(dtype)
     return dtype.kind in _ATOMIC_KINDS.get(monoid, "") and dtype.itemsize in (4, 8)
 # names a kernel reads from the generated module, not from the host function
-_MODULE_NAMES = {"np", "numba", "cuda", "math", "libdevice", "rtc"} | set(dir(builtins))
+MODULE_NAMES = {"np", "numba", "cuda", "math", "libdevice", "rtc"} | set(dir(builtins))
 
 
 def threads_for(count: int) -> int:
@@ -93,7 +93,7 @@ def free_names(lines: Sequence[str]) -> list[str]:
     stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
     found: dict[str, None] = {}
     for n in names:
-        if n.id not in stored and n.id not in _MODULE_NAMES:
+        if n.id not in stored and n.id not in MODULE_NAMES:
             found[n.id] = None
     return list(found)
 
