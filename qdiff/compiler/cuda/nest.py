@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ...classical.linalg import parse_spec
 from ...ir.core import Eqn, Var
@@ -72,6 +72,19 @@ class _Atomic:
     kept: set[int]   # the nest levels its result element's index reads
 
 
+@dataclass
+class _LocalRow:
+    """A contraction operand's row kept in a thread's local array (`CudaNest._local_row`)."""
+
+    name: str
+    letter: str        # the summed index letter it runs along
+    start: int         # the first nest level it does not depend on
+    declaration: str
+    fill: list[str]    # the loop filling it
+    # its reads: (the text, and the statements and expression making it in place instead)
+    reads: list[tuple[str, list[str], str]] = field(default_factory=list)
+
+
 class CudaNest(_Nest):
     """The loop nest of ``group`` written as a kernel and its launch."""
 
@@ -86,10 +99,9 @@ class CudaNest(_Nest):
         self.allocations: dict[str, str] = {}     # result arrays made on the device
         self.atomics: list[_Atomic] = []
         self.summed: set[str] = set()  # index letters the contraction being written sums
-        # rows of contraction operands computed once per thread: (operand, level of the
-        # summed letter) -> their name; and (level they depend on up to, filling lines)
-        self.local_rows: dict[tuple[Var, int], str] = {}
-        self.row_fills: list[tuple[int, list[str]]] = []
+        # rows of contraction operands computed once per thread, by (operand, the level of
+        # the summed letter)
+        self.local_rows: dict[tuple[Var, int], _LocalRow] = {}
         # contraction operands with the innermost level's axis moved last: (array, axes) -> copy
         self.copies: dict[tuple[str, tuple[int, ...]], str] = {}
 
@@ -111,10 +123,62 @@ class CudaNest(_Nest):
         if array is None:
             row = self._local_row(atom, term, position)
             if row is not None:
-                return row
+                # the element made in place too, for a nest whose threads turn out to run every
+                # level (`write`: a row would serve one element, filled and read again)
+                in_place: list[str] = []
+                value = super().operand_at(atom, None, term, position, in_place, "")
+                row.reads.append((f"{row.name}[{position[row.letter]}]", in_place, value))
+                return row.reads[-1][0]
         else:
             array, term = self._innermost_last(atom, array, term, position)
         return super().operand_at(atom, array, term, position, lines, indent)
+
+    def _local_row(self, atom: Var, term: str, position: dict[str, str]) -> _LocalRow | None:
+        """The row of a contraction operand the nest makes, computed once per thread (a
+        ``cuda.local.array`` filled before the levels it does not depend on), or None where
+        it depends on the innermost level, sums over more than one letter, or is longer than
+        a thread's local arrays may be (`rows.LOCAL_LIMIT`)."""
+        runs = merge_runs(self.shape, atom.type.shape)
+        summed = [(axis, c) for axis, c in enumerate(term) if c in self.summed]
+        if runs is None or len(summed) != 1:
+            return None
+        axis, letter = summed[0]
+        a, b = runs[axis]
+        size = atom.type.shape[axis]
+        depends = [level for other, (lo, hi) in enumerate(runs) if other != axis
+                   for level in range(lo, hi)]
+        start = max(depends, default=-1) + 1  # the first level it does not depend on
+        if b != a + 1 or start >= len(self.shape) or size > LOCAL_LIMIT:
+            return None
+        row = self.local_rows.get((atom, a))
+        if row is None:
+            name, j = self.scope.fresh("row"), self.scope.fresh("j")
+            fill = [f"for {j} in range({size}):"]
+            value = super().operand_at(atom, None, term, {**position, letter: j}, fill, "    ")
+            fill.append(f"    {name}[{j}] = {value}")
+            later = set(self.index[start:]) - {self.index[a]}
+            if any(later & set(_NAME.findall(line)) for line in fill):
+                return None  # it reads an inner level after all (a broadcast operand)
+            row = self.local_rows[(atom, a)] = _LocalRow(
+                name, letter, start,
+                f"{name} = cuda.local.array({size}, {numba_type(atom.type.np_dtype)})", fill)
+        return row
+
+    def _place_local_rows(self) -> None:
+        """Fill each local row before the first level a thread loops over that it does not
+        depend on; where there is none (the threads run those levels), make its elements in
+        place instead, as the nest did."""
+        for row in reversed(self.local_rows.values()):
+            level = max(row.start, self.thread_levels)
+            if level < len(self.shape):
+                self.thread_start.append(row.declaration)
+                self.level_open.setdefault(level, [])[0:0] = row.fill
+                continue
+            for read, lines, value in row.reads:
+                at = next(k for k, line in enumerate(self.body) if read in line)
+                indent = self.body[at][:len(self.body[at]) - len(self.body[at].lstrip())]
+                self.body[at] = self.body[at].replace(read, value)
+                self.body[at:at] = [indent + line for line in lines]
 
     def _innermost_last(self, atom: Var, array: str, term: str, position: dict[str, str]
                         ) -> tuple[str, str]:
@@ -135,38 +199,6 @@ class CudaNest(_Nest):
             copy = self.copies[key] = transposed(self.scope, array, atom.type.shape,
                                                  atom.type.np_dtype, order)
         return copy, "".join(term[axis] for axis in order)
-
-    def _local_row(self, atom: Var, term: str, position: dict[str, str]) -> str | None:
-        """The element of a contraction operand the nest makes, read from its row computed
-        once per thread (a ``cuda.local.array`` filled before the levels it does not depend
-        on), or None where it depends on the innermost level, sums over more than one
-        letter, or its row is longer than a thread's local arrays may be (`rows.LOCAL_LIMIT`)."""
-        runs = merge_runs(self.shape, atom.type.shape)
-        summed = [(axis, c) for axis, c in enumerate(term) if c in self.summed]
-        if runs is None or len(summed) != 1:
-            return None
-        axis, letter = summed[0]
-        a, b = runs[axis]
-        size = atom.type.shape[axis]
-        depends = [level for other, (lo, hi) in enumerate(runs) if other != axis
-                   for level in range(lo, hi)]
-        start = max(depends, default=-1) + 1  # the first level it does not depend on
-        if b != a + 1 or start >= len(self.shape) or size > LOCAL_LIMIT:
-            return None
-        row = self.local_rows.get((atom, a))
-        if row is None:
-            row, j = self.scope.fresh("row"), self.scope.fresh("j")
-            fill = [f"for {j} in range({size}):"]
-            value = super().operand_at(atom, None, term, {**position, letter: j}, fill, "    ")
-            fill.append(f"    {row}[{j}] = {value}")
-            later = set(self.index[start:]) - {self.index[a]}
-            if any(later & set(_NAME.findall(line)) for line in fill):
-                return None  # it reads an inner level after all (a broadcast operand)
-            self.thread_start.append(
-                f"{row} = cuda.local.array({size}, {numba_type(atom.type.np_dtype)})")
-            self.row_fills.append((start, fill))
-            self.local_rows[(atom, a)] = row
-        return f"{row}[{position[letter]}]"
 
     def reduction(self, eqn: Eqn) -> None:
         operand, out = eqn.inputs[0], eqn.outputs[0]
@@ -264,8 +296,7 @@ class CudaNest(_Nest):
             src.allocate_empty(array, (self.group.size,), var.type.np_dtype)
             self.body.append(f"{array}[{self.flat}] = {self.elements[var]}")
             self.written.append(array)
-        for start, fill in reversed(self.row_fills):  # before the first level run in-thread
-            self.level_open.setdefault(max(start, self.thread_levels), [])[0:0] = fill
+        self._place_local_rows()
         names, sizes = self.index[:self.thread_levels], list(self.shape[:self.thread_levels])
         chunked = self._chunked()
         if chunked:  # the first thread level numbers chunks of the outermost level
