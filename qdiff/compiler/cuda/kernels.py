@@ -45,13 +45,13 @@ def has_atomic(monoid: str, dtype: str | np.dtype) -> bool:
 MODULE_NAMES = {"np", "numba", "cuda", "math", "libdevice", "rtc"} | set(dir(builtins))
 
 
-def threads_for(count: int) -> int:
-    """Threads per block for ``count`` work items: a power of two, at most `BLOCK`.
+def threads_for(count: int, limit: int = BLOCK) -> int:
+    """Threads per block for ``count`` work items: a power of two, at most ``limit``.
 
-    >>> threads_for(1), threads_for(5), threads_for(1000)
-    (1, 8, 128)
+    >>> threads_for(1), threads_for(5), threads_for(1000), threads_for(5000, 1024)
+    (1, 8, 128, 1024)
     """
-    return min(BLOCK, 1 << max(0, count - 1).bit_length())
+    return min(limit, 1 << max(0, count - 1).bit_length())
 
 
 def blocks_for(count: int, threads: int) -> int:
