@@ -509,6 +509,22 @@ def buffers_kept_from_call_to_call(_: str) -> None:
     assert_agree_on_gpu(compiled(*args), kept, "the first inputs again")
 
 
+def views_kept_from_call_to_call(_: str) -> None:
+    # a reshaped view of a device array was made anew at every call (numba-cuda makes one in
+    # Python, and types it again at the launch): 49 per call of GMM's gradient at d=10
+    args = EXTRA["ADBench GMM, 12 points"][1]
+    program = qdiff.trace(_gmm, *args)
+    compiled = CompiledProgram(program, backend="numba-cuda")
+    assert "rtc.view(" in compiled.source, compiled.source
+    pool = compiled._steps[0].function.__globals__["_buffers"]
+    compiled(*args)
+    views = dict(pool.free[0].views)
+    assert views, "no view kept"
+    assert_agree_on_gpu(compiled(*args), program(*args), "second call")
+    again = pool.free[0].views
+    assert len(again) == len(views) and all(again[k][1] is v for k, (_, v) in views.items())
+
+
 def transfers_per_thread(_: str) -> None:
     # one counter for the process: a call in another thread reset the counts this thread's
     # `last_call` gave, and a copy it made while this one's call ran was counted in it
@@ -634,6 +650,7 @@ def cases() -> dict:
     table.update({f"transfers: {n}": (transfers, n) for n in TRANSFERS})
     table["buffers: kept from call to call"] = (buffers_kept_from_call_to_call, "")
     table["transfers: counted per thread"] = (transfers_per_thread, "")
+    table["buffers: views kept from call to call"] = (views_kept_from_call_to_call, "")
     table["kernels the same but for names written once"] = (kernels_written_once, "")
     table["rows of contraction operands per thread"] = (rows_per_thread, "")
     table["atomics over chunks of points"] = (chunks_of_points, "")

@@ -149,6 +149,8 @@ class CallBuffers:
         self.nbytes = 0
         # the module's constants on the device, shared by its calls (`upload_constant`)
         self.constants = {} if constants is None else constants
+        # (id(array), shape) -> (array, its view of that shape), for the next calls (`view`)
+        self.views: dict[tuple[int, tuple], tuple[Any, Any]] = {}
 
     def take(self, shape: int | tuple[int, ...], dtype: Any) -> Any:
         """An uninitialised device array of ``shape`` and ``dtype`` for this call."""
@@ -228,6 +230,27 @@ def upload(value: Any) -> Any:
     array = empty(value.shape, value.dtype)
     array.copy_to_device(value)
     return array
+
+
+# views one call's buffers keep at most (arrays not kept from call to call, beyond
+# `KEPT_BYTES`, add new ones at each call)
+VIEWS_KEPT = 4096
+
+
+def view(array: Any, *shape: Any) -> Any:
+    """``array.reshape(*shape)``, a device array's view, kept with the call's buffers for the
+    next calls, which take the same arrays: numba-cuda makes a view in Python (tens of µs)
+    and types each new one again at the launch that takes it."""
+    buffers = getattr(_CURRENT, "buffers", None)
+    if buffers is None:
+        return array.reshape(*shape)
+    key = (id(array), shape)
+    kept = buffers.views.get(key)
+    if kept is None or kept[0] is not array:
+        if len(buffers.views) >= VIEWS_KEPT:
+            buffers.views.clear()
+        kept = buffers.views[key] = (array, array.reshape(*shape))
+    return kept[1]
 
 
 def upload_constant(value: np.ndarray) -> Any:

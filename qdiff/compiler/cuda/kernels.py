@@ -194,7 +194,7 @@ class KernelSource(Source):
         for move in moves:
             super().line(move)
         view = self.fresh("m")
-        super().line(f"{device_name(view)} = {device}.reshape({shape})")
+        super().line(f"{device_name(view)} = rtc.view({device}, {shape})")
         self.residency.view(view, base, len(ast.parse(shape).body[0].value.elts))
         return view
 

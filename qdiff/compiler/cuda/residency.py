@@ -293,6 +293,9 @@ class Residency:
         self._use(base, DEVICE)
         self._join(name, base)
         self._made(name, self.sides(name) | {DEVICE}, touched=False)
+        if suffix.startswith(".reshape("):  # made once per array and shape (`device.view`)
+            return [*moves, f"{device_name(name)} = rtc.view({device_name(base)}, "
+                            f"{suffix[len('.reshape('):-1]})"]
         return [*moves, f"{device_name(name)} = {device_name(base)}{suffix}"]
 
     def _reachable(self, name: str, side: str) -> bool:
