@@ -142,7 +142,7 @@ def fastest_level(lines: Sequence[str], names: Sequence[str]) -> int:
     ...                "    y[n, k] = acc"], ["n", "k"])
     0
     """
-    if len(names) < 2:
+    if len(names) < 2 or not any(line.strip() for line in lines):
         return len(names) - 1
     accesses = _Accesses(names)
     accesses.statements(ast.parse("def _():\n" + "\n".join(lines)).body[0].body, 1)
