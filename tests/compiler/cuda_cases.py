@@ -295,6 +295,10 @@ TRANSFERS = {
         (RNG.normal(size=6), RNG.normal(size=6)), (4, 2, 192)),
 }
 
+# of those uploads, the constants' (count, bytes): kept on the device after the first call
+CONSTANT_UPLOADS = {"a gather between kernels": (1, 48), "gathers between kernels": (1, 24),
+                    "hist into a copy of a constant in a loop": (1, 32)}
+
 # what the generated code must hold (default: a kernel); scalar programs have none
 KERNEL_TEXT = {
     **{name: () for name in ("recurrence", "checkpointed loop", "while loop", "switch",
@@ -364,11 +368,105 @@ def transfers(name: str) -> None:
     program = qdiff.trace(f, *args)
     compiled = CompiledProgram(program, backend="numba-cuda")
     assert compiled.source.count("rtc.launch(") >= 2, compiled.source
-    for _ in range(2):  # counted per call
+    # constants go over at the first call only (they went at every call)
+    constants, constant_bytes = CONSTANT_UPLOADS.get(name, (0, 0))
+    for call in range(3):  # counted per call
         assert_agree_on_gpu(compiled(*args), program(*args), name)
-        counted = last_call()
-        assert (counted.uploads, counted.downloads) == (uploads, downloads), counted
-        assert counted.upload_bytes == upload_bytes, counted
+        counted, later = last_call(), call > 0
+        assert (counted.uploads, counted.downloads) == (
+            uploads - later * constants, downloads), counted
+        assert counted.upload_bytes == upload_bytes - later * constant_bytes, counted
+
+
+def _sums_over_points(t, w, k):
+    # atomics over the outermost level into results indexed by the others (sum of floats,
+    # max of integers) beside a full sum and an elementwise output, in one nest
+    terms = qnp.exp(t) * w
+    extremes = (qnp.max(k * 2 + 1, axis=0),) if t.shape[0] else ()  # none of no points
+    return qnp.sum(terms, axis=0), *extremes, qnp.sum(t * t), terms
+
+
+def _kmeans(centres, points):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import classical_ad  # noqa: PLC0415
+
+    return classical_ad.kmeans(qnp, None, centres, points)
+
+
+def chunks_of_points(_: str) -> None:
+    # a nest whose atomics sum over its outermost level (k-means' Σ_n into (k, d): 100000
+    # atomics per address) loops over chunks of that level in each thread, adding once per
+    # chunk; a launch of 8 threads is the target here, so small sizes are cut into chunks
+    from qdiff.compiler.cuda import nest  # noqa: PLC0415
+
+    saved, nest.FILLING_THREADS = nest.FILLING_THREADS, 8
+    try:
+        # (points, ...): 2 chunks of 7 and 6; one chunk of 29 over 200 threads (2 blocks);
+        # one point and none: no chunks
+        for shape, chunked in [((13, 3, 2), True), ((29, 40, 5), True), ((1, 3, 2), False),
+                               ((0, 3, 2), False)]:
+            args = (RNG.normal(size=shape), RNG.normal(size=shape[1:]),
+                    RNG.integers(-50, 50, size=shape))
+            program = qdiff.trace(_sums_over_points, *args)
+            compiled = CompiledProgram(program, backend="numba-cuda")
+            assert ("min(c" in compiled.source) == chunked, compiled.source
+            assert_agree_on_gpu(compiled(*args), program(*args), f"sums over points {shape}")
+        for centres, points in [((3, 2), (37, 2)), ((4, 3), (1, 3))]:
+            args = (RNG.normal(size=centres), RNG.normal(size=points))
+            derivative = qdiff.grad(_kmeans)
+            compiled = qdiff.jit(derivative, backend="numba-cuda")
+            assert_agree_on_gpu(compiled(*args), derivative(*args), f"k-means {points}")
+            assert ("min(c" in compiled.source) == (points[0] > 1), compiled.source
+    finally:
+        nest.FILLING_THREADS = saved
+
+
+def _rows_per_thread(x, means, lower):
+    # GMM's Σ_j L[k, i, j] (x[n, j] - μ[k, j]): the centred row, made in the nest, is kept
+    # per thread in a local array before the loop over i (it was made again for each i),
+    # and L is read with i last; a product by an operand the nest makes at the innermost
+    # level keeps the recomputation
+    centered = x[:, None, :] - means[None, :, :]
+    transformed = qnp.einsum("kij,nkj->nki", lower, centered)
+    inner = qnp.einsum("nki,nki->nk", qnp.sin(transformed), centered * 2.0)
+    return qnp.sum(transformed ** 2, axis=2), inner
+
+
+def rows_per_thread(_: str) -> None:
+    # points × components not a multiple of a block; one point, one component, one
+    # dimension; no points
+    for n, k, d in [(13, 3, 5), (1, 1, 1), (0, 2, 3), (7, 2, 40)]:
+        args = (RNG.normal(size=(n, d)), RNG.normal(size=(k, d)), RNG.normal(size=(k, d, d)))
+        program = qdiff.trace(_rows_per_thread, *args)
+        compiled = CompiledProgram(program, backend="numba-cuda")
+        assert ("cuda.local.array(" in compiled.source) == (d > 1), compiled.source
+        # L[k, i, j] is read from a copy L[k, j, i] (i varies from lane to lane), unless L is
+        # as large as the nest (n <= d)
+        assert ("def transpose" in compiled.source) == (1 < d < n), compiled.source
+        assert_agree_on_gpu(compiled(*args), program(*args), f"rows per thread {n, k, d}")
+        derivative = qdiff.grad(lambda *a: qnp.sum(_rows_per_thread(*a)[0]), argnums=(0, 1, 2))
+        compiled = qdiff.jit(derivative, backend="numba-cuda")
+        assert_agree_on_gpu(compiled(*args), derivative(*args), f"its gradient {n, k, d}")
+
+
+def _step(i, c):
+    return qnp.sin(c) * 0.5 + qnp.sum(c)
+
+
+def kernels_written_once(_: str) -> None:
+    # two loops with the same body wrote its kernels twice, and numba-cuda compiled each
+    # (the D-LSTM gradient's 26 kernels held 20 different ones)
+    def twice(x):
+        return qdiff.fori_loop(0, 2, _step, qdiff.fori_loop(0, 2, _step, x) * 2.0)
+
+    for x in (RNG.normal(size=5), RNG.normal(size=300)):
+        program = qdiff.trace(twice, x)
+        compiled = CompiledProgram(program, backend="numba-cuda")
+        # the body's two (with the sum's final pass over 3 blocks, three), and the doubling
+        kernels = compiled.source.count("@cuda.jit")
+        assert kernels == (3 if x.size <= 128 else 4), compiled.source
+        assert compiled.source.count("rtc.launch(") == 5, compiled.source
+        assert_agree_on_gpu(compiled(x), program(x), f"two loops of the same body, {x.size}")
 
 
 def buffers_kept_from_call_to_call(_: str) -> None:
@@ -411,6 +509,22 @@ def buffers_kept_from_call_to_call(_: str) -> None:
     assert_agree_on_gpu(compiled(*args), kept, "the first inputs again")
 
 
+def views_kept_from_call_to_call(_: str) -> None:
+    # a reshaped view of a device array was made anew at every call (numba-cuda makes one in
+    # Python, and types it again at the launch): 49 per call of GMM's gradient at d=10
+    args = EXTRA["ADBench GMM, 12 points"][1]
+    program = qdiff.trace(_gmm, *args)
+    compiled = CompiledProgram(program, backend="numba-cuda")
+    assert "rtc.view(" in compiled.source, compiled.source
+    pool = compiled._steps[0].function.__globals__["_buffers"]
+    compiled(*args)
+    views = dict(pool.free[0].views)
+    assert views, "no view kept"
+    assert_agree_on_gpu(compiled(*args), program(*args), "second call")
+    again = pool.free[0].views
+    assert len(again) == len(views) and all(again[k][1] is v for k, (_, v) in views.items())
+
+
 def transfers_per_thread(_: str) -> None:
     # one counter for the process: a call in another thread reset the counts this thread's
     # `last_call` gave, and a copy it made while this one's call ran was counted in it
@@ -441,6 +555,37 @@ def transfers_per_thread(_: str) -> None:
     thread.join()
     counter.end_call("running")
     assert (last_call().uploads, last_call().downloads) == (1, 0), last_call()
+
+
+def launch_warns_once(_: str) -> None:
+    # numba-cuda warns at configuring a grid under 128 blocks; configured inside the
+    # launch's warnings.catch_warnings at every launch, the warning was printed at every
+    # launch (the block resets the registry that shows a warning once)
+    import warnings  # noqa: PLC0415
+
+    from qdiff.compiler.cuda import device as rtc  # noqa: PLC0415  (imports numba.cuda)
+
+    class Kernel:
+        def __init__(self) -> None:
+            self.configured, self.ran = 0, []
+
+        def __getitem__(self, grid):
+            self.configured += 1
+            warnings.warn(UserWarning(f"Grid size {grid[0]} will likely result in GPU "
+                                      "under-utilization due to low occupancy."), stacklevel=2)
+            return lambda *args: self.ran.append((grid, args))
+
+    kernel = Kernel()
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        # `rtc.configured` is what `rtc.launch` runs (the numba-cuda lowering test replaces
+        # `rtc.launch`)
+        for step in range(3):
+            rtc.configured(kernel, 1, 32)(step)
+        rtc.configured(kernel, 2, 32)(3)
+    assert kernel.ran == [((1, 32), (0,)), ((1, 32), (1,)), ((1, 32), (2,)), ((2, 32), (3,))]
+    assert kernel.configured == 2, kernel.configured  # once per grid, not per launch
+    assert not [w for w in shown if "Grid size" in str(w.message)], [str(w.message) for w in shown]
 
 
 def _hybrid(x):
@@ -505,6 +650,11 @@ def cases() -> dict:
     table.update({f"transfers: {n}": (transfers, n) for n in TRANSFERS})
     table["buffers: kept from call to call"] = (buffers_kept_from_call_to_call, "")
     table["transfers: counted per thread"] = (transfers_per_thread, "")
+    table["buffers: views kept from call to call"] = (views_kept_from_call_to_call, "")
+    table["kernels the same but for names written once"] = (kernels_written_once, "")
+    table["rows of contraction operands per thread"] = (rows_per_thread, "")
+    table["atomics over chunks of points"] = (chunks_of_points, "")
+    table["launches: configured once, no occupancy warning"] = (launch_warns_once, "")
     table["error: a quantum program on the CUDA target"] = (quantum_program_refused, "")
     table["error: a while loop past max_iter"] = (loop_limit, "")
     table["error: a gather index out of bounds"] = (gather_out_of_bounds, "")

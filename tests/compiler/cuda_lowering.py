@@ -106,6 +106,7 @@ def main(selected: list[str]) -> None:
     cuda.is_available = lambda: True  # CompiledProgram refuses the target without a device
     rtc.launch, rtc.fold = lowering.launch, lowering.fold
     rtc.upload = lambda value: _on_device(value) if isinstance(value, np.ndarray) else value
+    rtc.upload_constant = rtc.upload
     rtc.download, rtc.copy = np.array, _on_device
     rtc.empty = lambda shape, dtype: _on_device(np.zeros(shape, dtype))
     rtc.full = lambda shape, value, dtype: _on_device(np.full(shape, value, dtype))

@@ -7,10 +7,11 @@ back from the device and send its result over again.
 Rewrite rules, one thread per element of the result:
 
 - ``einsum``: out[o] = Σ_s a[o, s] · b[o, s], the thread of element ``o`` looping over the
-  summed positions ``s``. When the result has few elements and the sum is long (fewer
-  than `FEW_OUTPUTS` threads otherwise), the sum is cut into chunks, a thread per
-  (chunk, element), each adding its partial sum with ``cuda.atomic.add`` into the zeroed
-  result; dtypes without an add atomic (complex) keep one thread per element.
+  summed positions ``s``, in blocks of up to `SHARING_BLOCK` threads. When the result has
+  few elements and the sum is long (fewer than `FEW_OUTPUTS` threads otherwise), the sum
+  is cut into chunks, a thread per (chunk, element), each adding its partial sum with
+  ``cuda.atomic.add`` into the zeroed result; dtypes without an add atomic (complex) keep
+  one thread per element.
 - ``transpose``: out[i] = x[perm⁻¹(i)], and ``rev``: out[i] = x[n - 1 - i] along the
   reversed axes (a reversed loop's reversed scan), a thread per element.
 - ``argmax``/``argmin`` along an axis: a thread per (before, after) pair scans the axis,
@@ -20,7 +21,6 @@ Rewrite rules, one thread per element of the result:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from .kernels import (
     threads_for,
     unflatten,
 )
+from .moves import moved, transposed
 from .residency import DEVICE
 from .scope import cuda_rule
 
@@ -49,6 +50,28 @@ from .scope import cuda_rule
 FEW_OUTPUTS = 1 << 14
 # summed positions per thread at least, when a sum is split
 CHUNK = 64
+# threads per block of an einsum (at most): a block's threads share its SM's L1 cache, and
+# neighbouring result elements read the same operand rows at every summed step (GMM's
+# Σ_n t̄[n,k,i] c[n,k,j]: the 64 j of an i read one row c[n, k, :]); blocks of 128 fetched
+# that row from L2 once per two i, blocks of 1024 once per sixteen (einsum kernels hold
+# few registers: a block of 1024 fits an SM)
+SHARING_BLOCK = 1024
+# ... while there are still this many blocks (two per SM of an H100): fewer, larger
+# blocks would leave SMs idle
+FILLING_BLOCKS = 264
+
+
+def sharing_threads(count: int) -> int:
+    """Threads per block of an einsum of ``count`` threads: `threads_for`'s, doubled up to
+    `SHARING_BLOCK` while `FILLING_BLOCKS` blocks remain.
+
+    >>> sharing_threads(100), sharing_threads(131072), sharing_threads(819200)
+    (128, 256, 1024)
+    """
+    threads = threads_for(count)
+    while threads < SHARING_BLOCK and count >= 2 * threads * FILLING_BLOCKS:
+        threads *= 2
+    return threads
 
 
 def _source(scope: Scope) -> KernelSource:
@@ -92,7 +115,7 @@ def _einsum(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     src.allocate(result, device_array((outputs,), dtype, zero if chunks > 1 else None))
     index = {c: scope.fresh("q") for c in out_term + summed}
     count = outputs * chunks
-    threads = threads_for(count)
+    threads = sharing_threads(count)
     with src.capture() as body:
         t = scope.fresh("t")
         scope.line(f"{t} = cuda.grid(1)")
@@ -200,13 +223,8 @@ def _transpose(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     perm = tuple(eqn.params["perm"])
     if perm == tuple(range(len(perm))):
         return [args[0]]
-
-    def source(index: list[str]) -> list[str]:
-        taken = [""] * len(perm)
-        for position, axis in enumerate(perm):
-            taken[axis] = index[position]
-        return taken
-    return [_moved(scope, eqn, args[0], "transpose", source)]
+    return [transposed(scope, args[0], eqn.inputs[0].type.shape,
+                       eqn.outputs[0].type.np_dtype, perm)]
 
 
 @cuda_rule(rev_p)
@@ -214,31 +232,8 @@ def _rev(scope: Scope, eqn: Eqn, args: list[str]) -> list[str]:
     shape, axes = eqn.inputs[0].type.shape, eqn.params["axes"]
     if not shape:
         return [args[0]]
-    return [_moved(scope, eqn, args[0], "rev", lambda index: [
+    return [moved(scope, args[0], shape, eqn.outputs[0].type.np_dtype, "rev", lambda index: [
         f"{shape[axis] - 1} - {q}" if axis in axes else q for axis, q in enumerate(index)])]
-
-
-def _moved(scope: Scope, eqn: Eqn, operand: str, prefix: str,
-           source: Callable[[list[str]], list[str]]) -> str:
-    """A new device array holding ``eqn``'s result, each element ``index`` of it taken from
-    element ``source(index)`` of ``operand`` (a thread per element)."""
-    (operand,) = named(scope, [operand])
-    shape = eqn.outputs[0].type.shape
-    src = _source(scope)
-    result = scope.fresh("y")
-    src.allocate_empty(result, shape, eqn.outputs[0].type.np_dtype)
-    count = math.prod(shape)
-    threads = threads_for(count)
-    with src.capture() as body:
-        t = scope.fresh("t")
-        scope.line(f"{t} = cuda.grid(1)")
-        with src.block(f"if {t} < {count}"):
-            names = [scope.fresh("q") for _ in shape]
-            unflatten(scope, t, names, list(shape))
-            scope.line(f"{result}[{', '.join(names)}] = {operand}[{', '.join(source(names))}]")
-    name, params = src.kernel(prefix, body)
-    src.launch(name, blocks_for(count, threads), threads, params, [result])
-    return result
 
 
 @cuda_rule(argmax_p, argmin_p)

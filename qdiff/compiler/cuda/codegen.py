@@ -13,6 +13,7 @@ from ...ir.types import Tensor
 from ..codegen import Generated, function_body
 from ..lowering import Options
 from . import arrays, buffers, soacs  # noqa: F401  (fill CUDA_RULES)
+from .duplicates import deduplicated
 from .kernels import KernelSource
 from .residency import CarryPlan
 from .scope import CudaScope
@@ -80,8 +81,9 @@ def generate_cuda(program: Program, options: Options) -> Generated:
         return function_body(program, options, source, CudaScope)
 
     source, (params, body) = written_with_plans(write)
-    body = "\n".join(source.residency.prune(body.splitlines())) + "\n"
-    text = HEADER.format(name=program.name) + "\n\n".join(source.kernels)
+    kernels, lines = deduplicated(source.kernels, source.residency.prune(body.splitlines()))
+    body = "\n".join(lines) + "\n"
+    text = HEADER.format(name=program.name) + "\n\n".join(kernels)
     text += f"\n\n\ndef host({params}):\n{body}{FOOTER.format(name=program.name)}"
     return Generated(text, source.constants, source.messages)
 

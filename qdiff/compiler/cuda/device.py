@@ -11,6 +11,7 @@ import math as _math
 import threading
 import types
 import warnings
+import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -97,14 +98,41 @@ def complex_sign(z: Any) -> Any:  # pragma: no cover - compiled
     return z / size
 
 
+# kernel -> {(blocks, threads): its configured launch}: a launch site runs many times (in
+# loops, at every call), and configuring costs an object and numba-cuda's occupancy check
+_CONFIGURED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def configured(kernel: Any, blocks: int, threads: int) -> Any:
+    """``kernel[blocks, threads]``, made once per kernel and grid. numba-cuda warns that a
+    grid under 128 blocks under-uses the GPU; the generated code launches such grids on
+    purpose (scalar code, small arrays), so the warning is left out, once, here (inside a
+    ``warnings.catch_warnings`` at every launch it was printed at every launch: leaving the
+    block resets the registry that shows a warning once)."""
+    by_grid = _CONFIGURED.get(kernel)
+    launcher = None if by_grid is None else by_grid.get((blocks, threads))
+    if launcher is None:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Grid size")
+            launcher = kernel[blocks, threads]
+        # the simulator's kernel configures itself and returns itself: not kept
+        if launcher is not kernel:
+            _CONFIGURED.setdefault(kernel, {})[blocks, threads] = launcher
+    return launcher
+
+
 def launch(kernel: Any, blocks: int, threads: int, args: Sequence[Any]) -> None:
     """Run ``kernel`` on ``blocks`` × ``threads`` threads over ``args`` (device arrays and
     scalars)."""
+    launcher = configured(kernel, blocks, threads)
+    if not config.ENABLE_CUDASIM:  # pragma: no cover - needs a GPU
+        launcher(*args)
+        return
     with warnings.catch_warnings():
         # the simulator's threads compute with NumPy scalars outside the host's errstate:
         # floating-point exceptions are values there too, as on a GPU
         warnings.simplefilter("ignore", RuntimeWarning)
-        kernel[blocks, threads](*args)
+        launcher(*args)
 
 
 class CallBuffers:
@@ -115,10 +143,14 @@ class CallBuffers:
     afresh and not kept.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, constants: dict[int, tuple[np.ndarray, Any]] | None = None) -> None:
         self.kept: dict[tuple, list[Any]] = {}
         self.taken: dict[tuple, int] = {}
         self.nbytes = 0
+        # the module's constants on the device, shared by its calls (`upload_constant`)
+        self.constants = {} if constants is None else constants
+        # (id(array), shape) -> (array, its view of that shape), for the next calls (`view`)
+        self.views: dict[tuple[int, tuple], tuple[Any, Any]] = {}
 
     def take(self, shape: int | tuple[int, ...], dtype: Any) -> Any:
         """An uninitialised device array of ``shape`` and ``dtype`` for this call."""
@@ -149,18 +181,19 @@ class BufferPool:
     """The `CallBuffers` of one compiled function: each call takes one (a fresh one where
     another thread's call, or a call that has not returned, holds them all) and gives it
     back when it returns; the functions of this module allocate from the calling thread's
-    current one.
+    current one. The module's constants, once on the device, are kept for all its calls.
     """
 
     def __init__(self) -> None:
         self.free: list[CallBuffers] = []
+        self.constants: dict[int, tuple[np.ndarray, Any]] = {}
 
     @contextmanager
     def call(self) -> Iterator[CallBuffers]:
         try:
             buffers = self.free.pop()
         except IndexError:
-            buffers = CallBuffers()
+            buffers = CallBuffers(self.constants)
         outer = getattr(_CURRENT, "buffers", None)
         _CURRENT.buffers = buffers
         try:
@@ -197,6 +230,42 @@ def upload(value: Any) -> Any:
     array = empty(value.shape, value.dtype)
     array.copy_to_device(value)
     return array
+
+
+# views one call's buffers keep at most (arrays not kept from call to call, beyond
+# `KEPT_BYTES`, add new ones at each call)
+VIEWS_KEPT = 4096
+
+
+def view(array: Any, *shape: Any) -> Any:
+    """``array.reshape(*shape)``, a device array's view, kept with the call's buffers for the
+    next calls, which take the same arrays: numba-cuda makes a view in Python (tens of µs)
+    and types each new one again at the launch that takes it."""
+    buffers = getattr(_CURRENT, "buffers", None)
+    if buffers is None:
+        return array.reshape(*shape)
+    key = (id(array), shape)
+    kept = buffers.views.get(key)
+    if kept is None or kept[0] is not array:
+        if len(buffers.views) >= VIEWS_KEPT:
+            buffers.views.clear()
+        kept = buffers.views[key] = (array, array.reshape(*shape))
+    return kept[1]
+
+
+def upload_constant(value: np.ndarray) -> Any:
+    """A constant of the generated module (an array the compiled function passes at every
+    call, never written) on the device: copied over at the first call and kept for the
+    module's later calls (k-means' gradient sent its 100000 × 32 indices at every call)."""
+    buffers = getattr(_CURRENT, "buffers", None)
+    if buffers is None:
+        return upload(value)
+    kept = buffers.constants.get(id(value))
+    if kept is None or kept[0] is not value:
+        counts().uploaded(value.nbytes)
+        counts().allocated(value.nbytes)
+        kept = buffers.constants[id(value)] = (value, cuda.to_device(value))
+    return kept[1]
 
 
 def download(array: Any) -> np.ndarray:

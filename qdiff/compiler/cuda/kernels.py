@@ -42,16 +42,16 @@ def has_atomic(monoid: str, dtype: str | np.dtype) -> bool:
     dtype = np.dtype(dtype)
     return dtype.kind in _ATOMIC_KINDS.get(monoid, "") and dtype.itemsize in (4, 8)
 # names a kernel reads from the generated module, not from the host function
-_MODULE_NAMES = {"np", "numba", "cuda", "math", "libdevice", "rtc"} | set(dir(builtins))
+MODULE_NAMES = {"np", "numba", "cuda", "math", "libdevice", "rtc"} | set(dir(builtins))
 
 
-def threads_for(count: int) -> int:
-    """Threads per block for ``count`` work items: a power of two, at most `BLOCK`.
+def threads_for(count: int, limit: int = BLOCK) -> int:
+    """Threads per block for ``count`` work items: a power of two, at most ``limit``.
 
-    >>> threads_for(1), threads_for(5), threads_for(1000)
-    (1, 8, 128)
+    >>> threads_for(1), threads_for(5), threads_for(1000), threads_for(5000, 1024)
+    (1, 8, 128, 1024)
     """
-    return min(BLOCK, 1 << max(0, count - 1).bit_length())
+    return min(limit, 1 << max(0, count - 1).bit_length())
 
 
 def blocks_for(count: int, threads: int) -> int:
@@ -93,7 +93,7 @@ def free_names(lines: Sequence[str]) -> list[str]:
     stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
     found: dict[str, None] = {}
     for n in names:
-        if n.id not in stored and n.id not in _MODULE_NAMES:
+        if n.id not in stored and n.id not in MODULE_NAMES:
             found[n.id] = None
     return list(found)
 
@@ -194,7 +194,7 @@ class KernelSource(Source):
         for move in moves:
             super().line(move)
         view = self.fresh("m")
-        super().line(f"{device_name(view)} = {device}.reshape({shape})")
+        super().line(f"{device_name(view)} = rtc.view({device}, {shape})")
         self.residency.view(view, base, len(ast.parse(shape).body[0].value.elts))
         return view
 
@@ -213,6 +213,7 @@ class KernelSource(Source):
     def constant(self, array: np.ndarray) -> str:
         name = super().constant(array)
         self.residency.ranks[name] = np.ndim(array)
+        self.residency.constants.add(name)
         return name
 
     def kernel(self, prefix: str, body: list[str], name: str | None = None

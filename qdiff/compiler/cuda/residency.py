@@ -156,6 +156,9 @@ class Residency:
         # else its device variable, an array of one element (made by a reduction or a
         # one-thread kernel), which the kernel reads its element from
         self.scalars = self.plan.scalars
+        # the module's constants (arguments the compiled function passes the same arrays
+        # as at every call): uploaded once, kept on the device (`device.upload_constant`)
+        self.constants: set[str] = set()
 
     # ------------------------------------------------------------------ state
     def sides(self, name: str) -> frozenset[str]:
@@ -213,6 +216,8 @@ class Residency:
             return [*self._view_on_device(name), *self._transfer(name, HOST, hoist=False)]
         source = DEVICE if side == HOST else HOST
         text = _transfer_text(name, side, self.scalars.get(name))
+        if side == DEVICE and name in self.constants:
+            text = f"{device_name(name)} = rtc.upload_constant({name})"
         level = len(self.frames)
         while hoist and level and name not in self.frames[level - 1].touched \
                 and self._old(name, self.frames[level - 1]) \
@@ -288,6 +293,9 @@ class Residency:
         self._use(base, DEVICE)
         self._join(name, base)
         self._made(name, self.sides(name) | {DEVICE}, touched=False)
+        if suffix.startswith(".reshape("):  # made once per array and shape (`device.view`)
+            return [*moves, f"{device_name(name)} = rtc.view({device_name(base)}, "
+                            f"{suffix[len('.reshape('):-1]})"]
         return [*moves, f"{device_name(name)} = {device_name(base)}{suffix}"]
 
     def _reachable(self, name: str, side: str) -> bool:
