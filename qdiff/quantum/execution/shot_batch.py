@@ -96,9 +96,8 @@ def take(value: Any, rows: np.ndarray) -> Any:
     if not isinstance(value, Rows):
         return value
     array = value.array
-    if array_module_of(array) is not np:  # device states take device indices
-        rows = array_module_of(array).asarray(rows)
-    return Rows(array[rows], None if value.streams is None else value.streams[rows])
+    on_array = rows if array_module_of(array) is np else array_module_of(array).asarray(rows)
+    return Rows(array[on_array], None if value.streams is None else value.streams[rows])
 
 
 def per_row(value: Any, count: int) -> np.ndarray:

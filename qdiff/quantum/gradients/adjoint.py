@@ -134,8 +134,7 @@ class AdjointRunner(BranchRunner):
     def track(self, value: Any) -> tuple[Any, int]:
         """A fresh object for ``value`` and its new node."""
         # device (CuPy) arrays stay where they are: a view is a fresh object there too
-        on_array = isinstance(value, np.ndarray) or array_module_of(value) is not np
-        fresh = value.view() if on_array else np.asarray(value)
+        fresh = value.view() if _on_array(value) else np.asarray(value)
         return fresh, self._new(fresh)
 
     def weight_node(self, weight: float) -> int:
@@ -302,8 +301,15 @@ class AdjointRunner(BranchRunner):
         return sweep
 
 
+def _on_array(value: Any) -> bool:
+    # a NumPy array, or a device (CuPy) array
+    return isinstance(value, np.ndarray) or array_module_of(value) is not np
+
+
 def _is_state(value: Any) -> bool:
-    return isinstance(value, np.ndarray) and value.ndim == 1 and value.dtype.kind == "c"
+    # a statevector, on the host or on a device: a loop's or a merge's states are kept and
+    # swept as states wherever they live
+    return _on_array(value) and value.ndim == 1 and value.dtype.kind == "c"
 
 
 def _owner(array: Any) -> Any:

@@ -109,7 +109,7 @@ class HostShotStates:
         kept = [1 + (n - 1 - w) for w in reversed(wires)]
         dropped = tuple(a for a in range(1, n + 1) if a not in kept)
         marginal = p.sum(axis=dropped, keepdims=True) if dropped else p
-        marginal = xp.moveaxis(marginal, kept, range(n + 1 - len(kept), n + 1))
+        marginal = xp.moveaxis(marginal, kept, list(range(n + 1 - len(kept), n + 1)))
         marginal = marginal.reshape(count, 1 << len(wires))
         return self.to_host(marginal / marginal.sum(axis=1, keepdims=True))
 

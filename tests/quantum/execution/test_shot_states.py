@@ -188,6 +188,22 @@ def test_numpy_states_give_the_numba_shift_gradient():
         np.testing.assert_allclose(getattr(array, field), getattr(numba, field), rtol=1e-12)
 
 
+@pytest.mark.parametrize("f,x", [(coin_loop, 1.3), (postselected, 0.7), (_walk_step, 0.8)],
+                         ids=["coin_loop", "postselected", "walk_step"])
+def test_device_states_on_a_stand_in_for_cupy_give_the_numba_numbers(f, x, monkeypatch):
+    # the CuPy code path on a NumPy stand-in that plays device arrays and counts copies:
+    # the same numbers, and a copy back per measurement and readout, not per shot
+    from qdiff.quantum.execution import shot_batch
+    from tests.quantum.simulator.counting_cupy import CountingCupy
+
+    numba = _run(f, x, "numba", shots=3000, seed=4)
+    device = CountingCupy()
+    monkeypatch.setattr(shot_batch, "shot_states", lambda backend: ArrayShotStates(device))
+    stand_in = _run(f, x, "numba", shots=3000, seed=4)
+    _assert_same_values(stand_in, numba)
+    assert 0 < device.counts["d2h"] < 200
+
+
 # ------------------------------------------------------------------- on a GPU (CuPy), where present
 def _gpu_present() -> bool:
     from qdiff.gpu.array_module import cupy_available
