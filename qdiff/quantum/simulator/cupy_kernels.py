@@ -98,6 +98,19 @@ _INSERT_ZEROS = r"""
 _LAYOUT = "raw int64 pos, int32 npos, int64 cmask"
 
 
+def _spread(source: str) -> str:
+    """``source`` with each ``@SPREAD_<n>@`` line replaced by the C lines, indented by n, that
+    spread a thread's group counter ``t >> k`` over the non-gate bits (as `insert_zero_bits`:
+    for each gate position p, ascending, the bits at and above p move up by one) into ``g``."""
+    lines = ["long long g = t >> k;", "for (int q = 0; q < npos; ++q) {",
+             "    const long long p = pos[q];",
+             "    g = ((g >> p) << (p + 1)) | (g & ((1LL << p) - 1));", "}"]
+    for indent in (8, 12):
+        text = "\n".join(" " * indent + line for line in lines)
+        source = source.replace(f"@SPREAD_{indent}@", text)
+    return source
+
+
 def _bases(size: int, pos: np.ndarray, npos: int, cmask: int) -> np.ndarray:
     return _insert_zero_bits(np.arange(size, dtype=np.int64), pos, npos) | cmask
 
@@ -172,7 +185,7 @@ _ELEMENTWISE = [
 # consecutive threads of one block (THREADS is a multiple of 2^k), gathered into shared memory,
 # multiplied by the matrix (given transposed, mt[c*dim + r] = M[r, c], so that a warp reads
 # consecutive entries) and written back in place: one pass over the state, one launch.
-_DENSE_SRC = r"""
+_DENSE_SRC = _spread(r"""
 extern "C" __global__ void @NAME@(real* psi, const real* mt, const long long* pos,
                                   const int npos, const long long cmask,
                                   const long long* offs, const int k, const long long total) {
@@ -183,11 +196,7 @@ extern "C" __global__ void @NAME@(real* psi, const real* mt, const long long* po
     const bool live = t < total;
     long long j = 0;
     if (live) {
-        long long g = t >> k;
-        for (int q = 0; q < npos; ++q) {
-            const long long p = pos[q];
-            g = ((g >> p) << (p + 1)) | (g & ((1LL << p) - 1));
-        }
+@SPREAD_8@
         j = g | cmask | offs[r];
         sh[2 * threadIdx.x] = psi[2 * j];
         sh[2 * threadIdx.x + 1] = psi[2 * j + 1];
@@ -205,7 +214,7 @@ extern "C" __global__ void @NAME@(real* psi, const real* mt, const long long* po
     psi[2 * j] = (real)re;
     psi[2 * j + 1] = (real)im;
 }
-"""
+""")
 
 
 def _threads(grid: tuple[int, ...], block: tuple[int, ...]) -> np.ndarray:
@@ -327,7 +336,7 @@ def _pauli_add(grid, block, args):
 # interleaved; a 1-wire gate uses the top-left 2x2). with_lam = 0: ψ only (lam is not read).
 # The sums go through warp shuffles and shared atomics, then one global atomic per gate and
 # block.
-_GATE_BLOCK_SRC = r"""
+_GATE_BLOCK_SRC = _spread(r"""
 extern "C" __global__ void @NAME@(real* psi, real* lam, const long long* pos, const int npos,
                                   const long long* offs, const int k, const long long total,
                                   const double* table, const int ngates, double* out,
@@ -345,11 +354,7 @@ extern "C" __global__ void @NAME@(real* psi, real* lam, const long long* pos, co
         const bool live = t < total;
         long long j = 0;
         if (live) {
-            long long g = t >> k;
-            for (int q = 0; q < npos; ++q) {
-                const long long p = pos[q];
-                g = ((g >> p) << (p + 1)) | (g & ((1LL << p) - 1));
-            }
+@SPREAD_12@
             j = g | offs[t & (dim - 1)];
             sp[2 * tid] = psi[2 * j];
             sp[2 * tid + 1] = psi[2 * j + 1];
@@ -440,7 +445,7 @@ extern "C" __global__ void @NAME@(real* psi, real* lam, const long long* pos, co
         }
     }
 }
-"""
+""")
 
 BLOCK_GATES = 64
 """Most gates one launch of the gate-block kernel takes (its shared sums)."""

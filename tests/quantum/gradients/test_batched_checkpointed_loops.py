@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib
 import tracemalloc
-import warnings
 
 import numpy as np
 import pytest
@@ -18,7 +17,7 @@ import qdiff
 from qdiff import quantum as qm
 from qdiff.quantum.gradients import loop_segments
 from qdiff.quantum.lang.examples import cycle_walk, measured_rounds, repeat_until_one
-from tests.quantum.gradients.test_batched_branch_gradients import _loop, _sweeps
+from tests.quantum.gradients import test_batched_loop_gradients as stored_rounds
 from tests.quantum.gradients.test_batched_loop_gradients import (
     _batched_equals_the_loop,
     cond_in_a_loop,
@@ -27,7 +26,7 @@ from tests.quantum.gradients.test_batched_loop_gradients import (
     postselected_after_a_loop,
     rotated_per_member,
 )
-from tests.quantum.quantum_programs_lib import coin_loop, until_one, von_neumann
+from tests.quantum.quantum_programs_lib import coin_loop, until_one
 
 module = importlib.import_module("qdiff.quantum.gradients.batched_branch_adjoint")
 rng = np.random.default_rng(23)
@@ -137,21 +136,10 @@ def test_exits_of_closed_segments_run_to_the_end(monkeypatch):
 
 def test_truncation_warnings_unchanged_with_a_segment_a_round(monkeypatch):
     # von Neumann's loop is cut off with a little more than tol going on: every member warns,
-    # so the batch goes member by member and warns as they do
+    # so the batch goes member by member and warns as they do, segments or not
     monkeypatch.setattr(loop_segments, "SEGMENT_BYTES", 1)
-    program = qdiff.program(von_neumann)
-    theta = rng.uniform(1.2, 2.0, 3)
-    counts = _sweeps(monkeypatch)
-    with warnings.catch_warnings(record=True) as batched:
-        warnings.simplefilter("always")
-        got = qdiff.vmap(qdiff.grad(program))(theta)
-    with warnings.catch_warnings(record=True) as members:
-        warnings.simplefilter("always")
-        want = _loop(qdiff.grad(program), theta)
-    assert counts == {"sweeps": 1, "member_by_member": 1}
-    assert [str(w.message) for w in batched] == [str(w.message) for w in members]
-    assert any(issubclass(w.category, qm.TruncationWarning) for w in members)
-    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    stored_rounds.test_member_by_member_fallback_keeps_the_members_truncation_warnings(
+        monkeypatch)
 
 
 def _theta_for(rounds: float) -> float:
