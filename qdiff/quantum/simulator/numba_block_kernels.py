@@ -48,7 +48,8 @@ from .numba_ranges import range_kernel
 from .subnormals import flush_subnormals, restore_float_mode
 
 __all__ = ["BLOCK", "MAX_BLOCK_WIRES", "MIN_BATCH", "FUSION_MIN_QUBITS", "BLOCK_AMPS",
-           "block_gather", "block_scatter", "block_start", "block_workspace", "block_low",
+           "TRANSPOSE_FROM_TWO", "block_gather", "block_scatter", "block_start",
+           "transposes_from_two", "block_workspace", "block_low",
            "block_dense1", "block_densek", "block_perm", "block_quad", "block_scale",
            "local_offsets", "row_pattern", "target_rows", "quad_rows"]
 
@@ -93,19 +94,45 @@ def block_workspace(R, B, dim):
             np.empty(dim, np.int64), np.empty(dim), np.empty(dim))
 
 
+TRANSPOSE_FROM_TWO = 6
+"""Fewest wires of a block on wires 2, 3, ... (contiguous) whose batches transpose instead of
+gathering runs of 4 groups."""
+
+
+@_jit_blk
+def transposes_from_two(pos):
+    """Whether a block on wires ``pos`` (sorted) transposes its batches though its lowest wire
+    is 2: its wires are 2, 3, ..., 2 + k - 1 with k >= ``TRANSPOSE_FROM_TWO``.
+
+    >>> transposes_from_two(np.arange(2, 10)), transposes_from_two(np.array([2, 3, 4, 8]))
+    (True, False)
+    """
+    # n = 20, copies of the state per block (a `ry` per wire, a `cx` chain; median of 15
+    # interleaved rounds): wires 2-9 3.3-3.4 transposed against 3.9-4.1 in runs of 4, 2-7
+    # 3.1-3.6 against 3.9-4.8; but 2-5 and 2-3 (2048 and 8192 groups a batch) 3.0-3.3
+    # against 2.5-2.8, and blocks with a gap or a far wire up to 1.3x slower transposed
+    if pos.shape[0] < TRANSPOSE_FROM_TWO:
+        return False
+    for j in range(pos.shape[0]):
+        if pos[j] != 2 + j:
+            return False
+    return True
+
+
 @_jit_blk
 def block_start(g0, B, pos, bases, rowmap):
     # A batch of groups g0..g0+B-1: the identity row map, and the layout of the groups, with
     # their bases: 0, contiguous, when B is below the lowest block wire (bases[0]); 1, runs of
     # 2^pos[0] >= 4 contiguous groups (bases[b] at the start of each run; runs of 4, the
     # lowest block wire 2: 0.83-0.85x the transpose's time, n = 20; runs of 2 ran 1.4x
-    # slower); 2, a transpose (every bases[b]).
+    # slower); 2, a transpose (every bases[b]; also wide contiguous blocks from wire 2, see
+    # transposes_from_two).
     for r in range(rowmap.shape[0]):
         rowmap[r] = r
     if (np.int64(1) << pos[0]) >= B:
         bases[0] = _insert(g0, pos)
         return 0
-    if pos[0] >= 2:
+    if pos[0] >= 2 and not transposes_from_two(pos):
         run = np.int64(1) << pos[0]
         for b in range(0, B, run):
             bases[b] = _insert(g0 + b, pos)
