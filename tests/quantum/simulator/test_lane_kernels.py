@@ -195,8 +195,14 @@ def _unitary(size: int) -> np.ndarray:
     return q * (np.diag(r) / abs(np.diag(r)))
 
 
-@pytest.mark.parametrize("members", [3, 70])
-def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(members):
+# (members, undo_wires, overlap_wires): the layers' first and last undo blocks take their
+# wires' overlaps (fused), the others' in passes of their own; one block taking both
+# slots' (4, 4), blocks of one wire (1, 1), a middle block (1, 2), fused blocks wider
+# than the undo's (3, 1)
+@pytest.mark.parametrize("members, undo_wires, overlap_wires",
+                         [(3, 2, 3), (70, 2, 3), (3, 1, 1), (5, 1, 2), (3, 4, 4), (3, 3, 1)])
+def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(
+        members, undo_wires, overlap_wires):
     # layers of one-wire steps (every (later, earlier) pair of generator forms, in turn on
     # the wires), then controlled, two-wire and permutation steps; the states entering
     # each segment from dense matrices of the steps, then the sweep against overlaps
@@ -248,7 +254,8 @@ def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(
     out = np.empty((saved.shape[0], len(steps), 2, saved.shape[-1]))
     a = lk.to_lanes(lam)
     lk.adjoint_sweep_checkpointed(saved, a, kinds, w0, w1, lk.to_lanes(inverses), tables,
-                                  np.array(segments), 2, 3, gens, forms, out)
+                                  np.array(segments), undo_wires, overlap_wires, gens, forms,
+                                  out)
     got = np.moveaxis(out, 3, 1).reshape(-1, len(steps), 2)[:members] * scales
     for b, (_, u) in enumerate(_assert_overlaps(got, psi, lam, kinds, w0, w1, inverses,
                                                 tables, gens)):
