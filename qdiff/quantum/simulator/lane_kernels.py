@@ -296,17 +296,11 @@ def _run_block(s, wire0, mats, e0, e1, source):  # pragma: no cover - compiled
             for r in range(offsets.shape[0]):
                 s[0, base + offsets[r]] = source[0, base + offsets[r]]
                 s[1, base + offsets[r]] = source[1, base + offsets[r]]
-        _block_steps(s, base, offsets, k, bits, wire0, mats, e0, e1)
-
-
-@njit(inline="always", cache=True, fastmath=_FAST)
-def _block_steps(s, base, offsets, k, bits, wire0, mats, e0, e1):  # pragma: no cover
-    # one-wire steps e0..e1 on the block of amplitudes at `base` (`_block_layout`)
-    for e in range(e0, e1):
-        b, stride, m = bits[e - e0], 1 << wire0[e], mats[e]
-        for h in range(1 << (k - 1)):
-            i = base + offsets[_insert_zero(h, b)]
-            _pair(s, i, i + stride, m)
+        for e in range(e0, e1):
+            b, stride, m = bits[e - e0], 1 << wire0[e], mats[e]
+            for h in range(1 << (k - 1)):
+                i = base + offsets[_insert_zero(h, b)]
+                _pair(s, i, i + stride, m)
 
 
 # `run_circuit`'s saves and saved when it keeps no checkpoints
@@ -525,68 +519,24 @@ def _overlap_pairs(p, a, base, offsets, k, b, stride, form, g, acc):  # pragma: 
         _overlap_lanes(p, a, i, i + stride, form, g, acc)
 
 
-@njit(inline="always", cache=True, fastmath=_FAST)
-def _block_overlaps(p, a, base, offsets, k, bits, wire0, gens, forms, acc, e0, e1,
-                    slot):  # pragma: no cover - compiled
-    # acc[e, slot] += Im<lam|G psi> over the pairs of the block at `base` for the steps
-    # e0..e1 with G = gens[e, slot] of form forms[e, slot] other than Z (`_z_overlaps`);
-    # one loop over the lanes per form, chosen outside it
-    for e in range(e0, e1):
-        b, stride, form = bits[e - e0], 1 << wire0[e], forms[e, slot]
-        g, step_acc = _entries(gens[e, slot]), acc[e, slot]
-        if form == PAULI_Y:
-            _overlap_pairs(p, a, base, offsets, k, b, stride, PAULI_Y, g, step_acc)
-        elif form == PAULI_X:
-            _overlap_pairs(p, a, base, offsets, k, b, stride, PAULI_X, g, step_acc)
-        elif form == GENERAL:
-            _overlap_pairs(p, a, base, offsets, k, b, stride, GENERAL, g, step_acc)
-
-
 @njit(cache=True, fastmath=_FAST)
 def _overlap_block(p, a, wire0, gens, forms, acc, e0, e1, slot):  # pragma: no cover
-    # `_block_overlaps` of the one-wire steps e0..e1 (distinct wires), block by block,
-    # reading both states only
+    # acc[e, slot] += Im<lam|G psi> for the one-wire steps e0..e1 (distinct wires) with
+    # G = gens[e, slot] of form forms[e, slot] other than Z (`_z_overlaps`), block by
+    # block, reading both states only; one loop over the lanes per form, chosen outside it
     wires, bits, offsets = _block_layout(wire0, e0, e1)
     k = wires.shape[0]
     for counter in range(p.shape[1] >> k):
-        _block_overlaps(p, a, _block_base(counter, wires), offsets, k, bits, wire0, gens,
-                        forms, acc, e0, e1, slot)
-
-
-@njit(cache=True, fastmath=_FAST)
-def _undo_overlapping(a, entering, leaving, wire0, mats, gens, forms, acc, e0, e1, before,
-                      after):  # pragma: no cover - compiled
-    # lam's one-wire steps e0..e1 undone block by block, each block's overlaps of the
-    # steps' later gates on the entering states taken first (`before`) and those of their
-    # earlier gates on the leaving states after (`after`, lam then final for these
-    # wires): the overlaps read each block of lam while the undo has it in cache, rather
-    # than in passes of their own over both states
-    wires, bits, offsets = _block_layout(wire0, e0, e1)
-    k = wires.shape[0]
-    for counter in range(a.shape[1] >> k):
         base = _block_base(counter, wires)
-        if before:
-            _block_overlaps(entering, a, base, offsets, k, bits, wire0, gens, forms, acc,
-                            e0, e1, 0)
-        _block_steps(a, base, offsets, k, bits, wire0, mats, e0, e1)
-        if after:
-            _block_overlaps(leaving, a, base, offsets, k, bits, wire0, gens, forms, acc,
-                            e0, e1, 1)
-
-
-@njit(inline="always", cache=True)
-def _undo_plan(e0, e1, undo_wires, fused_wires):  # pragma: no cover - compiled
-    # a layer's undo blocks as boundaries: the first and the last of at most
-    # `fused_wires` steps (those fused with the overlaps), those between of at most
-    # `undo_wires`; one block when the layer fits in `fused_wires`
-    first = min(e1, e0 + fused_wires)
-    last = max(first, e1 - fused_wires)
-    bounds = [e0, first]
-    for b0 in range(first, last, undo_wires):
-        bounds.append(min(b0 + undo_wires, last))
-    if last < e1:
-        bounds.append(e1)
-    return np.array(bounds, np.int64)
+        for e in range(e0, e1):
+            b, stride, form = bits[e - e0], 1 << wire0[e], forms[e, slot]
+            g, step_acc = _entries(gens[e, slot]), acc[e, slot]
+            if form == PAULI_Y:
+                _overlap_pairs(p, a, base, offsets, k, b, stride, PAULI_Y, g, step_acc)
+            elif form == PAULI_X:
+                _overlap_pairs(p, a, base, offsets, k, b, stride, PAULI_X, g, step_acc)
+            elif form == GENERAL:
+                _overlap_pairs(p, a, base, offsets, k, b, stride, GENERAL, g, step_acc)
 
 
 @njit(cache=True, fastmath=_FAST)
@@ -642,11 +592,7 @@ def adjoint_sweep_checkpointed(saved, lam, kinds, wire0, wire1, mats, tables, se
     ones). Since the one-wire steps of a layer commute, the overlap of each step's later
     gate is taken on the states entering the layer and that of its earlier gate on
     those leaving it, ``lam`` undone between them in blocks of ``undo_wires`` wires (both
-    overlaps read in blocks of ``overlap_wires``). The layer's first and last undo blocks
-    (of at most ``overlap_wires`` wires) take their wires' overlaps themselves, on the
-    entering states before undoing a block of ``lam`` and on the leaving ones after, so
-    that each block of ``lam`` is read while in cache and the overlap passes over both
-    states cover the other wires only. A two-wire or controlled step's gate
+    overlaps read in blocks of ``overlap_wires``); a two-wire or controlled step's gate
     commutes with its generator, so its overlap is taken on the entering states.
     ``forms[e]`` holds the two generators' `generator_form` (a two-wire or controlled
     step's always `GENERAL` or `NO_GENERATOR`): for a Pauli form ``out`` holds the
@@ -679,23 +625,17 @@ def adjoint_sweep_checkpointed(saved, lam, kinds, wire0, wire1, mats, tables, se
                     deferred = -1
                 _z_overlaps(entering, a, wire0, forms, acc, e0, e1, 0, scratch, sums, source,
                             table)
-                # the first undo block takes its wires' overlaps on the entering
-                # states, the last its wires' on the leaving ones; passes of their own
-                # take the others'
-                plan = _undo_plan(e0, e1, undo_wires, overlap_wires)
-                first, last = plan[1], plan[plan.shape[0] - 2]
-                leaving = saved[t, k + 1]
-                for b0 in range(first, e1, overlap_wires):
+                for b0 in range(e0, e1, overlap_wires):
                     _overlap_block(entering, a, wire0, gens, forms, acc, b0,
                                    min(b0 + overlap_wires, e1), 0)
-                for q in range(plan.shape[0] - 1):
-                    _undo_overlapping(a, entering, leaving, wire0, step_mats, gens, forms, acc,
-                                      plan[q], plan[q + 1], q == 0, q == plan.shape[0] - 2)
+                for b0 in range(e0, e1, undo_wires):
+                    _run_block(a, wire0, step_mats, b0, min(b0 + undo_wires, e1), a)
+                leaving = saved[t, k + 1]
                 _z_overlaps(leaving, a, wire0, forms, acc, e0, e1, 1, scratch, sums, a,
                             no_table)
-                for b0 in range(e0, last, overlap_wires):
+                for b0 in range(e0, e1, overlap_wires):
                     _overlap_block(leaving, a, wire0, gens, forms, acc, b0,
-                                   min(b0 + overlap_wires, last), 1)
+                                   min(b0 + overlap_wires, e1), 1)
                 continue
             if kind == DENSE2 and forms[e0, 0] != NO_GENERATOR:
                 for i in _quad_starts(n, wire0[e0], wire1[e0]):
