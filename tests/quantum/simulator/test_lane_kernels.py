@@ -195,10 +195,9 @@ def _unitary(size: int) -> np.ndarray:
     return q * (np.diag(r) / abs(np.diag(r)))
 
 
-# (members, undo_wires, overlap_wires): the layers' first and last undo blocks take their
-# wires' overlaps (fused), the others' in passes of their own; one block taking both
-# slots' (4, 4), blocks of one wire (1, 1), a middle block (1, 2), fused blocks wider
-# than the undo's (3, 1)
+# (members, undo_wires, overlap_wires): a layer's undo and overlap blocks of every width
+# against its 4 wires: one block for the whole layer (4, 4), blocks of one wire (1, 1),
+# a last block narrower than the others (3, 1), overlap blocks wider than the undo's
 @pytest.mark.parametrize("members, undo_wires, overlap_wires",
                          [(3, 2, 3), (70, 2, 3), (3, 1, 1), (5, 1, 2), (3, 4, 4), (3, 3, 1)])
 def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(
