@@ -195,8 +195,13 @@ def _unitary(size: int) -> np.ndarray:
     return q * (np.diag(r) / abs(np.diag(r)))
 
 
-@pytest.mark.parametrize("members", [3, 70])
-def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(members):
+# (members, undo_wires, overlap_wires): a layer's undo and overlap blocks of every width
+# against its 4 wires: one block for the whole layer (4, 4), blocks of one wire (1, 1),
+# a last block narrower than the others (3, 1), overlap blocks wider than the undo's
+@pytest.mark.parametrize("members, undo_wires, overlap_wires",
+                         [(3, 2, 3), (70, 2, 3), (3, 1, 1), (5, 1, 2), (3, 4, 4), (3, 3, 1)])
+def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(
+        members, undo_wires, overlap_wires):
     # layers of one-wire steps (every (later, earlier) pair of generator forms, in turn on
     # the wires), then controlled, two-wire and permutation steps; the states entering
     # each segment from dense matrices of the steps, then the sweep against overlaps
@@ -248,7 +253,8 @@ def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(
     out = np.empty((saved.shape[0], len(steps), 2, saved.shape[-1]))
     a = lk.to_lanes(lam)
     lk.adjoint_sweep_checkpointed(saved, a, kinds, w0, w1, lk.to_lanes(inverses), tables,
-                                  np.array(segments), 2, 3, gens, forms, out)
+                                  np.array(segments), undo_wires, overlap_wires, gens, forms,
+                                  out)
     got = np.moveaxis(out, 3, 1).reshape(-1, len(steps), 2)[:members] * scales
     for b, (_, u) in enumerate(_assert_overlaps(got, psi, lam, kinds, w0, w1, inverses,
                                                 tables, gens)):
