@@ -19,10 +19,16 @@ N = 14  # above MIN_BATCH groups for an 8-wire block, with B = 128 groups to a b
                                    (3, 4, 5, 6, 7, 8, 9, 10), (4, 9, 11),
                                    (6, 7, 8, 9, 10, 11, 12, 13)])
 def test_blocks_on_every_layout_match_the_dense_matrices(wires, dtype):
-    rng = np.random.default_rng(sum(wires))
-    psi = random_state(N, dtype)
+    assert_block_matches_dense(wires, dtype, seed=sum(wires))
+
+
+def assert_block_matches_dense(wires, dtype, seed, num_qubits=N):
+    """A random block of gates on ``wires``, applied by the Numba block kernel to a random
+    state of ``num_qubits``, equals its gates' dense matrices applied one by one."""
+    rng = np.random.default_rng(seed)
+    psi = random_state(num_qubits, dtype)
     ops = block_ops(list(wires), rng)
-    got = get_backend("numba").apply_fused(psi.copy(), N, wires, ops)
+    got = get_backend("numba").apply_fused(psi.copy(), num_qubits, wires, ops)
     assert got.dtype == dtype
-    expected = run_oracle(psi.astype(np.complex128), N, ops)
+    expected = run_oracle(psi.astype(np.complex128), num_qubits, ops)
     assert np.max(np.abs(got - expected)) < tolerance(dtype)

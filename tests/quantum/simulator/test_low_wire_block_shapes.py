@@ -7,10 +7,8 @@ transpose their batches; the rest from wire 2 gather runs of 4 groups."""
 import numpy as np
 import pytest
 
-from qdiff.quantum.simulator import get_backend
 from qdiff.quantum.simulator.numba_block_kernels import TRANSPOSE_FROM_TWO, transposes_from_two
-from tests.quantum.simulator.test_blocks_on_zero_wires import block_ops, run_oracle
-from tests.quantum.simulator.test_sparse_gates import random_state, tolerance
+from tests.quantum.simulator.test_block_layouts import assert_block_matches_dense
 
 N = 14  # a batch of at least MIN_BATCH groups for 8 wires
 
@@ -28,13 +26,7 @@ def shapes():
 @pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
 @pytest.mark.parametrize("wires", shapes(), ids=str)
 def test_low_wire_blocks_of_every_shape_match_the_dense_matrices(wires, dtype):
-    rng = np.random.default_rng(len(wires) * 100 + sum(wires))
-    psi = random_state(N, dtype)
-    ops = block_ops(list(wires), rng)
-    got = get_backend("numba").apply_fused(psi.copy(), N, wires, ops)
-    assert got.dtype == dtype
-    expected = run_oracle(psi.astype(np.complex128), N, ops)
-    assert np.max(np.abs(got - expected)) < tolerance(dtype)
+    assert_block_matches_dense(wires, dtype, seed=len(wires) * 100 + sum(wires), num_qubits=N)
 
 
 def test_only_wide_contiguous_blocks_from_wire_two_transpose():
