@@ -49,7 +49,8 @@ checks() {  # side by side: 16 cores, one GPU
     TAIL=0 step cuda_cases 120 python -m tests.compiler.cuda_cases &
     TAIL=30 step cupy_tests 150 python -m pytest -q -p no:cacheprovider -rf \
         tests/quantum/test_cupy_programs.py tests/quantum/simulator/test_simulator.py \
-        tests/quantum/execution/test_shot_states.py -k "cupy or gpu or GPU"
+        tests/quantum/execution/test_shot_states.py \
+        tests/quantum/simulator/test_cupy_on_a_stand_in.py -k "cupy or gpu or GPU or nvcc or h100"
     wait
     python - "$results/cuda_cases.log" <<'SUMMARY'
 import json, sys

@@ -53,9 +53,9 @@ class HostShotStates:
             found = self._uploaded[key] = self.xp.asarray(make())
         return found
 
-    def basis(self, rows: int, num_qubits: int, dtype: Any) -> np.ndarray:
+    def basis(self, rows: int, num_qubits: int, dtype: Any) -> Any:
         """``rows`` copies of |0…0⟩."""
-        state = np.zeros((rows, 1 << num_qubits), dtype)
+        state = self.xp.zeros((rows, 1 << num_qubits), dtype)
         state[:, 0] = 1
         return state
 
@@ -122,14 +122,6 @@ class HostShotStates:
         """``array`` as a NumPy array."""
         return np.asarray(array)
 
-    def rows(self, array: Any, rows: np.ndarray) -> Any:
-        """The ``rows`` (host indices) of a batch."""
-        return array[rows]
-
-    def concatenate(self, arrays: Sequence[Any]) -> Any:
-        """Batches one after the other."""
-        return self.xp.concatenate(arrays)
-
 
 class ArrayShotStates(HostShotStates):
     """States as arrays of ``xp`` (NumPy, or CuPy on a GPU), worked on by whole-batch array
@@ -138,11 +130,6 @@ class ArrayShotStates(HostShotStates):
     def __init__(self, xp: ModuleType):
         super().__init__()
         self.xp = xp
-
-    def basis(self, rows: int, num_qubits: int, dtype: Any) -> Any:
-        state = self.xp.zeros((rows, 1 << num_qubits), dtype)
-        state[:, 0] = 1
-        return state
 
     def apply_block(self, state: Any, targets: Sequence[int], control_mask: int,
                     blocks: np.ndarray, which: np.ndarray) -> Any:
@@ -192,8 +179,6 @@ class ArrayShotStates(HostShotStates):
     def to_host(self, array: Any) -> np.ndarray:
         return np.asarray(array) if self.xp is np else self.xp.asnumpy(array)
 
-    def rows(self, array: Any, rows: np.ndarray) -> Any:
-        return array[self.xp.asarray(rows)]
 
 
 def parity_signs(num_qubits: int, z_mask: int) -> np.ndarray:

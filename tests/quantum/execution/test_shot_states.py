@@ -8,6 +8,7 @@ import pytest
 
 import qdiff
 from qdiff import quantum as qm
+from qdiff.gpu import cupy_available
 from qdiff.ir.passes.unpack_scalars import unpack_scalars
 from qdiff.quantum.execution.options import RunOptions
 from qdiff.quantum.execution.shot_batch import sample_batched
@@ -128,7 +129,6 @@ def test_the_back_end_names_where_the_states_live():
     assert type(shot_states("auto")) is HostShotStates
     assert type(shot_states("numba")) is HostShotStates
     assert isinstance(shot_states("numpy"), ArrayShotStates)
-    from qdiff.gpu.array_module import cupy_available
     if not cupy_available():
         with pytest.raises(RuntimeError, match="CuPy"):
             shot_states("cupy")
@@ -205,12 +205,7 @@ def test_device_states_on_a_stand_in_for_cupy_give_the_numba_numbers(f, x, monke
 
 
 # ------------------------------------------------------------------- on a GPU (CuPy), where present
-def _gpu_present() -> bool:
-    from qdiff.gpu.array_module import cupy_available
-    return cupy_available()
-
-
-@pytest.mark.skipif(not _gpu_present(), reason="CuPy with a CUDA device is not available")
+@pytest.mark.skipif(not cupy_available(), reason="CuPy with a CUDA device is not available")
 @pytest.mark.parametrize("f,x", [(until_one, 0.9), (coin_loop, 1.3), (postselected, 0.7),
                                  (_walk_step, 0.8)],
                          ids=["until_one", "coin_loop", "postselected", "walk_step"])

@@ -25,21 +25,22 @@ rng = np.random.default_rng(11)
 module = importlib.import_module("qdiff.quantum.gradients.batched_branch_adjoint")
 
 
+def _spy(monkeypatch, owner, name, counts, key):
+    """Count calls of ``owner.name`` into ``counts[key]``, still calling it."""
+    original = getattr(owner, name)
+
+    def counted(*args):
+        counts[key] += 1
+        return original(*args)
+
+    monkeypatch.setattr(owner, name, counted)
+
+
 def _sweeps(monkeypatch):
     """Count the batched sweeps over branches (and the batches that left the form)."""
     counts = {"sweeps": 0, "member_by_member": 0}
-    recorded, one_by_one = module._recorded, module._member_by_member
-
-    def counted(*args):
-        counts["sweeps"] += 1
-        return recorded(*args)
-
-    def fallback(*args):
-        counts["member_by_member"] += 1
-        return one_by_one(*args)
-
-    monkeypatch.setattr(module, "_recorded", counted)
-    monkeypatch.setattr(module, "_member_by_member", fallback)
+    _spy(monkeypatch, module, "_recorded", counts, "sweeps")
+    _spy(monkeypatch, module, "_member_by_member", counts, "member_by_member")
     return counts
 
 

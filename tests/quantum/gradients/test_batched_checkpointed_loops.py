@@ -18,6 +18,7 @@ from qdiff import quantum as qm
 from qdiff.quantum.gradients import loop_segments
 from qdiff.quantum.lang.examples import cycle_walk, measured_rounds, repeat_until_one
 from tests.quantum.gradients import test_batched_loop_gradients as stored_rounds
+from tests.quantum.gradients.test_batched_branch_gradients import _spy
 from tests.quantum.gradients.test_batched_loop_gradients import (
     _batched_equals_the_loop,
     cond_in_a_loop,
@@ -83,18 +84,8 @@ def schedule(request, monkeypatch):
 def _replays(monkeypatch):
     """Count the segments the batched sweep replays and the exits folded while loops ran."""
     counts = {"replays": 0, "folds": 0}
-    replay, fold = module.replay_segment, module._Tape.fold_exits
-
-    def replayed(*args):
-        counts["replays"] += 1
-        return replay(*args)
-
-    def folded(*args):
-        counts["folds"] += 1
-        return fold(*args)
-
-    monkeypatch.setattr(module, "replay_segment", replayed)
-    monkeypatch.setattr(module._Tape, "fold_exits", folded)
+    _spy(monkeypatch, module, "replay_segment", counts, "replays")
+    _spy(monkeypatch, module._Tape, "fold_exits", counts, "folds")
     return counts
 
 
