@@ -1,0 +1,571 @@
+"""Host loops whose kernels each fit one thread block, run as one kernel (CUDA target).
+
+The host function keeps a loop of the program on the host and launches its body's kernels
+at every step: the ADBench D-LSTM's 1023 steps launched 9 210 kernels per value call and
+26 600 per gradient call, each costing the host far more than its kernel ran. Where every
+kernel a loop launches runs in one block (its thread count, known from the shapes when the
+code is written, at most `MAX_THREADS`) and every other statement of the loop can run on
+the device, the whole loop, nested loops included, becomes ONE kernel of one block that
+runs the loop itself:
+
+- each kernel of the body is called as a device function (its text, its shared arrays
+  sized for the whole block: lanes beyond its own threads are inert, as in its launch);
+  ``cuda.syncthreads()`` follows each call, so that the next reads what it wrote;
+- scalar statements (indices, slice starts) run in every thread alike; a slice start the
+  loop bounds do not prove in range marks an error code that the host raises after the
+  launch (`device.raise_marked`);
+- the device arrays the body allocates are allocated once, before the launch, and so are
+  the views of them and of arrays the loop does not reassign; views taken with the loop's
+  indices are taken in the kernel;
+- each carry (an array a loop's step reassigns) has an array of its own, made before the
+  launch, into which its new value is copied at the end of each step (by all threads,
+  between barriers): the body's arrays are written again at the next step;
+- arrays filled or copied at each step (``rtc.full``, ``rtc.copy``, a checkpoint row
+  written ``x_d[i] = v_d``) are filled or copied by the block.
+
+Any other statement (a download, a host computation on arrays, a launch of several blocks,
+a branch, a while loop) keeps the loop on the host, as before. The decision is made on the
+host function's finished text (`fuse_block_loops`), which the kernels' launches describe
+fully: their grids and arguments.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .kernels import free_names
+
+# threads of the largest block a fused loop may run in (CUDA's limit per block)
+MAX_THREADS = 1024
+# a scalar statement may call these (each takes and gives scalars, in Python and a kernel)
+_SCALAR_CALLS = {"min", "max", "abs", "int", "float", "bool", "np.minimum", "np.maximum",
+                 "np.int64", "np.int32", "np.float64", "np.float32"}
+_SHARED = re.compile(r"cuda\.shared\.array\((\d+),")
+_LAUNCH = re.compile(r"rtc\.launch\((\w+), ")
+
+
+class _NotFusable(Exception):
+    """A statement of the loop that cannot run in the kernel: the loop stays on the host."""
+
+
+@dataclass
+class _Kernel:
+    """A kernel of the module: its parameters and body lines (indented once)."""
+
+    name: str
+    params: list[str]
+    body: list[str]
+
+    @property
+    def barriers(self) -> bool:
+        return any("cuda.syncthreads()" in line for line in self.body)
+
+    def device_function(self, name: str, block: int, threads: int) -> str:
+        """The kernel as a device function called by every thread of a block of ``block``
+        threads, launched before with ``threads``: its shared arrays take a lane per thread
+        of the block (its guards leave the lanes beyond ``threads`` inert)."""
+        body = [_SHARED.sub(f"cuda.shared.array({block},", line) for line in self.body]
+        return f"@cuda.jit(device=True)\ndef {name}({', '.join(self.params)}):\n" + \
+            "\n".join(body)
+
+
+def _parse_kernel(text: str) -> _Kernel:
+    lines = text.split("\n")
+    header = next(k for k, line in enumerate(lines) if line.startswith("def "))
+    function = ast.parse("\n".join(lines[header:])).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    return _Kernel(function.name, [a.arg for a in function.args.args], lines[header + 1:])
+
+
+@dataclass
+class _Interval:
+    lo: int
+    hi: int
+
+
+@dataclass
+class _Region:
+    """What writing one loop as a kernel collected."""
+
+    hoisted: list[str] = field(default_factory=list)   # host lines before the launch
+    body: list[str] = field(default_factory=list)      # the kernel's lines (loop and all)
+    calls: dict[tuple[str, int], str] = field(default_factory=dict)  # (kernel, threads)
+    threads: int = 1
+    marks: bool = False      # a slice start checked in the kernel: an error mark
+    counter: int = 0
+
+
+def _names(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def _call_name(node: ast.AST) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        return f"{func.value.id}.{func.attr}"
+    return None
+
+
+def _device(name: str) -> bool:
+    return name.endswith("_d")
+
+
+def _blocks(lines: Sequence[str], start: int) -> int:
+    """The index just past the block whose header is ``lines[start]``."""
+    depth = _indent(lines[start])
+    end = start + 1
+    while end < len(lines) and (not lines[end].strip() or _indent(lines[end]) > depth):
+        end += 1
+    return end
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+class _Writer:
+    """Writes one host loop (``lines``, its header first) as a one-block kernel, or raises
+    `_NotFusable`."""
+
+    def __init__(self, lines: list[str], kernels: dict[str, _Kernel], ranks: dict[str, int],
+                 scalars: set[str], outside_reads: set[str], key: int):
+        self.lines, self.kernels, self.ranks = lines, kernels, dict(ranks)
+        self.scalars = set(scalars)
+        self.host_scalars = frozenset(scalars)
+        self.outside_reads = outside_reads
+        self.key = key
+        self.region = _Region()
+        self.statements = [ast.parse(_as_statement(line)).body[0] for line in lines]
+        self.assigned = self._assigned()
+        self.carries = self._carries()
+        self.buffered: set[str] = set()     # carries whose own array is made
+        self.in_kernel: set[str] = set()    # names bound in the kernel (not on the host)
+        self.hoisted: set[str] = set()      # names assigned before the launch
+        self.intervals: dict[str, _Interval] = {}
+
+    # ------------------------------------------------------------------ analysis
+    def _assigned(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for statement in self.statements:
+            targets = statement.targets if isinstance(statement, ast.Assign) else (
+                [statement.target] if isinstance(statement, ast.For) else [])
+            for target in targets:
+                for node in ast.walk(target):
+                    if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                        counts[node.id] = counts.get(node.id, 0) + 1
+        return counts
+
+    def _carries(self) -> set[str]:
+        """The device arrays each loop's step ends reassigning (its carries: the loop rule's
+        last statement, ``c1_d, c2_d, = y_d, z_d,``, `control_flow.assign`)."""
+        found = set()
+        for k, line in enumerate(self.lines):
+            if not line.lstrip().startswith("for "):
+                continue
+            last = self.statements[_blocks(self.lines, k) - 1]
+            if isinstance(last, ast.Assign) and isinstance(last.targets[0], ast.Tuple):
+                found |= {n.id for n in last.targets[0].elts
+                          if isinstance(n, ast.Name) and _device(n.id)}
+        return found
+
+    def available(self, name: str) -> bool:
+        """Whether ``name`` is bound on the host, before the launch, to the array it is bound
+        to at every step: the loop does not reassign it, or its assignment goes before the
+        launch, or it is a carry (its own array)."""
+        return name not in self.assigned or name in self.hoisted or name in self.buffered
+
+    def hoist(self, name: str, text: str) -> list[str]:
+        """``text``, assigning ``name``, goes before the launch: no kernel lines."""
+        self.region.hoisted.append(text)
+        self.hoisted.add(name)
+        return []
+
+    def rank(self, name: str) -> int:
+        rank = self.ranks.get(name, self.ranks.get(name[:-2]) if _device(name) else None)
+        if rank is None and _device(name) and name[:-2] in self.host_scalars:
+            rank = 1  # a scalar kept on the device: an array of one element
+        if rank is None:
+            raise _NotFusable(f"the rank of {name} is not known")
+        return rank
+
+    def fresh(self, prefix: str) -> str:
+        self.region.counter += 1
+        return f"bl{self.key}_{prefix}{self.region.counter}"
+
+    # ------------------------------------------------------------------ writing
+    def write(self) -> _Region:
+        outer = self.statements[0]
+        assert isinstance(outer, ast.For)
+        first = _indent(self.lines[0])
+        for carry in sorted(self.carries):
+            if self._defined_before(carry):
+                self.region.hoisted.append(f"{carry} = rtc.copy({carry})")
+                self.buffered.add(carry)
+        for k, (line, statement) in enumerate(zip(self.lines, self.statements)):
+            indent = "    " * ((_indent(line) - first) // 4 + 1)
+            for text in self.statement(statement, line.strip(), k):
+                self.region.body.append(indent + text)
+        for name in self.in_kernel | {n for n in self.assigned if not _device(n)}:
+            if name in self.outside_reads and name not in self.buffered:
+                raise _NotFusable(f"{name} is read on the host after the loop")
+        return self.region
+
+    def _defined_before(self, carry: str) -> bool:
+        """Whether ``carry`` comes into the loop with a value (its first assignment in the
+        loop is a step's update, not its inner loop's start)."""
+        for statement in self.statements:
+            if isinstance(statement, ast.Assign):
+                target = statement.targets[0]
+                if isinstance(target, ast.Name) and target.id == carry:
+                    return False
+                if isinstance(target, ast.Tuple) and carry in _names(target):
+                    return True
+        return True
+
+    def statement(self, node: ast.stmt, text: str, position: int) -> list[str]:
+        if isinstance(node, ast.For):
+            return self.loop(node, text)
+        if isinstance(node, ast.Expr) and _call_name(node.value) == "rtc.launch":
+            return self.launch(node.value)
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            raise _NotFusable(text)
+        target, value = node.targets[0], node.value
+        if isinstance(target, ast.Tuple):
+            return self.carry_update(target, value, text)
+        if isinstance(target, ast.Subscript):
+            return self.copy_into(target, value)
+        if not isinstance(target, ast.Name):
+            raise _NotFusable(text)
+        name = target.id
+        if _device(name):
+            return self.device_assignment(name, value, text)
+        return self.scalar(name, value, text)
+
+    def loop(self, node: ast.For, text: str) -> list[str]:
+        call = node.iter
+        if not (isinstance(node.target, ast.Name) and _call_name(call) == "range"
+                and not node.orelse):
+            raise _NotFusable(text)
+        for arg in call.args:
+            self._check_scalar(arg, text)
+        variable = node.target.id
+        self.scalars.add(variable)
+        self.in_kernel.add(variable)
+        bounds = [self.interval(arg) for arg in call.args]
+        if len(call.args) == 1:
+            bounds.insert(0, _Interval(0, 0))
+        if len(bounds) == 2 and None not in bounds:
+            self.intervals[variable] = _Interval(bounds[0].lo, bounds[1].hi - 1)
+        return [text]
+
+    def launch(self, call: ast.Call) -> list[str]:
+        kernel, blocks, threads, args = call.args
+        if not (isinstance(kernel, ast.Name) and isinstance(blocks, ast.Constant)
+                and blocks.value == 1 and isinstance(threads, ast.Constant)
+                and isinstance(args, ast.Tuple) and kernel.id in self.kernels):
+            raise _NotFusable(ast.unparse(call))
+        count = threads.value
+        definition = self.kernels[kernel.id]
+        sizes = {int(s) for line in definition.body for s in _SHARED.findall(line)}
+        if count > MAX_THREADS or not sizes <= {count}:
+            raise _NotFusable(f"{kernel.id}: {count} threads, shared arrays {sizes}")
+        names = [ast.unparse(a) for a in args.elts]
+        for name in names:
+            self._check_readable(name)
+        self.region.threads = max(self.region.threads, count)
+        function = self.region.calls.setdefault((kernel.id, count), f"{kernel.id}_in_block")
+        text = f"{function}({', '.join(names)})"
+        if definition.barriers:  # every thread takes part in its barriers
+            return [text, "cuda.syncthreads()"]
+        return [f"if cuda.threadIdx.x < {count}:", f"    {text}", "cuda.syncthreads()"]
+
+    def _check_readable(self, name: str) -> None:
+        if _device(name) or name in self.scalars:
+            return
+        raise _NotFusable(f"{name}: neither a device array nor a known scalar")
+
+    def device_assignment(self, name: str, value: ast.expr, text: str) -> list[str]:
+        call = _call_name(value)
+        if name in self.carries:
+            if not isinstance(value, ast.Name):
+                raise _NotFusable(text)
+            return self.carry_copy(name, value.id)
+        if self.assigned.get(name, 0) > 1:
+            raise _NotFusable(f"{name} is assigned more than once")
+        if call == "rtc.empty":
+            self.ranks[name] = len(ast.literal_eval(value.args[0]))
+            return self.hoist(name, text)
+        if call == "rtc.full":
+            shape, fill, dtype = value.args
+            self.ranks[name] = len(ast.literal_eval(shape))
+            self._check_scalar(fill, text)
+            self.hoist(name, f"{name} = rtc.empty({ast.unparse(shape)}, {ast.unparse(dtype)})")
+            return self.elementwise(name, None, ast.unparse(fill))
+        if call == "rtc.copy" and isinstance(value.args[0], ast.Name) \
+                and self.available(value.args[0].id):
+            source = value.args[0].id
+            self.ranks[name] = self.rank(source)
+            self.hoist(name, text)
+            return self.elementwise(name, source, None)
+        if call == "rtc.view" and isinstance(value.args[0], ast.Name) \
+                and self.available(value.args[0].id):
+            self.ranks[name] = len(ast.literal_eval(value.args[1]))
+            return self.hoist(name, text)
+        if isinstance(value, ast.Subscript) and isinstance(value.value, ast.Name) \
+                and _device(value.value.id):
+            base = value.value.id
+            index = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
+            self.ranks[name] = self.rank(base) - sum(not isinstance(i, ast.Slice)
+                                                     for i in index)
+            if all(self.available(n) for n in _names(value)):
+                return self.hoist(name, text)
+            for n in _names(value.slice):
+                self._check_readable(n)
+            self.in_kernel.add(name)
+            return [text]
+        if isinstance(value, ast.Name) and _device(value.id):
+            self.ranks[name] = self.rank(value.id)
+            if self.available(value.id):
+                return self.hoist(name, text)
+            self.in_kernel.add(name)
+            return [text]
+        raise _NotFusable(text)
+
+    def scalar(self, name: str, value: ast.expr, text: str) -> list[str]:
+        self.in_kernel.add(name)
+        self.scalars.add(name)
+        if _call_name(value) == "rt.start_index":
+            return self.start_index(name, value)
+        self._check_scalar(value, text)
+        interval = self.interval(value)
+        if interval is not None and self.assigned.get(name) == 1:
+            self.intervals[name] = interval
+        return [text]
+
+    def _check_scalar(self, value: ast.expr, text: str) -> None:
+        """Refuse ``value`` unless it is scalar code of known scalars (literals, arithmetic,
+        comparisons, `_SCALAR_CALLS`)."""
+        if isinstance(value, ast.Call):
+            if _call_name(value) not in _SCALAR_CALLS or value.keywords:
+                raise _NotFusable(text)
+            children = value.args
+        elif isinstance(value, ast.Name):
+            if value.id not in self.scalars:
+                raise _NotFusable(f"{value.id} in {text}: not a known scalar")
+            return
+        elif isinstance(value, (ast.Constant, ast.BinOp, ast.UnaryOp, ast.Compare,
+                                ast.BoolOp, ast.IfExp)):
+            children = list(ast.iter_child_nodes(value))
+        elif isinstance(value, (ast.operator, ast.unaryop, ast.cmpop, ast.boolop)):
+            return
+        else:
+            raise _NotFusable(text)
+        for child in children:
+            self._check_scalar(child, text)
+
+    def interval(self, node: ast.expr) -> _Interval | None:
+        """The values ``node`` (a scalar expression) takes at most, where the loops' bounds
+        tell them; None where they do not."""
+        if isinstance(node, ast.Constant) and type(node.value) is int:
+            return _Interval(node.value, node.value)
+        if isinstance(node, ast.Name):
+            return self.intervals.get(node.id)
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            a, b = self.interval(node.left), self.interval(node.right)
+            if a is None or b is None:
+                return None
+            if isinstance(node.op, ast.Add):
+                return _Interval(a.lo + b.lo, a.hi + b.hi)
+            return _Interval(a.lo - b.hi, a.hi - b.lo)
+        name = _call_name(node)
+        if name in ("min", "max", "np.minimum", "np.maximum") and len(node.args) == 2:
+            a, b = (self.interval(arg) for arg in node.args)
+            if a is None or b is None:
+                return None
+            pick = min if name in ("min", "np.minimum") else max
+            return _Interval(pick(a.lo, b.lo), pick(a.hi, b.hi))
+        return None
+
+    def start_index(self, name: str, call: ast.Call) -> list[str]:
+        """``rt.start_index(start, dim, size, code)`` in the kernel: checked when the code is
+        written where the loops' bounds prove it in range, else marked for the host."""
+        start, dim, size, code = call.args
+        self._check_scalar(start, ast.unparse(call))
+        dim, size, code = (ast.literal_eval(a) for a in (dim, size, code))
+        known = self.interval(start)
+        text = ast.unparse(start)
+        shift = 0 if known is None or known.lo >= 0 else dim  # negative: from the end
+        if known is not None and (known.lo >= 0 or known.hi < 0) \
+                and known.lo + shift >= 0 and known.hi + shift <= dim - size:
+            # in range at every step, checked here
+            self.intervals[name] = _Interval(known.lo + shift, known.hi + shift)
+            return [f"{name} = {text} + {shift}" if shift else f"{name} = {text}"]
+        self.region.marks = True
+        return [f"{name} = rtc.checked_start({text}, {dim}, {size})",
+                f"if {name} < 0:",
+                f"    {self.mark_name}[0] = {code + 1}",
+                "    return"]
+
+    @property
+    def mark_name(self) -> str:
+        return f"bl{self.key}_mark_d"
+
+    def carry_copy(self, carry: str, source: str) -> list[str]:
+        if carry not in self.buffered:
+            if not self.available(source):
+                raise _NotFusable(f"{carry}: its first value is made in the kernel")
+            self.region.hoisted.append(f"{carry} = rtc.copy({source})")
+            self.buffered.add(carry)
+            self.ranks[carry] = self.rank(source)
+        self._check_readable(source)
+        return ["cuda.syncthreads()", *self.elementwise(carry, source, None),
+                "cuda.syncthreads()"]
+
+    def carry_update(self, target: ast.Tuple, value: ast.expr, text: str) -> list[str]:
+        if not (isinstance(value, ast.Tuple) and len(value.elts) == len(target.elts)
+                and all(isinstance(n, ast.Name) for n in (*target.elts, *value.elts))):
+            raise _NotFusable(text)
+        pairs = [(t.id, v.id) for t, v in zip(target.elts, value.elts)]
+        written = {t for t, v in pairs if t != v}
+        if any(v in written and v != t for t, v in pairs):
+            raise _NotFusable(f"{text}: a carry takes another's value")
+        lines, scalars = ["cuda.syncthreads()"], []
+        for carry, source in pairs:
+            if carry == source:
+                continue
+            if _device(carry):
+                if carry not in self.buffered:
+                    raise _NotFusable(f"{carry} has no array of its own")
+                lines += self.elementwise(carry, source, None)
+            else:
+                self._check_scalar(ast.Name(source), text)
+                self.in_kernel.add(carry)
+                scalars.append((carry, source))
+        if scalars:
+            lines.append(f"{', '.join(t for t, _ in scalars)}, = "
+                         f"{', '.join(v for _, v in scalars)},")
+        return [*lines, "cuda.syncthreads()"]
+
+    def copy_into(self, target: ast.Subscript, value: ast.expr) -> list[str]:
+        """``x_d[...] = v_d`` (a checkpoint row): a view of the target taken in the kernel,
+        copied into by the block."""
+        if not (isinstance(target.value, ast.Name) and _device(target.value.id)
+                and isinstance(value, ast.Name) and _device(value.id)):
+            raise _NotFusable(ast.unparse(target))
+        for name in _names(target.slice):
+            self._check_readable(name)
+        view = self.fresh("v")
+        self.ranks[view] = self.rank(value.id)
+        return ["cuda.syncthreads()", f"{view} = {ast.unparse(target)}",
+                *self.elementwise(view, value.id, None), "cuda.syncthreads()"]
+
+    def elementwise(self, target: str, source: str | None, fill: str | None) -> list[str]:
+        """Block lines setting every element of ``target`` to the same element of ``source``
+        or to ``fill``, then a barrier."""
+        rank, flat = self.rank(target), self.fresh("k")
+        lines = [f"for {flat} in range(cuda.threadIdx.x, {target}.size, "
+                 f"{self.region_threads_name}):"]
+        index, rest = [], flat
+        for axis in reversed(range(rank)):
+            if axis == 0:
+                index.insert(0, rest)
+                break
+            digit = self.fresh("j")
+            lines.append(f"    {digit} = {rest} % {target}.shape[{axis}]")
+            if axis > 0:
+                quotient = self.fresh("q")
+                lines.append(f"    {quotient} = {rest} // {target}.shape[{axis}]")
+                rest = quotient
+            index.insert(0, digit)
+        at = ", ".join(index) if rank else "0"
+        lines.append(f"    {target}[{at}] = {fill if source is None else f'{source}[{at}]'}")
+        return [*lines, "cuda.syncthreads()"]
+
+    @property
+    def region_threads_name(self) -> str:
+        # the block's size is known only once every launch is seen: filled in at the end
+        return f"BL{self.key}_THREADS"
+
+
+def _as_statement(line: str) -> str:
+    """A host line as a statement of its own (a block's header with an empty body)."""
+    text = line.strip()
+    if text == "else:":
+        return "pass"
+    if text.startswith("elif "):
+        text = text[2:]
+    return text + " pass" if text.endswith(":") else text
+
+
+def fuse_block_loops(kernels: Sequence[str], host: Sequence[str], ranks: dict[str, int],
+                     scalars: Sequence[str]) -> tuple[list[str], list[str]]:
+    """``kernels`` and ``host`` (the host function's lines) with each outermost loop whose
+    kernels all fit one block, and whose other statements can run on the device, written as
+    one kernel launched once (the kernels it called become device functions of it); the
+    kernels no longer launched are left out."""
+    parsed = {k.name: k for k in map(_parse_kernel, kernels)}
+    lines, added, functions = list(host), [], {}
+    k, key = 0, 0
+    while k < len(lines):
+        if not lines[k].lstrip().startswith("for "):
+            k += 1
+            continue
+        end = _blocks(lines, k)
+        outside = {n for line in (*lines[:k], *lines[end:])
+                   for n in _names(ast.parse(_as_statement(line)))}
+        writer = _Writer(lines[k:end], parsed, ranks, set(scalars), outside, key)
+        try:
+            region = writer.write()
+        except _NotFusable as why:
+            import os
+            if os.environ.get('BLDEBUG'): print('NOT FUSED:', lines[k].strip(), why)
+            k += 1  # its inner loops may still fuse
+            continue
+        kernel, launch = _loop_kernel(writer, region, key, parsed, functions)
+        added.append(kernel)
+        indent = lines[k][:_indent(lines[k])]
+        lines[k:end] = [indent + line for line in (*region.hoisted, *launch)]
+        k += len(region.hoisted) + len(launch)
+        key += 1
+    if not added:
+        return list(kernels), lines
+    launched = {m.group(1) for line in lines for m in _LAUNCH.finditer(line)}
+    text = "\n".join(lines)
+    kept = [source for source in kernels if _parse_kernel(source).name in launched
+            or re.search(rf"\b{_parse_kernel(source).name}\b", text)]
+    return [*kept, *functions.values(), *added], lines
+
+
+def _loop_kernel(writer: _Writer, region: _Region, key: int, kernels: dict[str, _Kernel],
+                 functions: dict[str, str]) -> tuple[str, list[str]]:
+    """The loop's kernel text and the host lines launching it (and raising its marks)."""
+    block = 1 << max(0, region.threads - 1).bit_length()
+    body = [line.replace(writer.region_threads_name, str(block)) for line in region.body]
+    for (kernel, threads), name in region.calls.items():
+        name = f"{kernel}_in_block{block}"
+        functions.setdefault(name, kernels[kernel].device_function(name, block, threads))
+        body = [re.sub(rf"\b{kernel}_in_block\(", f"{name}(", line) for line in body]
+    if region.marks:
+        mark = writer.mark_name
+        region.hoisted.append(f"{mark} = rtc.empty((1,), np.int64)")
+        body = ["    if cuda.threadIdx.x == 0:", f"        {mark}[0] = 0",
+                "    cuda.syncthreads()", *body]
+    # a barrier right after another (a copy's and the call's before it) is dropped
+    body = [line for k, line in enumerate(body) if not (
+        line.strip() == "cuda.syncthreads()" and k and body[k - 1] == line)]
+    name = f"loop{key}"
+    called = {f"{kernel}_in_block{block}" for kernel, _ in region.calls}
+    params = [p for p in free_names(body) if p not in called]
+    text = f"@cuda.jit(cache=True)\ndef {name}({', '.join(params)}):\n" + "\n".join(body)
+    launch = [f"rtc.launch({name}, 1, {block}, ({''.join(p + ', ' for p in params)}))"]
+    if region.marks:
+        launch.append(f"rtc.raise_marked({writer.mark_name})")
+    return text, launch
+
