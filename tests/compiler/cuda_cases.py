@@ -668,15 +668,35 @@ def one_block_loops(_: str) -> None:
         assert_agree_on_gpu(jitted(*args), derivative(*args), f"its gradient, {chars}")
     for kind in ("value", "gradient"):
         assert counts[kind, 3] == counts[kind, 6] <= 8, counts
-    # a body whose kernels take several blocks (300 elements) keeps its launches per step
-    for steps in (2, 3):
-        args = (RNG.normal(size=300), RNG.normal(size=300), RNG.normal(size=(steps, 300)))
-        program = qdiff.trace(_block_loop, *args)
+    # a body whose kernels take more threads than a block holds keeps its launches per step
+    # (blocks of 64 threads here, against 1024 on a GPU: small sizes in the simulator);
+    # elementwise kernels of several blocks that fit one run in one (the D-LSTM gradient's
+    # 224-thread kernel of 2 blocks of 128)
+    from qdiff.compiler.cuda import block_loops  # noqa: PLC0415
+
+    saved, block_loops.MAX_THREADS = block_loops.MAX_THREADS, 64
+    try:
+        for size, fused in ((40, True), (100, False)):
+            for steps in (2, 3):
+                args = (RNG.normal(size=size), RNG.normal(size=size),
+                        RNG.normal(size=(steps, size)))
+                program = qdiff.trace(lambda x, y, m: _block_loop(x, y, m)[0] * 2.0, *args)
+                compiled = CompiledProgram(program, backend="numba-cuda")
+                assert ("def loop" in compiled.source) == fused, compiled.source
+                counts[size, steps] = _launches(compiled, args)
+                assert_agree_on_gpu(compiled(*args), program(*args), f"{steps} of {size}")
+    finally:
+        block_loops.MAX_THREADS = saved
+    assert counts[40, 3] == counts[40, 2] and counts[100, 3] > counts[100, 2], counts
+    for steps in (2, 3):  # 200 elements: 2 blocks of 128 threads, one block of 256 here
+        args = (RNG.normal(size=200), RNG.normal(size=(steps, 200)))
+        program = qdiff.trace(lambda x, m: qdiff.fori_loop(
+            0, m.shape[0], lambda i, c: qnp.sin(c) * m[i] + c, x), *args)
         compiled = CompiledProgram(program, backend="numba-cuda")
-        assert "def loop" not in compiled.source, compiled.source
-        counts["too big", steps] = _launches(compiled, args)
-        assert_agree_on_gpu(compiled(*args), program(*args), f"{steps} steps of 300")
-    assert counts["too big", 3] > counts["too big", 2], counts
+        assert "rtc.launch(loop0, 1, 256," in compiled.source, compiled.source
+        counts[200, steps] = _launches(compiled, args)
+        assert_agree_on_gpu(compiled(*args), program(*args), f"{steps} of 200")
+    assert counts[200, 3] == counts[200, 2], counts
 
 
 def _row_at(x, k):

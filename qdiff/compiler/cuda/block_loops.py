@@ -45,6 +45,7 @@ _SCALAR_CALLS = {"min", "max", "abs", "int", "float", "bool", "np.minimum", "np.
                  "np.int64", "np.int32", "np.float64", "np.float32"}
 _SHARED = re.compile(r"cuda\.shared\.array\((\d+),")
 _LAUNCH = re.compile(r"rtc\.launch\((\w+), ")
+_BLOCK_LEVEL = re.compile(r"cuda\.(shared|syncthreads|threadIdx|blockIdx|blockDim|gridDim)\b")
 
 
 class _NotFusable(Exception):
@@ -62,6 +63,13 @@ class _Kernel:
     @property
     def barriers(self) -> bool:
         return any("cuda.syncthreads()" in line for line in self.body)
+
+    @property
+    def grid_only(self) -> bool:
+        """Whether its threads know themselves by ``cuda.grid(1)`` alone (not by their block
+        or lane, nor sharing memory): launched in several blocks, it runs the same in one
+        block of as many threads."""
+        return not any(_BLOCK_LEVEL.search(line) for line in self.body)
 
     def device_function(self, name: str, block: int, threads: int) -> str:
         """The kernel as a device function called by every thread of a block of ``block``
@@ -268,11 +276,13 @@ class _Writer:
     def launch(self, call: ast.Call) -> list[str]:
         kernel, blocks, threads, args = call.args
         if not (isinstance(kernel, ast.Name) and isinstance(blocks, ast.Constant)
-                and blocks.value == 1 and isinstance(threads, ast.Constant)
-                and isinstance(args, ast.Tuple) and kernel.id in self.kernels):
+                and isinstance(threads, ast.Constant) and isinstance(args, ast.Tuple)
+                and kernel.id in self.kernels):
             raise _NotFusable(ast.unparse(call))
-        count = threads.value
         definition = self.kernels[kernel.id]
+        count = blocks.value * threads.value
+        if blocks.value > 1 and not definition.grid_only:
+            raise _NotFusable(f"{kernel.id}: {blocks.value} blocks working together")
         sizes = {int(s) for line in definition.body for s in _SHARED.findall(line)}
         if count > MAX_THREADS or not sizes <= {count}:
             raise _NotFusable(f"{kernel.id}: {count} threads, shared arrays {sizes}")
@@ -549,7 +559,9 @@ def _loop_kernel(writer: _Writer, region: _Region, key: int, kernels: dict[str, 
     block = 1 << max(0, region.threads - 1).bit_length()
     body = [line.replace(writer.region_threads_name, str(block)) for line in region.body]
     for (kernel, threads), name in region.calls.items():
-        name = f"{kernel}_in_block{block}"
+        # the block's size changes a device function only through its shared arrays
+        shared = _SHARED.search("\n".join(kernels[kernel].body))
+        name = f"{kernel}_in_block{block if shared else ''}"
         functions.setdefault(name, kernels[kernel].device_function(name, block, threads))
         body = [re.sub(rf"\b{kernel}_in_block\(", f"{name}(", line) for line in body]
     if region.marks:
@@ -561,8 +573,7 @@ def _loop_kernel(writer: _Writer, region: _Region, key: int, kernels: dict[str, 
     body = [line for k, line in enumerate(body) if not (
         line.strip() == "cuda.syncthreads()" and k and body[k - 1] == line)]
     name = f"loop{key}"
-    called = {f"{kernel}_in_block{block}" for kernel, _ in region.calls}
-    params = [p for p in free_names(body) if p not in called]
+    params = [p for p in free_names(body) if p not in functions]
     text = f"@cuda.jit(cache=True)\ndef {name}({', '.join(params)}):\n" + "\n".join(body)
     launch = [f"rtc.launch({name}, 1, {block}, ({''.join(p + ', ' for p in params)}))"]
     if region.marks:

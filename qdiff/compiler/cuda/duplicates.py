@@ -58,4 +58,8 @@ def deduplicated(kernels: Sequence[str], host: Sequence[str],
     if not renamed:
         return list(kernels), list(host)
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, renamed)) + r")\b")
-    return kept, [pattern.sub(lambda m: renamed[m.group(1)], line) for line in host]
+
+    def rename(text: str) -> str:
+        return pattern.sub(lambda m: renamed[m.group(1)], text)
+    # a loop's kernel calls device functions: those dropped are called by the kept names
+    return [rename(kernel) for kernel in kept], [rename(line) for line in host]
