@@ -157,6 +157,11 @@ class _Writer:
         self.in_kernel: set[str] = set()    # names bound in the kernel (not on the host)
         self.hoisted: set[str] = set()      # names assigned before the launch
         self.intervals: dict[str, _Interval] = {}
+        # arrays the host views or copies before the launch (`rtc.view`, `rtc.copy`)
+        self.viewed = {node.args[0].id for statement in self.statements
+                       for node in ast.walk(statement)
+                       if _call_name(node) in ("rtc.view", "rtc.copy") and node.args
+                       and isinstance(node.args[0], ast.Name)}
 
     # ------------------------------------------------------------------ analysis
     def _assigned(self) -> dict[str, int]:
@@ -334,8 +339,11 @@ class _Writer:
             index = value.slice.elts if isinstance(value.slice, ast.Tuple) else [value.slice]
             self.ranks[name] = self.rank(base) - sum(not isinstance(i, ast.Slice)
                                                      for i in index)
-            if all(self.available(n) for n in _names(value)):
+            if all(self.available(n) for n in _names(value)) and (
+                    name in self.outside_reads or name in self.viewed):
                 return self.hoist(name, text)
+            # taken in the kernel (a few integer operations a step) rather than passed: a
+            # kernel's parameters take room (each array 7 to 9 words)
             for n in _names(value.slice):
                 self._check_readable(n)
             self.in_kernel.add(name)
