@@ -232,6 +232,15 @@ def _block_loop(x, y, m):
     return qdiff.fori_loop(0, m.shape[0], step, (x, 0.0))
 
 
+def _permuted_carries(x, y):
+    # a carry taking another's value (a permutation): copied one after the other into
+    # their own arrays in a one-block loop, one would take the other's new value
+    def step(i, carry):
+        a, b, c = carry
+        return b, qnp.sin(a) * c + y, a + 1.0
+    return qdiff.fori_loop(0, 4, step, (x, y, x * 2.0))
+
+
 def _lstm(main, extra, state, sequence):
     """ADBench's D-LSTM loss (the one `benchmarks/classical_ad.py` times)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -283,6 +292,7 @@ EXTRA = {
     "one-block loop of nests and reductions": (_block_loop, (
         RNG.normal(size=5), RNG.normal(size=5), RNG.normal(size=(4, 5)))),
     "ADBench D-LSTM, 3 characters": (_lstm, _lstm_args(3, 3)),
+    "loop of permuted carries": (_permuted_carries, (RNG.normal(size=5), RNG.normal(size=5))),
     "transposes, argmax and argmin": (_transposes_and_extrema, (
         np.array([[1.0, 3.0, 3.0, -1.0], [np.nan, 2.0, np.nan, 0.0], [0.0, -0.0, 5.0, 5.0]]),
         RNG.normal(size=(2, 3, 4)))),

@@ -4,13 +4,16 @@ The host function keeps a loop of the program on the host and launches its body'
 at every step: the ADBench D-LSTM's 1023 steps launched 9 210 kernels per value call and
 26 600 per gradient call, each costing the host far more than its kernel ran. Where every
 kernel a loop launches runs in one block (its thread count, known from the shapes when the
-code is written, at most `MAX_THREADS`) and every other statement of the loop can run on
+code is written, at most `MAX_THREADS`; a kernel of several blocks counts where its threads
+know themselves by ``cuda.grid(1)`` alone) and every other statement of the loop can run on
 the device, the whole loop, nested loops included, becomes ONE kernel of one block that
 runs the loop itself:
 
 - each kernel of the body is called as a device function (its text, its shared arrays
   sized for the whole block: lanes beyond its own threads are inert, as in its launch);
-  ``cuda.syncthreads()`` follows each call, so that the next reads what it wrote;
+  ``cuda.syncthreads()`` follows each call, so that the next reads what it wrote (a barrier
+  after every call, not only where a later call reads what it wrote: the views make
+  which arrays share memory a runtime matter, and a barrier of one block costs little);
 - scalar statements (indices, slice starts) run in every thread alike; a slice start the
   loop bounds do not prove in range marks an error code that the host raises after the
   launch (`device.raise_marked`);
@@ -157,6 +160,7 @@ class _Writer:
         self.in_kernel: set[str] = set()    # names bound in the kernel (not on the host)
         self.hoisted: set[str] = set()      # names assigned before the launch
         self.intervals: dict[str, _Interval] = {}
+        self.roots: dict[str, str] = {}     # views and aliases made in the loop -> base
         # arrays the host views or copies before the launch (`rtc.view`, `rtc.copy`)
         self.viewed = {node.args[0].id for statement in self.statements
                        for node in ast.walk(statement)
@@ -200,6 +204,10 @@ class _Writer:
         self.hoisted.add(name)
         return []
 
+    def root(self, name: str) -> str:
+        """The array whose memory ``name`` views (itself where it is no view)."""
+        return self.roots.get(name, name)
+
     def rank(self, name: str) -> int:
         rank = self.ranks.get(name, self.ranks.get(name[:-2]) if _device(name) else None)
         if rank is None and _device(name) and name[:-2] in self.host_scalars:
@@ -221,9 +229,9 @@ class _Writer:
             if self._defined_before(carry):
                 self.region.hoisted.append(f"{carry} = rtc.copy({carry})")
                 self.buffered.add(carry)
-        for k, (line, statement) in enumerate(zip(self.lines, self.statements)):
+        for line, statement in zip(self.lines, self.statements):
             indent = "    " * ((_indent(line) - first) // 4 + 1)
-            for text in self.statement(statement, line.strip(), k):
+            for text in self.statement(statement, line.strip()):
                 self.region.body.append(indent + text)
         for name in self.in_kernel | {n for n in self.assigned if not _device(n)}:
             if name in self.outside_reads and name not in self.buffered:
@@ -242,7 +250,8 @@ class _Writer:
                     return True
         return True
 
-    def statement(self, node: ast.stmt, text: str, position: int) -> list[str]:
+    def statement(self, node: ast.stmt, text: str) -> list[str]:
+        """The kernel lines of one host statement (none where it goes before the launch)."""
         if isinstance(node, ast.For):
             return self.loop(node, text)
         if isinstance(node, ast.Expr) and _call_name(node.value) == "rtc.launch":
@@ -297,7 +306,12 @@ class _Writer:
         self.region.threads = max(self.region.threads, count)
         function = self.region.calls.setdefault((kernel.id, count), f"{kernel.id}_in_block")
         text = f"{function}({', '.join(names)})"
-        if definition.barriers:  # every thread takes part in its barriers
+        if definition.barriers:
+            # every thread takes part in its barriers; the lanes beyond its own threads are
+            # inert where its work is guarded by the thread's index (block folds, scans),
+            # not where a lane strides over its work (a final fold's ``while``)
+            if any(line.lstrip().startswith("while ") for line in definition.body):
+                raise _NotFusable(f"{kernel.id}: lanes stride over its work")
             return [text, "cuda.syncthreads()"]
         return [f"if cuda.threadIdx.x < {count}:", f"    {text}", "cuda.syncthreads()"]
 
@@ -314,6 +328,10 @@ class _Writer:
             return self.carry_copy(name, value.id)
         if self.assigned.get(name, 0) > 1:
             raise _NotFusable(f"{name} is assigned more than once")
+        viewed = value.args[0] if call == "rtc.view" else (
+            value.value if isinstance(value, ast.Subscript) else value)
+        if isinstance(viewed, ast.Name):  # a view or alias shares its base's memory
+            self.roots[name] = self.root(viewed.id)
         if call == "rtc.empty":
             self.ranks[name] = len(ast.literal_eval(value.args[0]))
             return self.hoist(name, text)
@@ -452,7 +470,8 @@ class _Writer:
             raise _NotFusable(text)
         pairs = [(t.id, v.id) for t, v in zip(target.elts, value.elts)]
         written = {t for t, v in pairs if t != v}
-        if any(v in written and v != t for t, v in pairs):
+        if any(self.root(v) in written and self.root(v) != t for t, v in pairs):
+            # copied one after the other, a carry would take another's new value
             raise _NotFusable(f"{text}: a carry takes another's value")
         lines, scalars = ["cuda.syncthreads()"], []
         for carry, source in pairs:
@@ -541,9 +560,7 @@ def fuse_block_loops(kernels: Sequence[str], host: Sequence[str], ranks: dict[st
         writer = _Writer(lines[k:end], parsed, ranks, set(scalars), outside, key)
         try:
             region = writer.write()
-        except _NotFusable as why:
-            import os
-            if os.environ.get('BLDEBUG'): print('NOT FUSED:', lines[k].strip(), why)
+        except _NotFusable:
             k += 1  # its inner loops may still fuse
             continue
         kernel, launch = _loop_kernel(writer, region, key, parsed, functions)
