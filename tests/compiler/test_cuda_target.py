@@ -310,7 +310,8 @@ def test_kernel_writing_a_view_leaves_its_base_on_the_device():
     assert residency.statement("s = t.sum()") == ["t = rtc.download(t_d)", "s = t.sum()"]
 
 
-_COPY_KERNEL = "@cuda.jit(cache=True)\ndef k1(x, y):\n    t = cuda.grid(1)\n    if t < 4:\n        y[t] = x[t]"
+_COPY_KERNEL = ("@cuda.jit(cache=True)\ndef k1(x, y):\n    t = cuda.grid(1)\n    if t < 4:\n"
+                "        y[t] = x[t]")
 
 
 @pytest.mark.parametrize("update, fused", [

@@ -543,10 +543,32 @@ def _as_statement(line: str) -> str:
 
 def fuse_block_loops(kernels: Sequence[str], host: Sequence[str], ranks: dict[str, int],
                      scalars: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``kernels`` and ``host`` (the host function's lines) with each outermost loop whose
+    r"""``kernels`` and ``host`` (the host function's lines) with each outermost loop whose
     kernels all fit one block, and whose other statements can run on the device, written as
     one kernel launched once (the kernels it called become device functions of it); the
-    kernels no longer launched are left out."""
+    kernels no longer launched are left out. ``ranks``: the number of axes of host names'
+    arrays; ``scalars``: host names of scalars (a device array of one element each).
+
+    >>> k1 = "@cuda.jit(cache=True)\ndef k1(x, y):\n    t = cuda.grid(1)\n    if t < 4:\n" \
+    ...      "        y[t] = x[t] * 2.0"
+    >>> host = ["    for i in range(0, 3):", "        o1_d = rtc.empty((4,), np.float64)",
+    ...         "        rtc.launch(k1, 1, 4, (c1_d, o1_d, ))", "        c1_d, = o1_d,"]
+    >>> kernels, lines = fuse_block_loops([k1], host, {"c1": 1}, [])
+    >>> print("\n".join(lines))
+        c1_d = rtc.copy(c1_d)
+        o1_d = rtc.empty((4,), np.float64)
+        rtc.launch(loop0, 1, 4, (c1_d, o1_d, ))
+    >>> print(kernels[-1])
+    @cuda.jit(cache=True)
+    def loop0(c1_d, o1_d):
+        for i in range(0, 3):
+            if cuda.threadIdx.x < 4:
+                k1_in_block(c1_d, o1_d)
+            cuda.syncthreads()
+            for bl0_k1 in range(cuda.threadIdx.x, c1_d.size, 4):
+                c1_d[bl0_k1] = o1_d[bl0_k1]
+            cuda.syncthreads()
+    """
     parsed = {k.name: k for k in map(_parse_kernel, kernels)}
     lines, added, functions = list(host), [], {}
     k, key = 0, 0
