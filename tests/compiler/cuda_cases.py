@@ -356,6 +356,7 @@ KERNEL_TEXT = {
     "gathers between kernels": ("def gather",),
     "one-block loop of nests and reductions": ("def loop", "rtc.launch(loop"),
     "ADBench D-LSTM, 3 characters": ("def loop", "rtc.launch(loop"),
+    "while loop of kernels": ("def loop", "while True:"),
 }
 
 
@@ -780,6 +781,23 @@ def gather_out_of_bounds(_: str) -> None:
             raise AssertionError(f"{errors} gathered index 6 of 5")
 
 
+def loop_limit_in_a_block_loop(_: str) -> None:
+    # a while loop of kernels run as one kernel: its step limit is marked for the host
+    def endless(x):
+        return qdiff.while_loop(lambda c: qnp.sum(c * c) > -1.0, lambda c: qnp.sin(c) + 0.5, x,
+                                max_iter=7)
+
+    x = RNG.normal(size=5)
+    f = CompiledProgram(qdiff.trace(endless, x), backend="numba-cuda")
+    assert "def loop" in f.source and "rtc.raise_marked(" in f.source, f.source
+    try:
+        f(x)
+    except LoopLimitError as error:
+        assert "max_iter=7" in str(error)
+    else:
+        raise AssertionError("the while loop ran past max_iter")
+
+
 def loop_limit(_: str) -> None:
     f = qdiff.jit(lambda x: qdiff.while_loop(lambda v: v > 0.0, lambda v: v + 1.0, x,
                                               max_iter=50), backend="numba-cuda")
@@ -806,6 +824,7 @@ def cases() -> dict:
     table["error: a bad slice start in a one-block loop"] = (block_loop_marks_bad_starts, "")
     table["error: a quantum program on the CUDA target"] = (quantum_program_refused, "")
     table["error: a while loop past max_iter"] = (loop_limit, "")
+    table["error: a one-block while loop past max_iter"] = (loop_limit_in_a_block_loop, "")
     table["error: a gather index out of bounds"] = (gather_out_of_bounds, "")
     return table
 

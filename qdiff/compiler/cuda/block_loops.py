@@ -172,7 +172,7 @@ class _Writer:
         counts: dict[str, int] = {}
         for statement in self.statements:
             targets = statement.targets if isinstance(statement, ast.Assign) else (
-                [statement.target] if isinstance(statement, ast.For) else [])
+                [statement.target] if isinstance(statement, (ast.For, ast.AugAssign)) else [])
             for target in targets:
                 for node in ast.walk(target):
                     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
@@ -180,15 +180,12 @@ class _Writer:
         return counts
 
     def _carries(self) -> set[str]:
-        """The device arrays each loop's step ends reassigning (its carries: the loop rule's
-        last statement, ``c1_d, c2_d, = y_d, z_d,``, `control_flow.assign`)."""
+        """The device arrays the loops' steps reassign (their carries: the loop rules'
+        ``c1_d, c2_d, = y_d, z_d,``, `control_flow.assign`)."""
         found = set()
-        for k, line in enumerate(self.lines):
-            if not line.lstrip().startswith("for "):
-                continue
-            last = self.statements[_blocks(self.lines, k) - 1]
-            if isinstance(last, ast.Assign) and isinstance(last.targets[0], ast.Tuple):
-                found |= {n.id for n in last.targets[0].elts
+        for statement in self.statements:
+            if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Tuple):
+                found |= {n.id for n in statement.targets[0].elts
                           if isinstance(n, ast.Name) and _device(n.id)}
         return found
 
@@ -222,8 +219,6 @@ class _Writer:
 
     # ------------------------------------------------------------------ writing
     def write(self) -> _Region:
-        outer = self.statements[0]
-        assert isinstance(outer, ast.For)
         first = _indent(self.lines[0])
         for carry in sorted(self.carries):
             if self._defined_before(carry):
@@ -233,6 +228,8 @@ class _Writer:
             indent = "    " * ((_indent(line) - first) // 4 + 1)
             for text in self.statement(statement, line.strip()):
                 self.region.body.append(indent + text)
+        if not self.region.calls:
+            raise _NotFusable("no kernel: scalar code runs on the host")
         for name in self.in_kernel | {n for n in self.assigned if not _device(n)}:
             if name in self.outside_reads and name not in self.buffered:
                 raise _NotFusable(f"{name} is read on the host after the loop")
@@ -254,6 +251,21 @@ class _Writer:
         """The kernel lines of one host statement (none where it goes before the launch)."""
         if isinstance(node, ast.For):
             return self.loop(node, text)
+        if isinstance(node, (ast.While, ast.If)):
+            # the same test in every thread: the block takes one way
+            self._check_scalar(node.test, text)
+            return [text]
+        if isinstance(node, (ast.Break, ast.Continue)) or text == "else:":
+            return [text]
+        if isinstance(node, ast.Raise) and _call_name(node.exc) == "CompiledCodeError":
+            (code,) = node.exc.args
+            return self.mark(ast.literal_eval(code))
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name) \
+                and not _device(node.target.id):
+            self._check_scalar(node.target, text)
+            self._check_scalar(node.value, text)
+            self.in_kernel.add(node.target.id)
+            return [text]
         if isinstance(node, ast.Expr) and _call_name(node.value) == "rtc.launch":
             return self.launch(node.value)
         if not isinstance(node, ast.Assign) or len(node.targets) != 1:
@@ -379,6 +391,11 @@ class _Writer:
         self.scalars.add(name)
         if _call_name(value) == "rt.start_index":
             return self.start_index(name, value)
+        if _call_name(value) == "rtc.download_scalar" and isinstance(value.args[0], ast.Name) \
+                and _device(value.args[0].id):
+            # a scalar the host tested (a while loop's): read by every thread, after the
+            # barrier that followed the call writing it
+            return [f"{name} = {value.args[0].id}[0]"]
         self._check_scalar(value, text)
         interval = self.interval(value)
         if interval is not None and self.assigned.get(name) == 1:
@@ -443,11 +460,14 @@ class _Writer:
             # in range at every step, checked here
             self.intervals[name] = _Interval(known.lo + shift, known.hi + shift)
             return [f"{name} = {text} + {shift}" if shift else f"{name} = {text}"]
+        return [f"{name} = rtc.checked_start({text}, {dim}, {size})", f"if {name} < 0:",
+                *("    " + line for line in self.mark(code))]
+
+    def mark(self, code: int) -> list[str]:
+        """Kernel lines ending the kernel with error ``code`` marked for the host (every
+        thread meets them alike: the test before them reads scalars only)."""
         self.region.marks = True
-        return [f"{name} = rtc.checked_start({text}, {dim}, {size})",
-                f"if {name} < 0:",
-                f"    {self.mark_name}[0] = {code + 1}",
-                "    return"]
+        return [f"{self.mark_name}[0] = {code + 1}", "return"]
 
     @property
     def mark_name(self) -> str:
@@ -570,15 +590,24 @@ def fuse_block_loops(kernels: Sequence[str], host: Sequence[str], ranks: dict[st
             cuda.syncthreads()
     """
     parsed = {k.name: k for k in map(_parse_kernel, kernels)}
+    # names the host function gives a number (a while loop's count, a scalar carry's start)
+    scalars = [*scalars, *(statement.targets[0].id for statement in map(
+        lambda line: ast.parse(_as_statement(line)).body[0], host)
+        if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Name)
+        and isinstance(statement.value, (ast.Constant, ast.UnaryOp))
+        and isinstance(ast.literal_eval(statement.value), (int, float)))]
     lines, added, functions = list(host), [], {}
     k, key = 0, 0
     while k < len(lines):
-        if not lines[k].lstrip().startswith("for "):
+        if not lines[k].lstrip().startswith(("for ", "while ")):
             k += 1
             continue
         end = _blocks(lines, k)
-        outside = {n for line in (*lines[:k], *lines[end:])
-                   for n in _names(ast.parse(_as_statement(line)))}
+        # names the host reads after the loop (before it too, in a loop around it)
+        around = lines[end:] if _indent(lines[k]) <= _indent(lines[0]) else \
+            [*lines[:k], *lines[end:]]
+        outside = {n.id for line in around for n in ast.walk(ast.parse(_as_statement(line)))
+                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
         writer = _Writer(lines[k:end], parsed, ranks, set(scalars), outside, key)
         try:
             region = writer.write()
@@ -596,8 +625,26 @@ def fuse_block_loops(kernels: Sequence[str], host: Sequence[str], ranks: dict[st
     launched = {m.group(1) for line in lines for m in _LAUNCH.finditer(line)}
     text = "\n".join(lines)
     kept = [source for source in kernels if _parse_kernel(source).name in launched
-            or re.search(rf"\b{_parse_kernel(source).name}\b", text)]
+            or re.search(rf"\b{_parse_kernel(source).name}\b", text)]  # rtc.fold(...)
     return [*kept, *functions.values(), *added], lines
+
+
+def _carried_in(body: list[str]) -> list[str]:
+    """Names the kernel ``body`` reads before it first assigns them (a while loop's count, a
+    scalar carry): they start from the host's values.
+
+    >>> _carried_in(["    while n < 3:", "        v = n + 1", "        n = v"])
+    ['n']
+    """
+    tree = ast.parse("def _():\n" + "\n".join(body))
+    names = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Name)),
+                   key=lambda n: (n.lineno, n.col_offset))
+    first: dict[str, ast.Name] = {}
+    for node in names:
+        first.setdefault(node.id, node)
+    stored = {n.id for n in names if isinstance(n.ctx, ast.Store)}
+    return [name for name, node in first.items()
+            if name in stored and isinstance(node.ctx, ast.Load)]
 
 
 def _loop_kernel(writer: _Writer, region: _Region, key: int, kernels: dict[str, _Kernel],
@@ -619,10 +666,18 @@ def _loop_kernel(writer: _Writer, region: _Region, key: int, kernels: dict[str, 
     # a barrier right after another (a copy's and the call's before it) is dropped
     body = [line for k, line in enumerate(body) if not (
         line.strip() == "cuda.syncthreads()" and k and body[k - 1] == line)]
+    # a block whose statements all went before the launch (allocations in a branch)
+    body = [*(line for k, line in enumerate(body) for line in (
+        [line, " " * (_indent(line) + 4) + "pass"] if line.endswith(":") and (
+            k + 1 == len(body) or _indent(body[k + 1]) <= _indent(line)) else [line]))]
     name = f"loop{key}"
+    carried = _carried_in(body)  # scalars the kernel reassigns, starting from the host's
     params = [p for p in free_names(body) if p not in functions]
-    text = f"@cuda.jit(cache=True)\ndef {name}({', '.join(params)}):\n" + "\n".join(body)
-    launch = [f"rtc.launch({name}, 1, {block}, ({''.join(p + ', ' for p in params)}))"]
+    header = [*params, *(f"{p}_in" for p in carried)]
+    body = [*(f"    {p} = {p}_in" for p in carried), *body]
+    text = f"@cuda.jit(cache=True)\ndef {name}({', '.join(header)}):\n" + "\n".join(body)
+    launch = [f"rtc.launch({name}, 1, {block}, "
+              f"({''.join(p + ', ' for p in (*params, *carried))}))"]
     if region.marks:
         launch.append(f"rtc.raise_marked({writer.mark_name})")
     return text, launch
