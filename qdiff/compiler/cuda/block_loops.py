@@ -146,8 +146,9 @@ class _Writer:
     `_NotFusable`."""
 
     def __init__(self, lines: list[str], kernels: dict[str, _Kernel], ranks: dict[str, int],
-                 scalars: set[str], outside_reads: set[str], key: int):
+                 scalars: set[str], outside_reads: set[str], defined: set[str], key: int):
         self.lines, self.kernels, self.ranks = lines, kernels, dict(ranks)
+        self.defined = defined  # names the host assigns before the loop
         self.scalars = set(scalars)
         self.host_scalars = frozenset(scalars)
         self.outside_reads = outside_reads
@@ -220,10 +221,17 @@ class _Writer:
     # ------------------------------------------------------------------ writing
     def write(self) -> _Region:
         first = _indent(self.lines[0])
+        read_first, seen = set(), set()  # names a statement reads before any assigns them
+        for statement in self.statements:
+            nodes = [n for n in ast.walk(statement) if isinstance(n, ast.Name)]
+            read_first |= {n.id for n in nodes if isinstance(n.ctx, ast.Load)} - seen
+            seen |= {n.id for n in nodes}
         for carry in sorted(self.carries):
             if self._defined_before(carry):
                 self.region.hoisted.append(f"{carry} = rtc.copy({carry})")
                 self.buffered.add(carry)
+            elif carry in read_first:
+                raise _NotFusable(f"{carry} is read before the loop assigns it")
         for line, statement in zip(self.lines, self.statements):
             indent = "    " * ((_indent(line) - first) // 4 + 1)
             for text in self.statement(statement, line.strip()):
@@ -236,8 +244,11 @@ class _Writer:
         return self.region
 
     def _defined_before(self, carry: str) -> bool:
-        """Whether ``carry`` comes into the loop with a value (its first assignment in the
-        loop is a step's update, not its inner loop's start)."""
+        """Whether ``carry`` comes into the loop with a value: the host assigned it before,
+        and its first assignment in the loop is a step's update, not its inner loop's
+        start."""
+        if carry not in self.defined:
+            return False  # a branch's result, say: its array is made at its first value
         for statement in self.statements:
             if isinstance(statement, ast.Assign):
                 target = statement.targets[0]
@@ -499,7 +510,11 @@ class _Writer:
                 continue
             if _device(carry):
                 if carry not in self.buffered:
-                    raise _NotFusable(f"{carry} has no array of its own")
+                    if not self.available(source):
+                        raise _NotFusable(f"{carry} has no array of its own")
+                    self.region.hoisted.append(f"{carry} = rtc.copy({source})")
+                    self.buffered.add(carry)
+                    self.ranks[carry] = self.rank(source)
                 lines += self.elementwise(carry, source, None)
             else:
                 self._check_scalar(ast.Name(source), text)
@@ -571,10 +586,12 @@ def fuse_block_loops(kernels: Sequence[str], host: Sequence[str], ranks: dict[st
 
     >>> k1 = "@cuda.jit(cache=True)\ndef k1(x, y):\n    t = cuda.grid(1)\n    if t < 4:\n" \
     ...      "        y[t] = x[t] * 2.0"
-    >>> host = ["    for i in range(0, 3):", "        o1_d = rtc.empty((4,), np.float64)",
+    >>> host = ["    c1_d = rtc.upload(c1)", "    for i in range(0, 3):",
+    ...         "        o1_d = rtc.empty((4,), np.float64)",
     ...         "        rtc.launch(k1, 1, 4, (c1_d, o1_d, ))", "        c1_d, = o1_d,"]
     >>> kernels, lines = fuse_block_loops([k1], host, {"c1": 1}, [])
     >>> print("\n".join(lines))
+        c1_d = rtc.upload(c1)
         c1_d = rtc.copy(c1_d)
         o1_d = rtc.empty((4,), np.float64)
         rtc.launch(loop0, 1, 4, (c1_d, o1_d, ))
@@ -608,7 +625,9 @@ def fuse_block_loops(kernels: Sequence[str], host: Sequence[str], ranks: dict[st
             [*lines[:k], *lines[end:]]
         outside = {n.id for line in around for n in ast.walk(ast.parse(_as_statement(line)))
                    if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        writer = _Writer(lines[k:end], parsed, ranks, set(scalars), outside, key)
+        defined = {n.id for line in lines[:k] for n in ast.walk(ast.parse(_as_statement(line)))
+                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        writer = _Writer(lines[k:end], parsed, ranks, set(scalars), outside, defined, key)
         try:
             region = writer.write()
         except _NotFusable:
