@@ -35,10 +35,12 @@ fully: their grids and arguments.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .duplicates import deduplicated
 from .kernels import free_names
 
 # threads of the largest block a fused loop may run in (CUDA's limit per block)
@@ -154,7 +156,7 @@ class _Writer:
         self.outside_reads = outside_reads
         self.key = key
         self.region = _Region()
-        self.statements = [ast.parse(_as_statement(line)).body[0] for line in lines]
+        self.statements = [_statement(line) for line in lines]
         self.assigned = self._assigned()
         self.carries = self._carries()
         self.buffered: set[str] = set()     # carries whose own array is made
@@ -566,6 +568,19 @@ class _Writer:
         return f"BL{self.key}_THREADS"
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _statement(line: str) -> ast.stmt:
+    """A host line parsed as a statement of its own (a loop tries each line many times)."""
+    return ast.parse(_as_statement(line)).body[0]
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _names_of(line: str, context: type) -> frozenset[str]:
+    """The names a host line reads (``ast.Load``) or assigns (``ast.Store``)."""
+    return frozenset(n.id for n in ast.walk(_statement(line))
+                     if isinstance(n, ast.Name) and isinstance(n.ctx, context))
+
+
 def _as_statement(line: str) -> str:
     """A host line as a statement of its own (a block's header with an empty body)."""
     text = line.strip()
@@ -609,7 +624,7 @@ def fuse_block_loops(kernels: Sequence[str], host: Sequence[str], ranks: dict[st
     parsed = {k.name: k for k in map(_parse_kernel, kernels)}
     # names the host function gives a number (a while loop's count, a scalar carry's start)
     scalars = [*scalars, *(statement.targets[0].id for statement in map(
-        lambda line: ast.parse(_as_statement(line)).body[0], host)
+        _statement, host)
         if isinstance(statement, ast.Assign) and isinstance(statement.targets[0], ast.Name)
         and isinstance(statement.value, (ast.Constant, ast.UnaryOp))
         and isinstance(ast.literal_eval(statement.value), (int, float)))]
@@ -623,10 +638,8 @@ def fuse_block_loops(kernels: Sequence[str], host: Sequence[str], ranks: dict[st
         # names the host reads after the loop (before it too, in a loop around it)
         around = lines[end:] if _indent(lines[k]) <= _indent(lines[0]) else \
             [*lines[:k], *lines[end:]]
-        outside = {n.id for line in around for n in ast.walk(ast.parse(_as_statement(line)))
-                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-        defined = {n.id for line in lines[:k] for n in ast.walk(ast.parse(_as_statement(line)))
-                   if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        outside = {name for line in around for name in _names_of(line, ast.Load)}
+        defined = {name for line in lines[:k] for name in _names_of(line, ast.Store)}
         writer = _Writer(lines[k:end], parsed, ranks, set(scalars), outside, defined, key)
         try:
             region = writer.write()
@@ -641,6 +654,8 @@ def fuse_block_loops(kernels: Sequence[str], host: Sequence[str], ranks: dict[st
         key += 1
     if not added:
         return list(kernels), lines
+    # loops' kernels that are the same but for names (two loops of one body): written once
+    added, lines = deduplicated(added, lines, frozenset(functions))
     launched = {m.group(1) for line in lines for m in _LAUNCH.finditer(line)}
     text = "\n".join(lines)
     kept = [source for source in kernels if _parse_kernel(source).name in launched

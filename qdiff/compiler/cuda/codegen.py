@@ -4,7 +4,6 @@ Python running the host's share of the program), and the CUDA availability check
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -86,9 +85,6 @@ def generate_cuda(program: Program, options: Options) -> Generated:
     kernels, lines = deduplicated(source.kernels, source.residency.prune(body.splitlines()))
     kernels, lines = fuse_block_loops(kernels, lines, source.residency.ranks,
                                       list(source.residency.scalars))
-    # loops' kernels that are the same but for names (two loops of one body): written once
-    functions = frozenset(re.findall(r"^def (\w+)\(", "\n".join(kernels), re.M))
-    kernels, lines = deduplicated(kernels, lines, functions)
     body = "\n".join(lines) + "\n"
     text = HEADER.format(name=program.name) + "\n\n".join(kernels)
     text += f"\n\n\ndef host({params}):\n{body}{FOOTER.format(name=program.name)}"
