@@ -221,6 +221,40 @@ def _loop_of_scans(x, y):
     return qnp.sum(qdiff.fori_loop(0, 3, lambda i, c: qnp.cumsum(qnp.sin(c) * y), x))
 
 
+def _block_loop(x, y, m):
+    # nests, full reductions feeding scalar code and the next step's nests, a row of an
+    # argument per step: each kernel fits one block, so the loop is one kernel (and, under
+    # grad, so are the checkpointed loop and its reversal)
+    def step(i, carry):
+        c, total = carry
+        c = qnp.tanh(c * m[i] + y) - qnp.log(qnp.sum(qnp.exp(c)))
+        return c, total + qnp.sum(c * y)
+    return qdiff.fori_loop(0, m.shape[0], step, (x, 0.0))
+
+
+def _permuted_carries(x, y):
+    # a carry taking another's value (a permutation): copied one after the other into
+    # their own arrays in a one-block loop, one would take the other's new value
+    def step(i, carry):
+        a, b, c = carry
+        return b, qnp.sin(a) * c + y, a + 1.0
+    return qdiff.fori_loop(0, 4, step, (x, y, x * 2.0))
+
+
+def _lstm(main, extra, state, sequence):
+    """ADBench's D-LSTM loss (the one `benchmarks/classical_ad.py` times)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    import classical_ad  # noqa: PLC0415
+
+    return classical_ad.lstm(qnp, lambda lo, hi, body, init: qdiff.fori_loop(lo, hi, body, init),
+                             main, extra, state, sequence)
+
+
+def _lstm_args(chars: int, b: int, layers: int = 2) -> tuple:
+    return (0.5 * RNG.normal(size=(2 * layers, 4 * b)), RNG.normal(size=(3, b)),
+            RNG.normal(size=(2 * layers, b)), RNG.normal(size=(chars, b)))
+
+
 def _transposes_and_extrema(m, t):
     moved = qnp.transpose(t, (2, 0, 1)) * 2.0
     return (moved, qnp.argmax(m, axis=1), qnp.argmin(m, axis=0), qnp.argmax(t, axis=1),
@@ -255,6 +289,10 @@ EXTRA = {
                                      (RNG.normal(size=6), RNG.normal(size=6))),
     "gathers between kernels": (_gathers_between_kernels,
                                 (RNG.normal(size=(3, 4)), np.array([1, 3, 2, 0]))),
+    "one-block loop of nests and reductions": (_block_loop, (
+        RNG.normal(size=5), RNG.normal(size=5), RNG.normal(size=(4, 5)))),
+    "ADBench D-LSTM, 3 characters": (_lstm, _lstm_args(3, 3)),
+    "loop of permuted carries": (_permuted_carries, (RNG.normal(size=5), RNG.normal(size=5))),
     "transposes, argmax and argmin": (_transposes_and_extrema, (
         np.array([[1.0, 3.0, 3.0, -1.0], [np.nan, 2.0, np.nan, 0.0], [0.0, -0.0, 5.0, 5.0]]),
         RNG.normal(size=(2, 3, 4)))),
@@ -316,6 +354,9 @@ KERNEL_TEXT = {
     "transposes, argmax and argmin": ("def transpose", "def argext"),
     "reversals": ("def rev",),
     "gathers between kernels": ("def gather",),
+    "one-block loop of nests and reductions": ("def loop", "rtc.launch(loop"),
+    "ADBench D-LSTM, 3 characters": ("def loop", "rtc.launch(loop"),
+    "while loop of kernels": ("def loop", "while True:"),
 }
 
 
@@ -367,7 +408,7 @@ def transfers(name: str) -> None:
     f, args, (uploads, downloads, upload_bytes) = TRANSFERS[name]
     program = qdiff.trace(f, *args)
     compiled = CompiledProgram(program, backend="numba-cuda")
-    assert compiled.source.count("rtc.launch(") >= 2, compiled.source
+    assert compiled.source.count("@cuda.jit") >= 2, compiled.source
     # constants go over at the first call only (they went at every call)
     constants, constant_bytes = CONSTANT_UPLOADS.get(name, (0, 0))
     for call in range(3):  # counted per call
@@ -462,10 +503,13 @@ def kernels_written_once(_: str) -> None:
     for x in (RNG.normal(size=5), RNG.normal(size=300)):
         program = qdiff.trace(twice, x)
         compiled = CompiledProgram(program, backend="numba-cuda")
-        # the body's two (with the sum's final pass over 3 blocks, three), and the doubling
+        # the body's two (with the sum's final pass over 3 blocks, three), and the doubling;
+        # a body of one block is one loop kernel calling the two as device functions, and
+        # the two loops' kernels are written once too
         kernels = compiled.source.count("@cuda.jit")
-        assert kernels == (3 if x.size <= 128 else 4), compiled.source
-        assert compiled.source.count("rtc.launch(") == 5, compiled.source
+        assert kernels == 4, compiled.source
+        launches = compiled.source.count("rtc.launch(")
+        assert launches == (3 if x.size <= 128 else 5), compiled.source
         assert_agree_on_gpu(compiled(x), program(x), f"two loops of the same body, {x.size}")
 
 
@@ -588,6 +632,110 @@ def launch_warns_once(_: str) -> None:
     assert not [w for w in shown if "Grid size" in str(w.message)], [str(w.message) for w in shown]
 
 
+class _LaunchCounter:
+    """Counts `device.launch` calls (every kernel launch of a generated module, the fills
+    of `rtc.full` and the final folds included) while it is entered."""
+
+    def __enter__(self) -> _LaunchCounter:
+        from qdiff.compiler.cuda import device as rtc  # noqa: PLC0415  (imports numba.cuda)
+
+        self.rtc, self.launch, self.count = rtc, rtc.launch, 0
+
+        def counted(*args):
+            self.count += 1
+            return self.launch(*args)
+        rtc.launch = counted
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.rtc.launch = self.launch
+
+
+def _launches(compiled, args) -> int:
+    """Launches of one call of ``compiled`` (its result checked by the caller)."""
+    with _LaunchCounter() as counter:
+        compiled(*args)
+    return counter.count
+
+
+def one_block_loops(_: str) -> None:
+    # a loop whose kernels each fit one block runs as one kernel of one block, looping inside:
+    # the D-LSTM's launches per call no longer grow with its characters (they were 9 per step
+    # of the value and 26 per step of the gradient); its gradient's checkpointed loop and
+    # reversal too
+    counts = {}
+    for chars in (3, 6):
+        args = _lstm_args(chars, 3)
+        program = qdiff.trace(_lstm, *args)
+        compiled = CompiledProgram(program, backend="numba-cuda")
+        assert compiled.source.count("rtc.launch(loop") == 1, compiled.source
+        counts["value", chars] = _launches(compiled, args)
+        assert_agree_on_gpu(compiled(*args), program(*args), f"D-LSTM, {chars} characters")
+        derivative = qdiff.grad(_lstm, argnums=(0, 1))
+        jitted = qdiff.jit(derivative, backend="numba-cuda")
+        jitted(*args)
+        assert jitted.source.count("rtc.launch(loop") == 2, jitted.source
+        counts["gradient", chars] = _launches(jitted, args)
+        assert_agree_on_gpu(jitted(*args), derivative(*args), f"its gradient, {chars}")
+    for kind in ("value", "gradient"):
+        assert counts[kind, 3] == counts[kind, 6] <= 8, counts
+    # a body whose kernels take more threads than a block holds keeps its launches per step
+    # (blocks of 64 threads here, against 1024 on a GPU: small sizes in the simulator);
+    # elementwise kernels of several blocks that fit one run in one (the D-LSTM gradient's
+    # 224-thread kernel of 2 blocks of 128)
+    from qdiff.compiler.cuda import block_loops  # noqa: PLC0415
+
+    saved, block_loops.MAX_THREADS = block_loops.MAX_THREADS, 64
+    try:
+        for size, fused in ((40, True), (100, False)):
+            for steps in (2, 3):
+                args = (RNG.normal(size=size), RNG.normal(size=size),
+                        RNG.normal(size=(steps, size)))
+                program = qdiff.trace(lambda x, y, m: _block_loop(x, y, m)[0] * 2.0, *args)
+                compiled = CompiledProgram(program, backend="numba-cuda")
+                assert ("def loop" in compiled.source) == fused, compiled.source
+                counts[size, steps] = _launches(compiled, args)
+                assert_agree_on_gpu(compiled(*args), program(*args), f"{steps} of {size}")
+    finally:
+        block_loops.MAX_THREADS = saved
+    assert counts[40, 3] == counts[40, 2] and counts[100, 3] > counts[100, 2], counts
+    for steps in (2, 3):  # 200 elements: 2 blocks of 128 threads, one block of 256 here
+        args = (RNG.normal(size=200), RNG.normal(size=(steps, 200)))
+        program = qdiff.trace(lambda x, m: qdiff.fori_loop(
+            0, m.shape[0], lambda i, c: qnp.sin(c) * m[i] + c, x), *args)
+        compiled = CompiledProgram(program, backend="numba-cuda")
+        assert "rtc.launch(loop0, 1, 256," in compiled.source, compiled.source
+        counts[200, steps] = _launches(compiled, args)
+        assert_agree_on_gpu(compiled(*args), program(*args), f"{steps} of 200")
+    assert counts[200, 3] == counts[200, 2], counts
+
+
+def _row_at(x, k):
+    # the row's start, k + i, is not known from the loop's bounds: checked in the kernel
+    return qdiff.fori_loop(0, 3, lambda i, c: qnp.sin(c) * x[k + i] + c, x[0])
+
+
+def block_loop_marks_bad_starts(_: str) -> None:
+    x, k = RNG.normal(size=(6, 4)), 2
+    program = qdiff.trace(_row_at, x, k)
+    compiled = CompiledProgram(program, backend="numba-cuda")
+    assert "rtc.raise_marked(" in compiled.source and "def loop" in compiled.source
+    for good in (0, 3, -6):
+        assert_agree_on_gpu(compiled(x, good), program(x, good), f"rows from {good}")
+    for bad in (4, -7):
+        messages = []
+        for errors in (compiled, program):
+            try:
+                errors(x, bad)
+            except QdiffError as error:
+                messages.append(str(error))
+            else:
+                raise AssertionError(f"{errors} read rows from {bad} of 6")
+        # the compiled code's message names no index (an error code), the interpreter's does
+        assert all("out of bounds for a slice of size 1 in an axis of size 6" in m
+                   for m in messages), messages
+
+
 def _hybrid(x):
     q = qm.qubits(1)
     qm.ry(qnp.sum(qnp.sin(x)), q[0])
@@ -633,6 +781,23 @@ def gather_out_of_bounds(_: str) -> None:
             raise AssertionError(f"{errors} gathered index 6 of 5")
 
 
+def loop_limit_in_a_block_loop(_: str) -> None:
+    # a while loop of kernels run as one kernel: its step limit is marked for the host
+    def endless(x):
+        return qdiff.while_loop(lambda c: qnp.sum(c * c) > -1.0, lambda c: qnp.sin(c) + 0.5, x,
+                                max_iter=7)
+
+    x = RNG.normal(size=5)
+    f = CompiledProgram(qdiff.trace(endless, x), backend="numba-cuda")
+    assert "def loop" in f.source and "rtc.raise_marked(" in f.source, f.source
+    try:
+        f(x)
+    except LoopLimitError as error:
+        assert "max_iter=7" in str(error)
+    else:
+        raise AssertionError("the while loop ran past max_iter")
+
+
 def loop_limit(_: str) -> None:
     f = qdiff.jit(lambda x: qdiff.while_loop(lambda v: v > 0.0, lambda v: v + 1.0, x,
                                               max_iter=50), backend="numba-cuda")
@@ -655,8 +820,11 @@ def cases() -> dict:
     table["rows of contraction operands per thread"] = (rows_per_thread, "")
     table["atomics over chunks of points"] = (chunks_of_points, "")
     table["launches: configured once, no occupancy warning"] = (launch_warns_once, "")
+    table["launches: a loop whose kernels fit a block is one kernel"] = (one_block_loops, "")
+    table["error: a bad slice start in a one-block loop"] = (block_loop_marks_bad_starts, "")
     table["error: a quantum program on the CUDA target"] = (quantum_program_refused, "")
     table["error: a while loop past max_iter"] = (loop_limit, "")
+    table["error: a one-block while loop past max_iter"] = (loop_limit_in_a_block_loop, "")
     table["error: a gather index out of bounds"] = (gather_out_of_bounds, "")
     return table
 

@@ -93,9 +93,12 @@ class Lowering:
 
     def unreached(self) -> list[str]:
         lowered = {kernel for kernel, _ in self.lowered}
+        # device functions (the kernels a one-block loop calls) are lowered inside the
+        # kernels that call them
         return sorted(f"{module.__name__}.{name}" for module in cache._LOADED.values()
                       for name, value in vars(module).items()
-                      if isinstance(value, CUDADispatcher) and value not in lowered)
+                      if isinstance(value, CUDADispatcher) and value not in lowered
+                      and not value.targetoptions.get("device"))
 
 
 def main(selected: list[str]) -> None:

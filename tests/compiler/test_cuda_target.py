@@ -138,6 +138,16 @@ def _host_function(f, *args) -> list[str]:
     return source[source.index("\ndef host("):source.index("\ndef kernel(")].splitlines()
 
 
+@pytest.fixture
+def per_step_loops(monkeypatch):
+    """Loops written as host loops launching their bodies' kernels at each step (as bodies
+    too big for a block are), not as one kernel (`cuda.block_loops`): the residency of the
+    host loop's arrays is what these tests check."""
+    from qdiff.compiler.cuda import block_loops  # noqa: PLC0415
+
+    monkeypatch.setattr(block_loops, "MAX_THREADS", 0)
+
+
 def test_gmm_gradient_contracts_on_the_device_not_in_a_host_python_loop():
     # the CPU target's direct-loop einsum ran in the CUDA host function, which is plain
     # Python: one interpreted iteration per product of GMM's Σ_n t̄[n,k,i] c[n,k,j]; its
@@ -154,7 +164,7 @@ def test_gmm_gradient_contracts_on_the_device_not_in_a_host_python_loop():
     assert host.count("rtc.download(") <= 5, host
 
 
-def test_loop_of_kernels_moves_nothing_per_iteration():
+def test_loop_of_kernels_moves_nothing_per_iteration(per_step_loops):
     # operands went to the device at every launch and results came back after it: a loop of
     # kernels copied its carry and its constant operand both ways at every iteration
     from tests.compiler.cuda_cases import _loop_of_kernels  # noqa: PLC0415
@@ -169,7 +179,7 @@ def test_loop_of_kernels_moves_nothing_per_iteration():
                      "c1 = rtc.download(c1_d)"]
 
 
-def test_checkpointed_loop_of_kernels_copies_nothing_per_iteration():
+def test_checkpointed_loop_of_kernels_copies_nothing_per_iteration(per_step_loops):
     # the forward loop's carry came back at every step for its checkpoint (a host buffer)
     # and went over again, and the reverse loop's cotangents came back at every step:
     # 31 downloads and 31 uploads per call of the ADBench D-LSTM gradient at the quick size
@@ -203,7 +213,7 @@ def _block_body(lines: list[str], start: int) -> list[str]:
     return body
 
 
-def test_loop_over_rows_of_a_device_array_copies_nothing_per_iteration():
+def test_loop_over_rows_of_a_device_array_copies_nothing_per_iteration(per_step_loops):
     # a row of an array on the device (an argument, or a kernel's result) was taken on the
     # host and uploaded at every step of the host loop: 1676 uploads and 374 downloads per
     # call of the ADBench D-LSTM gradient at the quick size (38 and 157 with views)
@@ -298,3 +308,30 @@ def test_kernel_writing_a_view_leaves_its_base_on_the_device():
     residency.view("m", "t")
     residency.written("m")
     assert residency.statement("s = t.sum()") == ["t = rtc.download(t_d)", "s = t.sum()"]
+
+
+_COPY_KERNEL = ("@cuda.jit(cache=True)\ndef k1(x, y):\n    t = cuda.grid(1)\n    if t < 4:\n"
+                "        y[t] = x[t]")
+
+
+@pytest.mark.parametrize("update, fused", [
+    ("c1_d, c2_d, = o1_d, o1_d,", True),
+    ("c1_d, c2_d, = o1_d, c1_d,", False),     # c2 takes c1's old value
+    ("c1_d, c2_d, = o1_d, v1_d,", False),     # ... through a view of it
+    ("c1_d, c2_d, = v1_d, o1_d,", True),      # c1 takes a view of its own array
+])
+def test_one_block_loop_refuses_a_carry_taking_anothers_value(update, fused):
+    # a one-block loop copies each carry's new value into its own array, one after the
+    # other: a carry whose new value is another carry's array would read it overwritten
+    from qdiff.compiler.cuda.block_loops import fuse_block_loops  # noqa: PLC0415
+
+    host = ["    c1_d = rtc.upload(c1)", "    c2_d = rtc.upload(c2)",
+            "    for i in range(0, 3):",
+            "        o1_d = rtc.empty((4,), np.float64)",
+            "        v1_d = c1_d[0:4]",
+            "        rtc.launch(k1, 1, 4, (c2_d, o1_d, ))",
+            f"        {update}",
+            "    return (rtc.download(c1_d), rtc.download(c2_d))"]
+    kernels, lines = fuse_block_loops([_COPY_KERNEL], host, {"c1": 1, "c2": 1}, [])
+    assert any("rtc.launch(loop0, 1, 4," in line for line in lines) == fused, lines
+    assert (lines == host) == (not fused), lines

@@ -13,6 +13,7 @@ from ...ir.types import Tensor
 from ..codegen import Generated, function_body
 from ..lowering import Options
 from . import arrays, buffers, soacs  # noqa: F401  (fill CUDA_RULES)
+from .block_loops import fuse_block_loops
 from .duplicates import deduplicated
 from .kernels import KernelSource
 from .residency import CarryPlan
@@ -82,6 +83,8 @@ def generate_cuda(program: Program, options: Options) -> Generated:
 
     source, (params, body) = written_with_plans(write)
     kernels, lines = deduplicated(source.kernels, source.residency.prune(body.splitlines()))
+    kernels, lines = fuse_block_loops(kernels, lines, source.residency.ranks,
+                                      list(source.residency.scalars))
     body = "\n".join(lines) + "\n"
     text = HEADER.format(name=program.name) + "\n\n".join(kernels)
     text += f"\n\n\ndef host({params}):\n{body}{FOOTER.format(name=program.name)}"

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...gpu.numba_cuda import prepare_numba_cuda
+from ..errors import CompiledCodeError
 from .transfers import current as counts
 
 prepare_numba_cuda()  # before numba.cuda's registries load
@@ -86,6 +87,17 @@ def remainder(a: Any, b: Any) -> Any:  # pragma: no cover - compiled
     if b == 0:
         return math.fmod(a, b)
     return _divmod(a, b)[1]
+
+
+@cuda.jit(device=True)
+def checked_start(start: Any, dim: Any, size: Any) -> Any:  # pragma: no cover - compiled
+    """A slice start as `runtime.start_index` reads it (negative counts from the end), or -1
+    where ``size`` elements from it do not fit an axis of ``dim`` (a kernel cannot raise:
+    it marks the error for the host, `raise_marked`)."""
+    s = start + dim if start < 0 else start
+    if s < 0 or s > dim - size:
+        return -1
+    return s
 
 
 @cuda.jit(device=True)
@@ -315,6 +327,14 @@ def download_scalar(array: Any) -> Any:
     """The element of a device array of one element (a scalar kept on the device), read on
     the host (counted as a download)."""
     return download(array)[0]
+
+
+def raise_marked(mark: Any) -> None:
+    """Raise the error a kernel marked in ``mark`` (a device array of one integer: 0 for
+    none, else the error's code + 1), as the host's own check would have (one download)."""
+    code = int(download(mark)[0])
+    if code:
+        raise CompiledCodeError(code - 1)
 
 
 def element(array: Any, *index: int) -> Any:

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from .kernels import MODULE_NAMES
 
 
-def _shape(kernel: str) -> str:
+def _shape(kernel: str, fixed: frozenset[str] = frozenset()) -> str:
     """``kernel``'s text (a decorated function) with its own name left out and every other
-    name it binds or reads, but the module's, numbered in order of appearance."""
+    name it binds or reads, but the module's and the ``fixed`` ones (functions it calls),
+    numbered in order of appearance."""
     function = ast.parse(kernel).body[0]
     assert isinstance(function, ast.FunctionDef)
     nodes = sorted((n for n in ast.walk(function) if isinstance(n, (ast.Name, ast.arg))),
@@ -27,15 +28,17 @@ def _shape(kernel: str) -> str:
     for node in nodes:
         attribute = "id" if isinstance(node, ast.Name) else "arg"
         name = getattr(node, attribute)
-        if name not in MODULE_NAMES:
+        if name not in MODULE_NAMES and name not in fixed:
             setattr(node, attribute, numbered.setdefault(name, f"n{len(numbered)}"))
     function.name = "_"
     return ast.dump(function)
 
 
-def deduplicated(kernels: Sequence[str], host: Sequence[str]) -> tuple[list[str], list[str]]:
-    """``kernels`` without those that repeat an earlier one but for names, and the ``host``
-    lines launching the earlier one instead.
+def deduplicated(kernels: Sequence[str], host: Sequence[str],
+                 fixed: frozenset[str] = frozenset()) -> tuple[list[str], list[str]]:
+    """``kernels`` without those that repeat an earlier one but for names (but the ``fixed``
+    names: device functions they call), and the ``host`` lines launching the earlier one
+    instead.
 
     >>> a = "@cuda.jit\\ndef nest1(x1, y1):\\n    y1[0] = x1[0] * 2.0"
     >>> b = "@cuda.jit\\ndef nest2(x2, y2):\\n    y2[0] = x2[0] * 2.0"
@@ -47,7 +50,7 @@ def deduplicated(kernels: Sequence[str], host: Sequence[str]) -> tuple[list[str]
     kept = []
     for kernel in kernels:
         name = re.search(r"^def (\w+)\(", kernel, re.M).group(1)
-        earlier = first.setdefault(_shape(kernel), name)
+        earlier = first.setdefault(_shape(kernel, fixed), name)
         if earlier == name:
             kept.append(kernel)
         else:
@@ -55,4 +58,8 @@ def deduplicated(kernels: Sequence[str], host: Sequence[str]) -> tuple[list[str]
     if not renamed:
         return list(kernels), list(host)
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, renamed)) + r")\b")
-    return kept, [pattern.sub(lambda m: renamed[m.group(1)], line) for line in host]
+
+    def rename(text: str) -> str:
+        return pattern.sub(lambda m: renamed[m.group(1)], text)
+    # a loop's kernel calls device functions: those dropped are called by the kept names
+    return [rename(kernel) for kernel in kept], [rename(line) for line in host]
