@@ -181,6 +181,37 @@ def test_map_adjoint_reads_the_values_its_forward_sweep_kept(monkeypatch):
     np.testing.assert_allclose(compiled, kept(w, x), rtol=1e-12)
 
 
+def test_softmax_adjoint_reads_the_exponentials_its_forward_map_returns():
+    # logsumexp's map exp(v - max) has two scalar inputs (mixed mode); its exponentials are
+    # its outputs, which the forward sweep sums: the adjoint reads them, one exp in all
+    def logsumexp(x):
+        top = qnp.max(x, axis=1)
+        return qnp.sum(qnp.log(qnp.sum(qnp.exp(x - top[:, None]), axis=1)) + top)
+
+    x = np.random.default_rng(3).normal(size=(4, 5))
+    gradient = qdiff.grad(logsumexp)
+    assert sum(e.primitive.name == "exp" for e in gradient.trace(x).all_eqns()) == 1
+    softmax = np.exp(x - x.max(axis=1, keepdims=True))
+    softmax /= softmax.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(gradient(x), softmax, rtol=1e-13)
+    np.testing.assert_allclose(qdiff.jit(gradient)(x), gradient(x), rtol=1e-12)
+
+
+def test_map_adjoint_is_not_passed_an_output_it_does_not_read():
+    # a square's adjoint 2·v does not read v², so the squares (summed where they are made)
+    # are not an operand of the adjoint map, which would make a loop nest store them
+    gradient = qdiff.value_and_grad(lambda x: qnp.sum(qdiff.map(lambda v: v ** 2.0, x)))
+    x = np.linspace(-1.0, 1.0, 5)
+    program = gradient.trace(x)
+    maps = [e for e in program.eqns if e.primitive.name == "map"]
+    squares = [v for e in maps for v in e.outputs
+               if any(b.primitive.name == "pow" for b in e.params["body"].eqns)]
+    assert squares and not any(v in e.inputs for e in maps for v in squares)
+    value, slope = gradient(x)
+    np.testing.assert_allclose(value, np.sum(x ** 2), rtol=1e-15)
+    np.testing.assert_allclose(slope, 2 * x, rtol=1e-15)
+
+
 def test_map_keeps_nothing_for_a_lambda_with_a_loop_or_past_the_memory_bound():
     from qdiff.autodiff.classical_rules.map_derivatives import MAX_KEPT_BYTES, kept_values
 

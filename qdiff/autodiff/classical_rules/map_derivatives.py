@@ -7,10 +7,12 @@ adjoint lambda re-executes the primal lambda and reverses it. Where that is chea
 the forward sweep keeps values instead (`kept_values`: the results of the lambda's costly
 operations, transcendentals and divisions, when the lambda is scalar straight-line code and
 they take at most `MAX_KEPT_BYTES`): its map also returns them, one per element, and the
-adjoint lambda reads them instead of computing them again. A free variable c read inside
-the lambda gets one contribution per iteration; they come back as a stacked array summed
-by a reduction,
-``c̄ += Σ_i c̄_i`` (Futhark's "FreeNonAcc" case).
+adjoint lambda reads them instead of computing them again. A costly result that is one of
+the lambda's outputs is already one of the map's: the adjoint reads that, in mixed mode
+too (a softmax's ``exp(v - max)``, summed by the forward sweep, is not computed again).
+A free variable c read inside the lambda gets one contribution per iteration; they come
+back as a stacked array summed by a reduction, ``c̄ += Σ_i c̄_i`` (Futhark's "FreeNonAcc"
+case).
 
 Mixed mode: when the lambda's differentiated inputs are at most `MIXED_MODE_MAX_INPUTS`
 scalars, the adjoint lambda instead runs forward mode once per input,
@@ -158,42 +160,64 @@ MAX_KEPT_BYTES = 64 * 2 ** 20
 
 def kept_values(body: Program, count: int) -> list[Var]:
     """The values of ``body`` (a map's lambda over ``count`` elements) that its forward
-    sweep keeps for the adjoint: the results of its `COSTLY` equations that are not
-    outputs, when the lambda is straight-line code on scalars and they take at most
-    `MAX_KEPT_BYTES`; otherwise none (the adjoint re-executes the lambda, tapeless).
+    sweep keeps for the adjoint: the results of its `COSTLY` equations, when the lambda is
+    straight-line code on scalars and those that are not its outputs (the map returns
+    those anyway) take at most `MAX_KEPT_BYTES`; otherwise none (the adjoint re-executes
+    the lambda, tapeless).
 
     >>> import qdiff, qdiff.numpy as qnp
     >>> body = qdiff.trace(lambda x: qnp.tanh(qnp.exp(x) * 2.0), 0.0)
     >>> [v.type.short() for v in kept_values(body, 10)], kept_values(body, 10 ** 8)
-    (['f64[]'], [])
+    (['f64[]', 'f64[]'], [])
     """
     if any(e.primitive.subprogram_params for e in body.eqns) or any(
             v.type.shape != () for e in body.eqns for v in e.outputs):
         return []
     outputs = {id(a) for a in body.outputs}
-    kept = [v for e in body.eqns if e.primitive.name in COSTLY for v in e.outputs
-            if id(v) not in outputs]
-    size = count * sum(v.type.np_dtype.itemsize for v in kept)
+    kept = [v for e in body.eqns if e.primitive.name in COSTLY for v in e.outputs]
+    size = count * sum(v.type.np_dtype.itemsize for v in kept if id(v) not in outputs)
     return kept if size <= MAX_KEPT_BYTES else []
 
 
 def _map_keeping(values: list, active: list, *, body: Program, num_consts: int,
                  ad_mode: str = "auto") -> tuple[list, Any] | None:
-    """The forward sweep of a map that also returns the `kept_values` of its lambda, and
-    the reverse sweep that reads them (None: the adjoint re-executes the lambda)."""
+    """The forward sweep of a map that also returns the `kept_values` of its lambda that
+    are not its outputs, and the reverse sweep that reads them and the outputs kept (None:
+    the adjoint re-executes the lambda). In mixed mode (chosen, not forced) only costly
+    outputs are kept, and the adjoint runs in reverse mode to read them."""
     count = value_type(values[num_consts]).shape[0]
     kept = kept_values(body, count)
-    if not kept or use_mixed_mode(body, active, ad_mode):
-        return None
-    keeping = Program(body.inputs, body.eqns, [*body.outputs, *kept], name=body.name)
-    outs = bind(map_p, *values, body=keeping, num_consts=num_consts, **_mode(ad_mode))
-    primal, stored = outs[:len(body.outputs)], outs[len(body.outputs):]
+    position = {id(a): k for k, a in reversed(list(enumerate(body.outputs)))}
+    if use_mixed_mode(body, active, ad_mode):
+        # a small lambda's inner values stay computed again (no arrays stored for them)
+        kept = [] if ad_mode == "mixed" else [v for v in kept if id(v) in position]
     adjoint = vjp_program(body, active, with_primal=False, known=kept)
+    # an output whose value the adjoint does not read (a square's) is not passed to it:
+    # the map's nest would have to store it
+    read = _read_inputs(adjoint)
+    n = len(body.inputs)
+    needed = [v for k, v in enumerate(kept) if id(v) not in position or k + n in read]
+    if not needed:
+        return None
+    if len(needed) < len(kept):
+        kept = needed
+        adjoint = vjp_program(body, active, with_primal=False, known=kept)
+    extra = [v for v in kept if id(v) not in position]
+    keeping = Program(body.inputs, body.eqns, [*body.outputs, *extra], name=body.name)
+    outs = bind(map_p, *values, body=keeping, num_consts=num_consts, **_mode(ad_mode))
+    primal, returned = outs[:len(body.outputs)], iter(outs[len(body.outputs):])
+    stored = [primal[position[id(v)]] if id(v) in position else next(returned) for v in kept]
 
     def backward(cts: list) -> list:
         return _map_adjoint(cts, values, primal, active, adjoint, num_consts, body, stored)
 
     return primal, backward
+
+
+def _read_inputs(program: Program) -> set[int]:
+    """The positions of ``program``'s inputs that its equations or outputs read."""
+    read = {id(a) for e in program.all_eqns() for a in e.inputs} | {id(a) for a in program.outputs}
+    return {k for k, v in enumerate(program.inputs) if id(v) in read}
 
 
 def _map_vjp(cts: list, values: list, outs: list, active: list, *, body: Program,
