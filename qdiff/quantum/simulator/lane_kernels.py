@@ -283,11 +283,10 @@ def _block_base(counter, wires):  # pragma: no cover - compiled
 
 
 @njit(inline="always", cache=True, fastmath=_FAST)
-def _run_block(s, wire0, mats, e0, e1, source, table):  # pragma: no cover - compiled
+def _run_block(s, wire0, mats, e0, e1, source):  # pragma: no cover - compiled
     # one-wire steps e0..e1 block by block; each block's amplitudes are first copied from
-    # `source` when it is another array, through `table` when it is not empty (s[i] :=
-    # source[table[i]], a permutation step before the block): the copy costs no pass of
-    # its own, the block is then in cache for its steps
+    # `source` when it is another array (the copy costs no pass of its own: the block is
+    # then in cache for its steps)
     wires, bits, offsets = _block_layout(wire0, e0, e1)
     k = wires.shape[0]
     apart = source is not s
@@ -295,10 +294,8 @@ def _run_block(s, wire0, mats, e0, e1, source, table):  # pragma: no cover - com
         base = _block_base(counter, wires)
         if apart:
             for r in range(offsets.shape[0]):
-                row = base + offsets[r]
-                read = table[row] if table.shape[0] else row
-                s[0, row] = source[0, read]
-                s[1, row] = source[1, read]
+                s[0, base + offsets[r]] = source[0, base + offsets[r]]
+                s[1, base + offsets[r]] = source[1, base + offsets[r]]
         for e in range(e0, e1):
             b, stride, m = bits[e - e0], 1 << wire0[e], mats[e]
             for h in range(1 << (k - 1)):
@@ -318,7 +315,7 @@ def _apply_steps(s, kinds, wire0, wire1, mats, tables, e0, e1, scratch,
     n = s.shape[1]
     kind, m = kinds[e0], mats[e0]
     if kind == DENSE1:
-        _run_block(s, wire0, mats, e0, e1, source, wire0[:0])
+        _run_block(s, wire0, mats, e0, e1, source)
         return
     if kind == PERMUTE:
         if source is s:
@@ -349,17 +346,12 @@ def run_circuit(state, kinds, wire0, wire1, mats, tables, bounds, saves,
     in ``saved[t, saves[q]]``, the checkpoints of `adjoint_sweep_checkpointed`. The run
     goes on inside ``saved``: the block after a kept state reads it and writes the next
     kept slot (or ``state`` when none follows), so keeping the states costs no copies.
-    ``state`` then ends at the final states only when the last boundary is not kept. A
-    permutation step before a block of one-wire steps (no state kept between them) is
-    applied by that block's first reads, gathering into another array (the next kept
-    slot, or `state` and a spare one in turn)."""
+    ``state`` then ends at the final states only when the last boundary is not kept."""
     scratch = np.empty((state.shape[2], state.shape[3]))
-    spare = np.empty((2, 0, state.shape[3]))      # allocated when first needed
     last = bounds.shape[0] - 1
     for t in range(state.shape[0]):
         s, slot, kept = state[t], -1, False
-        q = 0
-        while True:
+        for q in range(bounds.shape[0]):
             if q < saves.shape[0] and saves[q] >= 0:
                 if slot != saves[q]:        # not written there by the block before
                     saved[t, saves[q]][:] = s
@@ -368,9 +360,6 @@ def run_circuit(state, kinds, wire0, wire1, mats, tables, bounds, saves,
                 kept = True
             if q == last:
                 break
-            merged = kinds[bounds[q]] == PERMUTE and q + 2 <= last \
-                and kinds[bounds[q + 1]] == DENSE1 \
-                and not (q + 1 < saves.shape[0] and saves[q + 1] >= 0)
             target = s
             if kept:    # leave the kept state: write the next kept slot, or `state`
                 target, slot = state[t], -1
@@ -379,21 +368,9 @@ def run_circuit(state, kinds, wire0, wire1, mats, tables, bounds, saves,
                         target, slot = saved[t, saves[r]], saves[r]
                         break
                 kept = False
-            if not merged:
-                _apply_steps(target, kinds, wire0, wire1, mats[t], tables, bounds[q],
-                             bounds[q + 1], scratch, s)
-                s, q = target, q + 1
-                continue
-            if target is s:     # a gather needs another array: `state` and `spare` in turn
-                if spare.shape[1] == 0:
-                    spare = np.empty_like(state[t])
-                target = state[t] if s is spare else spare
-                slot = -1       # a kept slot being filled gets the states by a copy
-            _run_block(target, wire0, mats[t], bounds[q + 1], bounds[q + 2], s,
-                       tables[wire0[bounds[q]]])
-            s, q = target, q + 2
-        if not kept and s is not state[t]:
-            state[t][:] = s
+            _apply_steps(target, kinds, wire0, wire1, mats[t], tables, bounds[q],
+                         bounds[q + 1], scratch, s)
+            s = target
     return state
 
 
@@ -685,8 +662,7 @@ def adjoint_sweep_checkpointed(saved, slots, lam, kinds, wire0, wire1, mats, tab
                                 overlap_wires, coef, ovx, ovy, scratch, sums, total, source,
                                 table)
                 for b0 in range(e0, e1, undo_wires):
-                    _run_block(a, wire0, step_mats, b0, min(b0 + undo_wires, e1), a,
-                               no_table)
+                    _run_block(a, wire0, step_mats, b0, min(b0 + undo_wires, e1), a)
                 continue
             if kind == DENSE2 and _has_generator(gens[e0, 0]):
                 for i in _quad_starts(n, wire0[e0], wire1[e0]):
