@@ -102,23 +102,6 @@ def _step_generators(circuit: BatchedCircuit) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=64)
-def _step_forms(circuit: BatchedCircuit) -> tuple[np.ndarray, np.ndarray]:
-    """Each sweep step's generators' `lane_kernels.generator_form` codes, ``(steps, 2)``
-    (a step of a two-wire or controlled gate: `GENERAL` or none), and the coefficients
-    its overlaps are scaled by."""
-    kinds = _sweep_plan(circuit)[0]
-    step_gens = _step_generators(circuit)
-    forms = np.zeros(step_gens.shape[:2], np.int64)
-    scales = np.ones(step_gens.shape[:2])
-    for e, slot in np.ndindex(*forms.shape):
-        if kinds[e] == DENSE1:
-            forms[e, slot], scales[e, slot] = lane_kernels.generator_form(step_gens[e, slot])
-        elif np.any(step_gens[e, slot]):   # a 4x4 block, or a controlled gate's base
-            forms[e, slot] = lane_kernels.GENERAL
-    return forms, scales
-
-
-@functools.lru_cache(maxsize=64)
 def _segments(circuit: BatchedCircuit) -> np.ndarray | None:
     """The segments of `lane_kernels.adjoint_sweep_checkpointed` as step boundaries (each
     run of one-wire steps one segment, every other step one), or None when a run of
@@ -133,14 +116,27 @@ def _segments(circuit: BatchedCircuit) -> np.ndarray | None:
     return np.array([0, *starts, len(kinds)], np.int64)
 
 
-# The most bytes the forward run's checkpoints may take (one state per segment boundary,
-# 4 MiB for 64 members at n = 12); beyond it the sweep undoes the states instead.
+@functools.lru_cache(maxsize=64)
+def _checkpoint_slots(circuit: BatchedCircuit) -> np.ndarray:
+    """For each segment (`_segments`), where the forward run keeps the states entering it
+    (the final states first), or -1 for a segment that takes no overlap (a permutation,
+    a step without an angle): only the final states and those entering a segment with an
+    angle are kept."""
+    step_gens = _step_generators(circuit)
+    segments = _segments(circuit)
+    kept = [k == 0 or bool(np.any(step_gens[segments[k]:segments[k + 1]]))
+            for k in range(len(segments) - 1)]
+    return np.where(kept, np.cumsum(kept) - 1, -1).astype(np.int64)
+
+
+# The most bytes the forward run's checkpoints may take (one state per kept segment
+# boundary, 4 MiB for 64 members at n = 12); beyond it the sweep undoes the states instead.
 CHECKPOINT_BYTES = 1 << 30
 
 
 def checkpoint_segments(circuit: BatchedCircuit, size: int) -> np.ndarray | None:
     """The checkpointed sweep's segments (`_segments`) when the forward run's checkpoints
-    for ``size`` members fit in `CHECKPOINT_BYTES`, else None.
+    (`_checkpoint_slots`) for ``size`` members fit in `CHECKPOINT_BYTES`, else None.
 
     >>> import qdiff
     >>> from qdiff.quantum.lang.examples import rotation   # one ry: one segment
@@ -148,10 +144,12 @@ def checkpoint_segments(circuit: BatchedCircuit, size: int) -> np.ndarray | None
     [0, 1]
     """
     segments = _segments(circuit)
+    if segments is None:
+        return None
     lanes = -(-size // max(1, -(-size // lane_kernels.MAX_LANES)))
     tiles = -(-size // lanes)
-    if segments is None or len(segments) * tiles * lanes * 16 << circuit.num_qubits \
-            > CHECKPOINT_BYTES:
+    kept = int(np.sum(_checkpoint_slots(circuit) >= 0))
+    if kept * tiles * lanes * 16 << circuit.num_qubits > CHECKPOINT_BYTES:
         return None
     return segments
 
@@ -172,7 +170,8 @@ def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
     """Every gate angle's cotangent for each of ``size`` members, ``(size, gates)``, from
     the adjoint vectors ``lam`` (the lane layout), each step's inverse in the lane layout,
     and either the final states (members along the lanes; ``segments`` None) or the
-    forward run's checkpoints at ``segments`` (`adjoint_sweep_checkpointed`)."""
+    forward run's checkpoints (`_checkpoint_slots`) at ``segments``
+    (`adjoint_sweep_checkpointed`)."""
     kinds, first, last, later, earlier, tables = _sweep_plan(circuit)
     step_gens = _step_generators(circuit)
     lanes = psi.shape[-1]
@@ -182,14 +181,12 @@ def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
                                               lane_kernels.block_wires(lanes, 2))
         lane_kernels.adjoint_sweep(psi, lam, kinds, first, last,
                                    inverses, tables, bounds, step_gens, out)
-        scales = 1.0
     else:
-        forms, scales = _step_forms(circuit)
         lane_kernels.adjoint_sweep_checkpointed(
-            psi, lam, kinds, first, last, inverses, tables, segments,
-            lane_kernels.block_wires(lanes, 1), lane_kernels.block_wires(lanes, 2),
-            step_gens, forms, out)
-    per_step = np.moveaxis(out, 3, 1).reshape(-1, len(kinds), 2)[:size] * scales
+            psi, _checkpoint_slots(circuit), lam, kinds, first, last, inverses, tables,
+            segments, lane_kernels.block_wires(lanes, 1), lane_kernels.block_wires(lanes, 2),
+            step_gens, out)
+    per_step = np.moveaxis(out, 3, 1).reshape(-1, len(kinds), 2)[:size]
     per_gate = np.zeros((size, len(circuit.gates)))
     for column, gates in enumerate((later, earlier)):
         steps = np.flatnonzero(gates >= 0)
@@ -287,8 +284,9 @@ def _lane_simulation(circuit: BatchedCircuit, mats: np.ndarray, size: int) -> tu
     if segments is None:
         forward = final = final_lane_states(circuit, mats, steps=steps)
         inverses = lane_kernels.to_lanes(_step_inverses(*_sweep_plan(circuit)[3:5], mats))
-    else:   # the states entering each segment of the sweep, the final ones first
-        forward = final_lane_states(circuit, mats, len(_sweep_plan(circuit)[0]) - segments,
+    else:   # the states entering the segments that take overlaps, the final ones first
+        kept = segments[:-1][_checkpoint_slots(circuit) >= 0]
+        forward = final_lane_states(circuit, mats, len(_sweep_plan(circuit)[0]) - kept,
                                     steps)
         final = forward[:, 0]
         # each step undoes one entry of the forward run: its matrices' adjoints

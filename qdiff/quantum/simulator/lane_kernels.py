@@ -459,106 +459,91 @@ def diagonal_expectations(state, diagonals):  # pragma: no cover - compiled
     return values, norms
 
 
-# The form of a one-wire gate's generator, the same for every member (the circuit is
-# shared, only the angles differ): the checkpointed sweep picks the overlap's loop over the
-# lanes by it, outside that loop (a branch inside it keeps it scalar), so that a Pauli
-# generator costs 4 products per amplitude pair where a general 2x2 block costs 20.
-NO_GENERATOR, PAULI_X, PAULI_Y, PAULI_Z, GENERAL = 0, 1, 2, 3, 4
-
-_PAULIS = ((PAULI_X, np.array([[0, 1], [1, 0]], np.complex128)),
-           (PAULI_Y, np.array([[0, -1j], [1j, 0]], np.complex128)),
-           (PAULI_Z, np.array([[1, 0], [0, -1]], np.complex128)))
-
-
-def generator_form(g: np.ndarray) -> tuple[int, float]:
-    """``(form, c)`` of a 2x2 generator block (the top-left block of ``g``): ``g = c P``
-    for a Pauli ``P`` (`PAULI_X`, `PAULI_Y`, `PAULI_Z`), `NO_GENERATOR` with ``c = 0`` for
-    zero, else ``(GENERAL, 1.0)``. The sweep's overlaps of a Pauli form are of ``P``, to
-    be scaled by ``c``.
-
-    >>> generator_form(np.array([[0, -0.5j], [0.5j, 0]]))
-    (2, 0.5)
-    """
-    block = np.asarray(g, np.complex128)[:2, :2]
-    if not np.any(block):
-        return NO_GENERATOR, 0.0
-    for form, pauli in _PAULIS:
-        c = np.vdot(pauli, block).real / 2        # tr(P g) / 2
-        if np.array_equal(block, c * pauli):
-            return form, float(c)
-    return GENERAL, 1.0
-
-
 @njit(inline="always", cache=True, fastmath=_FAST)
-def _form_overlap(form, g, xr, xi, yr, yi, ur, ui, vr, vi):  # pragma: no cover
-    # Im <(u, v)| G (x, y)>: G = P for a Pauli form, the block g's entries for GENERAL;
-    # `form` is a constant where this is inlined (the branch folds away)
-    if form == PAULI_Z:      # Im(u* x) - Im(v* y)
-        return ur * xi - ui * xr - vr * yi + vi * yr
-    if form == PAULI_Y:      # Re(v* x) - Re(u* y)
-        return vr * xr + vi * xi - ur * yr - ui * yi
-    if form == PAULI_X:      # Im(u* y) + Im(v* x)
-        return ur * yi - ui * yr + vr * xi - vi * xr
-    return _overlap_im(g, xr, xi, yr, yi, ur, ui, vr, vi)
-
-
-@njit(inline="always", cache=True, fastmath=_FAST)
-def _overlap_lanes(p, a, i, j, form, g, acc):  # pragma: no cover - compiled
-    # acc += Im<lam|G psi> over the pair (i, j), lane by lane
+def _overlap_lanes(p, a, i, j, g, acc):  # pragma: no cover - compiled
+    # acc += Im<lam|G psi> over the pair (i, j), lane by lane, G's entries as scalars
     for lane in range(p.shape[2]):
-        acc[lane] += _form_overlap(form, g, p[0, i, lane], p[1, i, lane], p[0, j, lane],
-                                   p[1, j, lane], a[0, i, lane], a[1, i, lane],
-                                   a[0, j, lane], a[1, j, lane])
+        acc[lane] += _overlap_im(g, p[0, i, lane], p[1, i, lane], p[0, j, lane],
+                                 p[1, j, lane], a[0, i, lane], a[1, i, lane], a[0, j, lane],
+                                 a[1, j, lane])
 
 
-@njit(inline="always", cache=True, fastmath=_FAST)
-def _overlap_pairs(p, a, base, offsets, k, b, stride, form, g, acc):  # pragma: no cover
-    # the overlaps of one step over a block's pairs, the form fixed
-    for h in range(1 << (k - 1)):
-        i = base + offsets[_insert_zero(h, b)]
-        _overlap_lanes(p, a, i, i + stride, form, g, acc)
+@njit(inline="always", cache=True)
+def _has_generator(g):  # pragma: no cover - compiled
+    found = False
+    for r in range(g.shape[0]):
+        for c in range(g.shape[1]):
+            found = found or g[r, c] != 0
+    return found
+
+
+# the rows of `_pauli_coefficients`: a Hermitian 2x2 block is c_I I + c_X X + c_Y Y + c_Z Z
+PAULI_I, PAULI_X, PAULI_Y, PAULI_Z = 0, 1, 2, 3
+
+
+@njit(cache=True)
+def _pauli_coefficients(mats, gens, e0, e1, coef):  # pragma: no cover - compiled
+    # coef[e - e0, slot, P, lane]: the Pauli expansion of the generator each overlap of the
+    # one-wire steps e0..e1 is taken with on the states entering the step. Slot 0 is the
+    # later gate's own G; slot 1 is V^† G V for the earlier gate's G, V the step's matrix
+    # (lane by lane): <V lam|G V psi> = <lam|V^† G V psi>, the earlier gate's overlap on the
+    # leaving states moved onto the entering ones, so that those are never needed
+    for e in range(e0, e1):
+        m = mats[e]
+        for slot in range(2):
+            g = gens[e, slot]
+            for lane in range(m.shape[3]):
+                g00, g01, g10, g11 = g[0, 0], g[0, 1], g[1, 0], g[1, 1]
+                if slot == 1:
+                    v00 = complex(m[0, 0, 0, lane], m[1, 0, 0, lane])
+                    v01 = complex(m[0, 0, 1, lane], m[1, 0, 1, lane])
+                    v10 = complex(m[0, 1, 0, lane], m[1, 1, 0, lane])
+                    v11 = complex(m[0, 1, 1, lane], m[1, 1, 1, lane])
+                    t00, t01 = g00 * v00 + g01 * v10, g00 * v01 + g01 * v11     # G V
+                    t10, t11 = g10 * v00 + g11 * v10, g10 * v01 + g11 * v11
+                    g00 = v00.conjugate() * t00 + v10.conjugate() * t10       # V^† (G V)
+                    g01 = v00.conjugate() * t01 + v10.conjugate() * t11
+                    g10 = v01.conjugate() * t00 + v11.conjugate() * t10
+                    g11 = v01.conjugate() * t01 + v11.conjugate() * t11
+                c = coef[e - e0, slot]
+                c[PAULI_I, lane] = (g00.real + g11.real) / 2
+                c[PAULI_X, lane] = (g01.real + g10.real) / 2
+                c[PAULI_Y, lane] = (g10.imag - g01.imag) / 2
+                c[PAULI_Z, lane] = (g00.real - g11.real) / 2
 
 
 @njit(cache=True, fastmath=_FAST)
-def _overlap_block(p, a, wire0, gens, forms, acc, e0, e1, slot):  # pragma: no cover
-    # acc[e, slot] += Im<lam|G psi> for the one-wire steps e0..e1 (distinct wires) with
-    # G = gens[e, slot] of form forms[e, slot] other than Z (`_z_overlaps`), block by
-    # block, reading both states only; one loop over the lanes per form, chosen outside it
+def _xy_overlaps(p, a, wire0, e0, e1, ovx, ovy):  # pragma: no cover - compiled
+    # ovx[e - e0] += Im<lam|X psi> and ovy[e - e0] += Im<lam|Y psi> on the wire of each
+    # one-wire step e0..e1 (distinct wires), block by block, reading both states only
     wires, bits, offsets = _block_layout(wire0, e0, e1)
     k = wires.shape[0]
     for counter in range(p.shape[1] >> k):
         base = _block_base(counter, wires)
         for e in range(e0, e1):
-            b, stride, form = bits[e - e0], 1 << wire0[e], forms[e, slot]
-            g, step_acc = _entries(gens[e, slot]), acc[e, slot]
-            if form == PAULI_Y:
-                _overlap_pairs(p, a, base, offsets, k, b, stride, PAULI_Y, g, step_acc)
-            elif form == PAULI_X:
-                _overlap_pairs(p, a, base, offsets, k, b, stride, PAULI_X, g, step_acc)
-            elif form == GENERAL:
-                _overlap_pairs(p, a, base, offsets, k, b, stride, GENERAL, g, step_acc)
+            b, stride = bits[e - e0], 1 << wire0[e]
+            x_acc, y_acc = ovx[e - e0], ovy[e - e0]
+            for h in range(1 << (k - 1)):
+                i = base + offsets[_insert_zero(h, b)]
+                j = i + stride
+                for lane in range(p.shape[2]):
+                    xr, xi, yr, yi = p[0, i, lane], p[1, i, lane], p[0, j, lane], p[1, j, lane]
+                    ur, ui, vr, vi = a[0, i, lane], a[1, i, lane], a[0, j, lane], a[1, j, lane]
+                    x_acc[lane] += ur * yi - ui * yr + vr * xi - vi * xr   # Im(u* y + v* x)
+                    y_acc[lane] += vr * xr + vi * xi - ur * yr - ui * yi   # Re(v* x - u* y)
 
 
 @njit(cache=True, fastmath=_FAST)
-def _z_overlaps(p, a, wire0, forms, acc, e0, e1, slot, fold, sums, source,
-                table):  # pragma: no cover - compiled
-    # acc[e, slot] += Im<lam|Z psi> for the steps e0..e1 of form Z, all at once: the
+def _z_overlaps(p, a, fold, sums, total, source, table):  # pragma: no cover - compiled
+    # sums[w] = Im<lam|Z_w psi> for every wire w and total = Im<lam|psi>, all at once: the
     # products q_i = Im(lam_i* psi_i) in one pass, then wire by wire from the highest the
     # sums over its 0 half minus its 1 half, folding the 1 half onto the 0 half (about
     # 2**n additions for all wires, against 2 products an amplitude for each). When
     # `source` is another array, lam is first gathered from it (a[i] := source[table[i]],
     # a permutation step's undoing) in the same pass.
-    found = False
-    for e in range(e0, e1):
-        found = found or forms[e, slot] == PAULI_Z
-    apart = source is not a
-    if not found:
-        if apart:
-            _gather_into(a, source, table)
-        return
     n = p.shape[1]
     for i in range(n):
-        if apart:
+        if source is not a:
             row = table[i]
             for lane in range(p.shape[2]):
                 a[0, i, lane] = source[0, row, lane]
@@ -575,37 +560,83 @@ def _z_overlaps(p, a, wire0, forms, acc, e0, e1, slot, fold, sums, source,
                 sums[wire, lane] += low - high
                 fold[i, lane] = low + high
         size, wire = half, wire - 1
-    for e in range(e0, e1):
-        if forms[e, slot] == PAULI_Z:
-            acc[e, slot] += sums[wire0[e]]
+    total[:] = fold[0]
+
+
+@njit(inline="always", cache=True)
+def _uses(coef, count, first, second):  # pragma: no cover - compiled
+    # whether any of the first `count` steps' coefficients in rows first or second is not 0
+    found = False
+    for s in range(count):
+        for slot in range(2):
+            for lane in range(coef.shape[3]):
+                found = found or coef[s, slot, first, lane] != 0 \
+                    or coef[s, slot, second, lane] != 0
+    return found
 
 
 @njit(cache=True, fastmath=_FAST)
-def adjoint_sweep_checkpointed(saved, lam, kinds, wire0, wire1, mats, tables, segments,
-                               undo_wires, overlap_wires, gens, forms,
+def _layer_overlaps(p, a, wire0, mats, gens, acc, e0, e1, overlap_wires, coef, ovx, ovy,
+                    fold, sums, total, source, table):  # pragma: no cover - compiled
+    # acc[e, slot] += Im<lam|G psi> of both gates of each one-wire step e0..e1 (distinct
+    # wires), all on the states entering the layer (`_pauli_coefficients`), from the
+    # Pauli overlaps on each step's wire: Z and I for all wires in one pass
+    # (`_z_overlaps`, which also gathers lam from `source` when it is another array), X
+    # and Y in blocks of `overlap_wires` wires; passes no coefficient needs are skipped
+    count = e1 - e0
+    _pauli_coefficients(mats, gens, e0, e1, coef)
+    sums[:] = 0.0
+    total[:] = 0.0
+    if _uses(coef, count, PAULI_I, PAULI_Z):
+        _z_overlaps(p, a, fold, sums, total, source, table)
+    elif source is not a:
+        _gather_into(a, source, table)
+    ovx[:count] = 0.0
+    ovy[:count] = 0.0
+    if _uses(coef, count, PAULI_X, PAULI_Y):
+        for b0 in range(e0, e1, overlap_wires):
+            b1 = min(b0 + overlap_wires, e1)
+            _xy_overlaps(p, a, wire0, b0, b1, ovx[b0 - e0:b1 - e0], ovy[b0 - e0:b1 - e0])
+    for e in range(e0, e1):
+        for slot in range(2):
+            c = coef[e - e0, slot]
+            for lane in range(p.shape[2]):
+                acc[e, slot, lane] += c[PAULI_I, lane] * total[lane] \
+                    + c[PAULI_X, lane] * ovx[e - e0, lane] \
+                    + c[PAULI_Y, lane] * ovy[e - e0, lane] \
+                    + c[PAULI_Z, lane] * sums[wire0[e], lane]
+
+
+@njit(cache=True, fastmath=_FAST)
+def adjoint_sweep_checkpointed(saved, slots, lam, kinds, wire0, wire1, mats, tables,
+                               segments, undo_wires, overlap_wires, gens,
                                out):  # pragma: no cover - compiled
     """The reverse sweep of a circuit from the forward run's checkpoints, tile by tile:
     only ``lam`` is undone. Steps are as in `adjoint_sweep`, grouped by ``segments``
     (step boundaries): a segment is one step, or a run of one-wire steps on distinct
-    wires, each undoing at most two gates (a layer). ``saved[t, k]`` is the states
-    entering segment ``k`` (``saved[t, 0]`` the final ones, ``saved[t, K]`` the initial
-    ones). Since the one-wire steps of a layer commute, the overlap of each step's later
-    gate is taken on the states entering the layer and that of its earlier gate on
-    those leaving it, ``lam`` undone between them in blocks of ``undo_wires`` wires (both
-    overlaps read in blocks of ``overlap_wires``); a two-wire or controlled step's gate
-    commutes with its generator, so its overlap is taken on the entering states.
-    ``forms[e]`` holds the two generators' `generator_form` (a two-wire or controlled
-    step's always `GENERAL` or `NO_GENERATOR`): for a Pauli form ``out`` holds the
-    overlap of the Pauli matrix (the caller scales it). ``out[t, e, slot]`` is
-    ``2 Im<lam|G psi>``. A permutation step before a layer (in the sweep's order) is
-    undone by the layer's first pass over ``lam``, gathering it into a second buffer
-    while taking the products of its Z overlaps. ``lam`` ends at the initial states'."""
+    wires, each undoing at most two gates (a layer). ``saved[t, slots[k]]`` is the states
+    entering segment ``k`` (``slots[k]`` is -1 for a segment that takes no overlap, a
+    permutation step: its states are not kept). Every overlap is taken on the states
+    entering its segment: a two-wire or controlled step's gate commutes with its
+    generator; a one-wire step's later gate does too, and its earlier gate's overlap is
+    that of ``V^† G V`` there (`_pauli_coefficients`), ``lam`` then undone in blocks of
+    ``undo_wires`` wires. ``out[t, e, slot]`` is ``2 Im<lam|G psi>`` with ``G = gens[e,
+    slot]`` (Hermitian). A permutation step before a layer (in the sweep's order) is undone
+    by the layer's first pass over ``lam``, gathering it into a second buffer.
+    ``lam`` ends at the initial states'."""
     n = lam.shape[2]
-    scratch = np.empty((n, lam.shape[3]))
+    lanes = lam.shape[3]
+    scratch = np.empty((n, lanes))
     bits = 0
     while (2 << bits) <= n:
         bits += 1
-    sums = np.empty((max(1, bits), lam.shape[3]))      # one row per wire
+    sums = np.empty((max(1, bits), lanes))      # one row per wire
+    total = np.empty(lanes)
+    widest = 1
+    for k in range(segments.shape[0] - 1):
+        widest = max(widest, segments[k + 1] - segments[k])
+    coef = np.empty((widest, 2, 4, lanes))
+    ovx, ovy = np.empty((widest, lanes)), np.empty((widest, lanes))
     spare, no_table = np.empty_like(lam[0]), np.zeros(0, np.int64)
     for t in range(lam.shape[0]):
         a, other, acc, step_mats = lam[t], spare, out[t], mats[t]
@@ -613,41 +644,36 @@ def adjoint_sweep_checkpointed(saved, lam, kinds, wire0, wire1, mats, tables, se
         deferred = -1
         for k in range(segments.shape[0] - 1):
             e0, e1 = segments[k], segments[k + 1]
-            kind, entering = kinds[e0], saved[t, k]
+            kind = kinds[e0]
             if kind == PERMUTE and k + 2 < segments.shape[0] \
                     and kinds[segments[k + 1]] == DENSE1:
                 deferred = e0       # gathered by the next layer's first pass over lam
                 continue
+            if kind == PERMUTE:
+                _apply_steps(a, kinds, wire0, wire1, step_mats, tables, e0, e1, scratch, a)
+                continue
+            entering = saved[t, slots[k]]
             if kind == DENSE1:
                 source, table = a, no_table
                 if deferred >= 0:   # into the other buffer, read from this one
                     source, table, a, other = a, tables[wire0[deferred]], other, a
                     deferred = -1
-                _z_overlaps(entering, a, wire0, forms, acc, e0, e1, 0, scratch, sums, source,
-                            table)
-                for b0 in range(e0, e1, overlap_wires):
-                    _overlap_block(entering, a, wire0, gens, forms, acc, b0,
-                                   min(b0 + overlap_wires, e1), 0)
+                _layer_overlaps(entering, a, wire0, step_mats, gens, acc, e0, e1,
+                                overlap_wires, coef, ovx, ovy, scratch, sums, total, source,
+                                table)
                 for b0 in range(e0, e1, undo_wires):
                     _run_block(a, wire0, step_mats, b0, min(b0 + undo_wires, e1), a)
-                leaving = saved[t, k + 1]
-                _z_overlaps(leaving, a, wire0, forms, acc, e0, e1, 1, scratch, sums, a,
-                            no_table)
-                for b0 in range(e0, e1, overlap_wires):
-                    _overlap_block(leaving, a, wire0, gens, forms, acc, b0,
-                                   min(b0 + overlap_wires, e1), 1)
                 continue
-            if kind == DENSE2 and forms[e0, 0] != NO_GENERATOR:
+            if kind == DENSE2 and _has_generator(gens[e0, 0]):
                 for i in _quad_starts(n, wire0[e0], wire1[e0]):
                     _overlap_quad(entering, a, i, wire0[e0], wire1[e0], gens[e0, 0], acc[e0])
-            elif kind == CONTROLLED1 and forms[e0, 0] != NO_GENERATOR:
+            elif kind == CONTROLLED1 and _has_generator(gens[e0, 0]):
                 g = _entries(gens[e0, 0])
                 stride, lo, hi, on, outer, inner = _pair_layout(wire1[e0], wire0[e0])
                 for base in range(0, n, outer):
                     for c in range(base + on, base + on + (1 << hi), inner):
                         for i in range(c, c + (1 << lo)):
-                            _overlap_lanes(entering, a, i, i + stride, GENERAL, g,
-                                           acc[e0, 0])
+                            _overlap_lanes(entering, a, i, i + stride, g, acc[e0, 0])
             _apply_steps(a, kinds, wire0, wire1, step_mats, tables, e0, e1, scratch, a)
         if a is not lam[t]:
             lam[t][:] = a
@@ -655,8 +681,7 @@ def adjoint_sweep_checkpointed(saved, lam, kinds, wire0, wire1, mats, tables, se
     return out
 
 
-__all__ = ["BLOCK_BYTES", "CONTROLLED1", "DENSE1", "DENSE2", "GENERAL", "MAX_LANES",
-           "NO_CHECKPOINTS", "NO_GENERATOR", "PAULI_X", "PAULI_Y", "PAULI_Z", "PERMUTE",
+__all__ = ["BLOCK_BYTES", "CONTROLLED1", "DENSE1", "DENSE2", "MAX_LANES",
+           "NO_CHECKPOINTS", "PAULI_I", "PAULI_X", "PAULI_Y", "PAULI_Z", "PERMUTE",
            "adjoint_sweep", "adjoint_sweep_checkpointed", "block_wires", "diagonal_expectations",
-           "from_lanes",
-           "generator_form", "one_wire_blocks", "run_circuit", "to_lanes"]
+           "from_lanes", "one_wire_blocks", "run_circuit", "to_lanes"]

@@ -182,14 +182,6 @@ PAULIS = {lk.PAULI_X: np.array([[0, 1], [1, 0]]), lk.PAULI_Y: np.array([[0, -1j]
           lk.PAULI_Z: np.array([[1, 0], [0, -1]])}
 
 
-def test_generator_forms_name_scaled_paulis_and_nothing_else():
-    for form, pauli in PAULIS.items():
-        assert lk.generator_form(-0.5 * pauli) == (form, -0.5)
-    assert lk.generator_form(np.zeros((4, 4))) == (lk.NO_GENERATOR, 0.0)
-    assert lk.generator_form(np.diag([1.0, 0.0]))[0] == lk.GENERAL       # (I + Z) / 2
-    assert lk.generator_form(PAULIS[lk.PAULI_X] + PAULIS[lk.PAULI_Z])[0] == lk.GENERAL
-
-
 def _unitary(size: int) -> np.ndarray:
     q, r = np.linalg.qr(rng.normal(size=(size, size)) + 1j * rng.normal(size=(size, size)))
     return q * (np.diag(r) / abs(np.diag(r)))
@@ -200,12 +192,13 @@ def _unitary(size: int) -> np.ndarray:
 # a last block narrower than the others (3, 1), overlap blocks wider than the undo's
 @pytest.mark.parametrize("members, undo_wires, overlap_wires",
                          [(3, 2, 3), (70, 2, 3), (3, 1, 1), (5, 1, 2), (3, 4, 4), (3, 3, 1)])
-def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(
+def test_the_checkpointed_sweep_takes_every_generators_overlaps_as_dense_matrices_do(
         members, undo_wires, overlap_wires):
-    # layers of one-wire steps (every (later, earlier) pair of generator forms, in turn on
-    # the wires), then controlled, two-wire and permutation steps; the states entering
-    # each segment from dense matrices of the steps, then the sweep against overlaps
-    # taken step by step (steps on distinct wires commute)
+    # layers of one-wire steps (every (later, earlier) pair of generators: none, each
+    # Pauli, one with all four Pauli parts, in turn on the wires), then controlled,
+    # two-wire and permutation steps; the states entering each segment that takes an
+    # overlap from dense matrices of the steps, then the sweep against overlaps taken
+    # step by step (steps on distinct wires commute)
     choices = [np.zeros((2, 2)), 0.5 * PAULIS[lk.PAULI_X], -0.5 * PAULIS[lk.PAULI_Y],
                0.5 * PAULIS[lk.PAULI_Z], np.array([[0.3, 0.1 - 0.2j], [0.1 + 0.2j, -0.7]])]
     pairs = [(late, early) for late in range(5) for early in range(5)]
@@ -226,13 +219,6 @@ def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(
     for e, (late, early) in enumerate(gen_rows):
         gens[e, 0, :late.shape[0], :late.shape[1]] = late
         gens[e, 1, :early.shape[0], :early.shape[1]] = early
-    forms = np.zeros((len(steps), 2), np.int64)
-    scales = np.ones((len(steps), 2))
-    for e, slot in np.ndindex(*forms.shape):
-        if kinds[e] == lk.DENSE1:
-            forms[e, slot], scales[e, slot] = lk.generator_form(gens[e, slot])
-        elif np.any(gens[e, slot]):
-            forms[e, slot] = lk.GENERAL
     # unitary steps: the overlaps of steps on other wires are unchanged by them only then
     inverses = np.zeros((members, len(steps), 4, 4), np.complex128)
     for b, e in np.ndindex(members, len(steps)):
@@ -249,13 +235,17 @@ def test_the_checkpointed_sweep_takes_every_forms_overlaps_as_dense_matrices_do(
             x = np.stack([_step_matrix(kinds, w0, w1, inverses, tables, b, e) @ x[b]
                           for b in range(members)])
         entering.append(x)
-    saved = np.stack([lk.to_lanes(state) for state in entering], axis=1)
+    # only the segments with a generator keep their states (and the first, the final ones)
+    kept = [k == 0 or bool(np.any(gens[segments[k]:segments[k + 1]]))
+            for k in range(len(segments) - 1)]
+    assert not all(kept)
+    slots = np.where(kept, np.cumsum(kept) - 1, -1)
+    saved = np.stack([lk.to_lanes(entering[k]) for k in np.flatnonzero(kept)], axis=1)
     out = np.empty((saved.shape[0], len(steps), 2, saved.shape[-1]))
     a = lk.to_lanes(lam)
-    lk.adjoint_sweep_checkpointed(saved, a, kinds, w0, w1, lk.to_lanes(inverses), tables,
-                                  np.array(segments), undo_wires, overlap_wires, gens, forms,
-                                  out)
-    got = np.moveaxis(out, 3, 1).reshape(-1, len(steps), 2)[:members] * scales
+    lk.adjoint_sweep_checkpointed(saved, slots, a, kinds, w0, w1, lk.to_lanes(inverses), tables,
+                                  np.array(segments), undo_wires, overlap_wires, gens, out)
+    got = np.moveaxis(out, 3, 1).reshape(-1, len(steps), 2)[:members]
     for b, (_, u) in enumerate(_assert_overlaps(got, psi, lam, kinds, w0, w1, inverses,
                                                 tables, gens)):
         np.testing.assert_allclose(lk.from_lanes(a, members)[b], u, rtol=1e-10, atol=1e-10)
