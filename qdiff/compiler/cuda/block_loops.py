@@ -26,8 +26,11 @@ runs the loop itself:
 - arrays filled or copied at each step (``rtc.full``, ``rtc.copy``, a checkpoint row
   written ``x_d[i] = v_d``) are filled or copied by the block.
 
-Any other statement (a download, a host computation on arrays, a launch of several blocks,
-a branch, a while loop) keeps the loop on the host, as before. The decision is made on the
+- branches and ``while`` loops whose tests are scalar take the same way in every thread;
+  ``break`` and a ``while`` loop's step limit (its error marked for the host) likewise.
+
+Any other statement (a download, a host computation on arrays, a launch of several
+blocks) keeps the loop on the host, as before. The decision is made on the
 host function's finished text (`fuse_block_loops`), which the kernels' launches describe
 fully: their grids and arguments.
 """
