@@ -15,7 +15,8 @@ GMM's reverse pass has this shape (``t̄ = 2 w Q_k (x − μ_k)``, ``Q_k = D_k +
 d×d products per point, ``L_k c`` and ``Σ_n t̄ cᵀ``, become one Gram product per point and
 one d×d×d product per component. The rewrite moves every reader of ``t̄`` at once, or none:
 a reader of another kind (the program's output among them) keeps the program as it is.
-Sums are taken in another order, so results agree to rounding.
+Sums are taken in another order, so results agree to rounding (where ``w`` or ``c`` hold
+infinities or NaNs, the entries that come out NaN may differ).
 
 Values are matched as expressions over the arrays the elementwise maps read (reshapes
 followed, one map's body expanded into its reader's), so a reader that computes ``c`` again
@@ -37,6 +38,10 @@ from .fusion import elementwise_map
 from .linear_sums import Readers, new_eqn, scalar, sum_of
 
 Tree = tuple
+
+# terms an expression may expand into before it counts as no match (a product of sums
+# multiplies their counts)
+MAX_TERMS = 64
 
 
 class _NoMatch(Exception):
@@ -119,12 +124,17 @@ def _monomials(tree: Tree, atoms: dict[Tree, Tree]) -> list[tuple[float, tuple[T
         return [(tree[1], ())]
     if kind in ("add", "sub"):
         sign = 1.0 if kind == "add" else -1.0
-        return _monomials(tree[1], atoms) + [(sign * c, f) for c, f in _monomials(tree[2], atoms)]
+        terms = _monomials(tree[1], atoms) + [(sign * c, f) for c, f in _monomials(tree[2], atoms)]
+        if len(terms) > MAX_TERMS:
+            raise _NoMatch
+        return terms
     if kind == "neg":
         return [(-c, f) for c, f in _monomials(tree[1], atoms)]
     if kind == "mul":
-        return [(ca * cb, fa + fb) for ca, fa in _monomials(tree[1], atoms)
-                for cb, fb in _monomials(tree[2], atoms)]
+        left, right = _monomials(tree[1], atoms), _monomials(tree[2], atoms)
+        if len(left) * len(right) > MAX_TERMS:
+            raise _NoMatch
+        return [(ca * cb, fa + fb) for ca, fa in left for cb, fb in right]
     if kind == "div" and tree[2][0] == "literal":
         return [(c / tree[2][1], f) for c, f in _monomials(tree[1], atoms)]
     return [(1.0, (tree,))]
