@@ -51,11 +51,13 @@ class _NotAffine(Exception):
     pass
 
 
-def _eqn(name: str, inputs: Sequence[Atom], out: Tensor, params: dict | None = None) -> Eqn:
+def new_eqn(name: str, inputs: Sequence[Atom], out: Tensor, params: dict | None = None) -> Eqn:
+    """An equation of primitive ``name`` making a new value of type ``out``."""
     return Eqn(get_primitive(name), tuple(inputs), (Var(out),), params or {})
 
 
-def _scalar(value: float, dtype: str) -> Literal:
+def scalar(value: float, dtype: str) -> Literal:
+    """``value`` as a scalar literal of ``dtype``."""
     return Literal(np.asarray(value, dtype=dtype))
 
 
@@ -67,9 +69,9 @@ def _combine(name: str, a: Atom | None, b: Atom | None, out: Tensor,
     if a is None:
         if name == "add":
             return b
-        eqns.append(_eqn("neg", (b,), out))
+        eqns.append(new_eqn("neg", (b,), out))
         return eqns[-1].outputs[0]
-    eqns.append(_eqn(name, (a, b), out))
+    eqns.append(new_eqn(name, (a, b), out))
     return eqns[-1].outputs[0]
 
 
@@ -78,7 +80,7 @@ def _scaled(name: str, rest: Atom | None, other: Atom, out: Tensor, order: tuple
     if rest is None:
         return None
     operands = (rest, other)
-    eqns.append(_eqn(name, (operands[order[0]], operands[order[1]]), out))
+    eqns.append(new_eqn(name, (operands[order[0]], operands[order[1]]), out))
     return eqns[-1].outputs[0]
 
 
@@ -165,17 +167,19 @@ def _pushed(einsum: Eqn, axes: tuple[int, ...], out: Tensor, eqns: list[Eqn]) ->
         positions = tuple(i for i, s in enumerate(term) if s in summed)
         if positions:
             kept = tuple(d for i, d in enumerate(operand.type.shape) if i not in positions)
-            eqns.append(_eqn("reduce_sum", (operand,), Tensor(kept, operand.type.dtype),
+            eqns.append(new_eqn("reduce_sum", (operand,), Tensor(kept, operand.type.dtype),
                              {"axes": positions}))
             operand = eqns[-1].outputs[0]
         operands.append(operand)
     spec = ",".join("".join(s for s in t if s not in summed) for t in (a, b))
     spec += "->" + "".join(s for s in spec_out if s not in summed)
-    eqns.append(_eqn("einsum", operands, out, {"spec": spec}))
+    eqns.append(new_eqn("einsum", operands, out, {"spec": spec}))
     return eqns[-1].outputs[0]
 
 
-class _Readers:
+class Readers:
+    """The equations reading each value of a program, and the equations' positions."""
+
     def __init__(self, program: Program):
         self.of = readers(program)   # None among them: the program returns the value
         self.position = {eqn: i for i, eqn in enumerate(program.eqns)}
@@ -187,7 +191,7 @@ class _Readers:
         return found[0] if len(found) == 1 else None
 
 
-def _sum_of(var: Var, shape: tuple[int, ...], readers: _Readers) -> list[Eqn] | None:
+def sum_of(var: Var, shape: tuple[int, ...], readers: Readers) -> list[Eqn] | None:
     """The equations from ``var`` to its one reader ``reduce_sum`` over an array of
     ``shape`` (through one reshape to it), or None."""
     path = []
@@ -208,7 +212,7 @@ class _Rewrite:
     replacement: dict[Eqn, list[Eqn]]  # an equation -> what takes its place
 
 
-def _plan(einsum: Eqn, readers: _Readers) -> _Rewrite | None:
+def _plan(einsum: Eqn, readers: Readers) -> _Rewrite | None:
     """How to rewrite the sums of one einsum's affine readers, or None."""
     e = einsum.outputs[0]
     if not (isinstance(e.type, Tensor) and e.type.np_dtype.kind == "f"):
@@ -244,7 +248,7 @@ def _plan(einsum: Eqn, readers: _Readers) -> _Rewrite | None:
     for k, form in enumerate(forms):
         if form is None:
             continue
-        path = _sum_of(reader.outputs[k], shape, readers)
+        path = sum_of(reader.outputs[k], shape, readers)
         if path is None or not _pushable(einsum, path[-1].params["axes"]):
             return None
         sums.append(_Sum(k, path))
@@ -276,7 +280,7 @@ def _split(einsum: Eqn, mapped: Eqn, h: Var, body: Program, body_eqns: list[Eqn]
         eqns: list[Eqn] = []
         if axes not in pushed:
             pushed[axes] = _pushed(einsum, axes, out, eqns)
-        coefficient = _scalar(forms[s.output].coefficient, out.dtype)
+        coefficient = scalar(forms[s.output].coefficient, out.dtype)
         if forms[s.output].rest is None:
             eqns.append(Eqn(get_primitive("mul"), (coefficient, pushed[axes]), total.outputs, {}))
             replacement.update({e: [] for e in s.path[:-1]})
@@ -306,7 +310,7 @@ def push_sums_into_contractions(program: Program) -> Program:
     >>> bool(np.allclose(q(*args), p(*args)))
     True
     """
-    readers = _Readers(program)
+    readers = Readers(program)
     dropped: set[Eqn] = set()
     replacement: dict[Eqn, list[Eqn]] = {}
     for eqn in program.eqns:

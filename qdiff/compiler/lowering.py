@@ -26,6 +26,7 @@ from .linear_sums import push_sums_into_contractions
 from .rematerialize import rematerialize
 from .schedule import hoist
 from .source import Source, dtype_name, scalar_literal
+from .weighted_gram import weighted_grams
 
 # A rule writes the statements of one equation and returns the expressions of its outputs.
 Rule = Callable[["Scope", Eqn, list[str]], list[str]]
@@ -82,7 +83,7 @@ class Scope:
     def __init__(self, source: Source, options: Options, program: Program,
                  inputs: Sequence[str], owned_inputs: Sequence[Var] = ()):
         program = hoist(rematerialize(
-            push_sums_into_contractions(merge_repeated_outputs(program)),
+            weighted_grams(push_sums_into_contractions(merge_repeated_outputs(program))),
             self.writes_point_products()))
         self.src, self.options, self.program = source, options, program
         self.env: dict[Var, str] = dict(zip(program.inputs, inputs))

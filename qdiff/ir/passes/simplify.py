@@ -89,7 +89,7 @@ def simplify(program: Program) -> Program:
         made.update((v, new) for v in eqn.outputs)
         eqns.append(new)
     outputs = tuple(read(a) for a in program.outputs)
-    return Program(program.inputs, tuple(_live(eqns, outputs)), outputs, name=program.name,
+    return Program(program.inputs, tuple(live_eqns(eqns, outputs)), outputs, name=program.name,
                    in_tree=program.in_tree, out_tree=program.out_tree)
 
 
@@ -254,7 +254,8 @@ def _key(primitive: Primitive, inputs: tuple[Atom, ...], params: dict) -> Any:
 
 
 # ------------------------------------------------------------------------------- dead code
-def _live(eqns: list[Eqn], outputs: tuple[Atom, ...]) -> list[Eqn]:
+def live_eqns(eqns: list[Eqn], outputs: tuple[Atom, ...]) -> list[Eqn]:
+    """The equations of ``eqns`` that ``outputs`` need, and those with effects, in order."""
     needed = {a for a in outputs if isinstance(a, Var)}
     kept: list[Eqn] = []
     for eqn in reversed(eqns):
