@@ -9,10 +9,11 @@ eigenvalues, a rotation's eigenvalues ``λ_j`` and projectors ``P_j`` of its gen
 steps (every gate's 4x4 matrix per member, the runs' products, the copy into the lanes and
 the copy of the adjoints), each a pass over megabytes for a few flops per entry.
 
->>> fixed = np.zeros((1, 4, 4), complex); values = np.array([[-0.5, 0.5, 0, 0]])
+>>> eigenvalues, vectors = np.linalg.eigh([[0, -0.5j], [0.5j, 0]])   # ry's generator Y/2
+>>> fixed = np.zeros((1, 4, 4), complex); values = np.zeros((1, 4))
+>>> values[0, :2] = eigenvalues
 >>> projectors = np.zeros((1, 4, 4, 4), complex)
->>> projectors[0, 0, :2, :2] = [[0.5, 0.5], [0.5, 0.5]]     # ry's generator Y/2
->>> projectors[0, 1, :2, :2] = [[0.5, -0.5], [-0.5, 0.5]]
+>>> projectors[0, :2, :2, :2] = np.einsum("ij,kj->jik", vectors, vectors.conj())
 >>> out = np.empty((1, 1, 2, 4, 4, 1)); undo = np.empty((1, 1, 2, 4, 4, 1))
 >>> theta = np.array([[0.4]]); gates = np.array([0]); runs = np.array([0, 1])
 >>> lane_matrices(theta, np.array([0]), np.array([2]), fixed, values, projectors, gates, runs,
