@@ -54,7 +54,7 @@ from ...ir.types import Bit, QState
 from ..lang.gates import GateSpec, gate_spec
 from ..lang.observables import PauliSum, parity
 from ..lang.primitives import QUANTUM_PRIMITIVES, pauli_sum_of
-from ..simulator import get_backend, lane_kernels
+from ..simulator import get_backend, lane_kernels, lane_matrices
 from ..simulator.batched_kernels import CONTROLLED1, DENSE1, DENSE2, PERMUTE
 from . import array_batched
 from .batched_backend import batched_array_module
@@ -538,27 +538,59 @@ def _matrix_plan(circuit: BatchedCircuit) -> tuple[np.ndarray, list[tuple[Any, .
                    for spec, (gs, idx) in groups.items()]
 
 
+def angle_table(circuit: BatchedCircuit, angles: Sequence[Any], size: int) -> np.ndarray:
+    """Every angle for every member as one ``(angles, size)`` float64 array from
+    `angle_rows`'s angles (an angle the batch shares repeated); raises the member's error
+    for the first gate whose angle is not finite for some member."""
+    if isinstance(angles, np.ndarray):        # `angle_gather`'s rows
+        table = np.ascontiguousarray(np.broadcast_to(angles, (len(angles), size)),
+                                     np.float64)
+    else:
+        table = np.empty((len(angles), size))
+        for i, angle in enumerate(angles):
+            table[i] = angle                  # an angle the batch shares broadcasts
+    if not np.isfinite(table).all():
+        for gate in circuit.gates:
+            if gate.angle is not None:
+                _check_finite(gate, table[gate.angle])
+    return table
+
+
 def member_matrices(circuit: BatchedCircuit, angles: Sequence[Any], size: int) -> np.ndarray:
     """Every gate's matrix for every member, ``(size, gates, 4, 4)`` (see `batched_kernels`):
     ``exp(-iθG)`` from the generator's eigenvectors for rotations (the matrix the kernel
-    applies: the base of a controlled gate), the fixed matrix otherwise."""
+    applies: the base of a controlled gate), the fixed matrix otherwise. ``angles``:
+    `angle_rows`'s, or `angle_table`'s."""
     fixed, groups = _matrix_plan(circuit)
     mats = np.broadcast_to(fixed, (size, *fixed.shape)).copy()
+    table = angle_table(circuit, angles, size) if groups else None
     for spec, gates, idx, k in groups:
-        if isinstance(angles, np.ndarray):        # `angle_gather`'s rows: one take
-            theta = angles[idx].T
-        else:
-            theta = np.empty((size, len(idx)))                         # (size, gates)
-            for column, i in enumerate(idx):
-                theta[:, column] = angles[i]      # an angle the batch shares broadcasts
-        if not np.isfinite(theta).all():
-            column = int(np.flatnonzero(~np.isfinite(theta).all(axis=0))[0])
-            _check_finite(circuit.gates[gates[column]], theta[:, column])
+        theta = table[idx].T                                           # (size, gates)
         values, projectors = _eigen_projectors(spec)
         # Σ_j exp(-iθλ_j) P_j, all members and gates in one product
         phases = np.exp(-1j * theta[:, :, None] * values)             # (size, gates, k)
         mats[:, gates, :k, :k] = (phases @ projectors).reshape(size, len(idx), k, k)
     return mats
+
+
+@functools.lru_cache(maxsize=64)
+def _gate_expansions(circuit: BatchedCircuit) -> tuple[np.ndarray, ...]:
+    """Each gate's matrix as `lane_matrices.lane_matrices` reads it: the angle it takes
+    (0 for none: unread), its fixed part ``(gates, 4, 4)``, and a rotation's generator's size (0 for
+    a fixed gate), eigenvalues ``(gates, 4)`` and projectors ``(gates, 4, 4, 4)``."""
+    fixed, groups = _matrix_plan(circuit)
+    gates = len(circuit.gates)
+    angle_of = np.zeros(gates, np.int64)
+    sizes = np.zeros(gates, np.int64)
+    values = np.zeros((gates, 4))
+    projectors = np.zeros((gates, 4, 4, 4), np.complex128)
+    for spec, members, idx, k in groups:
+        eigenvalues, flat = _eigen_projectors(spec)
+        angle_of[members] = idx
+        sizes[members] = k
+        values[members, :k] = eigenvalues
+        projectors[members, :k, :k, :k] = flat.reshape(k, k, k)
+    return angle_of, sizes, fixed, values, projectors
 
 
 def _permutation(gate: CircuitGate, num_qubits: int) -> np.ndarray | None:
@@ -724,30 +756,55 @@ def _workspace(shape: tuple[int, ...]) -> np.ndarray:
     return kept
 
 
-def lane_circuit(circuit: BatchedCircuit, mats: np.ndarray) -> tuple[np.ndarray, ...]:
-    """`fused_one_wire_runs` with the matrices in the lane layout (`lane_kernels.to_lanes`):
-    the kernels' arrays for `final_lane_states`.
+def _lane_steps(circuit: BatchedCircuit, table: np.ndarray,
+                inverses: bool) -> tuple[tuple[np.ndarray, ...], np.ndarray]:
+    """`lane_circuit`'s arrays, and with ``inverses`` the adjoints of its matrices in
+    reverse order (else an empty array), both built by one pass from the angles."""
+    arrays, entries, permutes, tables = _fusion_plan(circuit)
+    order, runs, _, _ = one_wire_runs(circuit)
+    size = table.shape[1]
+    tiles = max(1, -(-size // lane_kernels.MAX_LANES))
+    lanes = -(-size // tiles)
+    shape = (tiles, len(entries), 2, 4, 4, lanes)
+    mats = np.empty(shape)
+    undo = np.empty(shape if inverses else (0,) * len(shape))
+    lane_matrices.lane_matrices(table, *_gate_expansions(circuit), order, runs, permutes,
+                                mats, undo)
+    return (*arrays, mats, tables), undo
+
+
+def lane_circuit(circuit: BatchedCircuit, angles: np.ndarray) -> tuple[np.ndarray, ...]:
+    """`fused_one_wire_runs` for the members of `angle_table`'s ``angles``, the matrices
+    in the lane layout (`lane_kernels.to_lanes`), built straight from the angles: the
+    kernels' arrays for `final_lane_states`.
 
     >>> import qdiff
     >>> from qdiff.quantum.lang.examples import rotation
     >>> circuit = batched_circuit(qdiff.trace(rotation, 0.1))
-    >>> lane_circuit(circuit, member_matrices(circuit, [np.zeros(3)], 3))[3].shape
+    >>> lane_circuit(circuit, np.zeros((1, 3)))[3].shape
     (1, 1, 2, 4, 4, 3)
     """
-    kinds, first, last, fused, tables = fused_one_wire_runs(circuit, mats)
-    return kinds, first, last, lane_kernels.to_lanes(fused), tables
+    return _lane_steps(circuit, angles, False)[0]
 
 
-def final_lane_states(circuit: BatchedCircuit, mats: np.ndarray,
+def lane_circuit_and_inverses(circuit: BatchedCircuit, angles: np.ndarray) -> tuple[
+        tuple[np.ndarray, ...], np.ndarray]:
+    """`lane_circuit`'s arrays and the steps that undo them: its matrices' adjoints, last
+    entry first (a permutation entry's is zero), from the same pass."""
+    return _lane_steps(circuit, angles, True)
+
+
+def final_lane_states(circuit: BatchedCircuit, angles: np.ndarray,
                       save_before: Sequence[int] = (),
                       steps: tuple[np.ndarray, ...] | None = None) -> np.ndarray:
-    """The circuit run from |0…0> for every member, the members along the lanes:
+    """The circuit run from |0…0> for every member of `angle_table`'s ``angles``, the
+    members along the lanes:
     ``(tiles, 2, 2**n, lanes)`` (`lane_kernels`). With ``save_before`` (indices of the
     kernels' entries, `fused_one_wire_runs`, each the first of a block or one past the
     last), the states before each of those entries instead:
     ``(tiles, len(save_before), 2, 2**n, lanes)``. ``steps``: `lane_circuit`'s arrays
     when the caller has them."""
-    kinds, first, last, lane_mats, tables = steps or lane_circuit(circuit, mats)
+    kinds, first, last, lane_mats, tables = steps or lane_circuit(circuit, angles)
     state = np.zeros((lane_mats.shape[0], 2, 1 << circuit.num_qubits, lane_mats.shape[-1]))
     state[:, 0, 0, :] = 1.0   # members that pad the last tile have zero matrices: end at 0
     bounds = lane_kernels.one_wire_blocks(kinds, first,
@@ -894,13 +951,14 @@ def run_batched(program: Program, values: Sequence[Any], flags: Sequence[bool],
     assert circuit is not None, "run_batched needs a program batched_circuit accepts"
     flags = tuple(bool(f) for f in flags)
     angles = angle_rows(circuit, values, flags, size)
-    mats = member_matrices(circuit, angles, size)
+    table = angle_table(circuit, angles, size)
     xp = batched_array_module()   # None: the lane kernels; else NumPy or CuPy
     if xp is None:
-        readouts, _ = final_readouts(circuit, final_lane_states(circuit, mats), size)
+        readouts, _ = final_readouts(circuit, final_lane_states(circuit, table), size)
     else:
-        psi = array_batched.final_states(xp, circuit.num_qubits,
-                                         fused_one_wire_runs(circuit, mats))
+        psi = array_batched.final_states(
+            xp, circuit.num_qubits, fused_one_wire_runs(circuit,
+                                                        member_matrices(circuit, table, size)))
         readouts = array_batched.readout_values(xp, circuit, psi)
     outputs = batched_part(circuit.outputs, (*flags, *[True] * len(readouts)), size, True)
     return evaluate(outputs, *values, *readouts)
@@ -912,8 +970,9 @@ def _claims(program: Program, flags: Sequence[bool]) -> bool:
 
 register_batched_runner(_claims, run_batched)
 
-__all__ = ["BatchedCircuit", "CircuitGate", "angle_gather", "angle_rows", "batched_circuit",
-           "final_lane_states", "final_readouts", "gate_step", "lane_circuit",
+__all__ = ["BatchedCircuit", "CircuitGate", "angle_gather", "angle_rows", "angle_table",
+           "batched_circuit", "final_lane_states", "final_readouts", "gate_step",
+           "lane_circuit", "lane_circuit_and_inverses",
            "lowered_gates", "one_wire_runs",
            "products_2x2", "readout_adjoint", "readout_adjoints", "readout_diagonals",
            "run_batched"]

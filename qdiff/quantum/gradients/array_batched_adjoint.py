@@ -34,6 +34,7 @@ from ..execution.batched import (
     BatchedCircuit,
     batched_circuit,
     fused_one_wire_runs,
+    member_matrices,
     readout_adjoints,
 )
 from ..execution.batched_backend import batched_array_module
@@ -69,9 +70,10 @@ def array_value_and_grad(xp: ModuleType, program: Program, values: Sequence[Any]
     """Each member's value and gradient (with respect to ``argnums``, structured like
     them) of a scalar-valued ``program``, batch axis first, simulated on ``xp``."""
 
-    def simulate(circuit: BatchedCircuit, mats: np.ndarray, size: int) -> tuple[
+    def simulate(circuit: BatchedCircuit, angles: np.ndarray, size: int) -> tuple[
             Sequence[Any], Callable[[Sequence[Any]], np.ndarray]]:
         n = circuit.num_qubits
+        mats = member_matrices(circuit, angles, size)
         psi = array_batched.final_states(xp, n, fused_one_wire_runs(circuit, mats))
 
         def sweep(readout_cts: Sequence[Any]) -> np.ndarray:

@@ -34,11 +34,13 @@ from ..execution.batched import (
     BatchedCircuit,
     angle_gather,
     angle_rows,
+    angle_table,
     batched_circuit,
     batched_part,
     final_lane_states,
     final_readouts,
     lane_circuit,
+    lane_circuit_and_inverses,
     member_matrices,
     observable_rows,
     one_wire_runs,
@@ -252,7 +254,8 @@ def value_and_grad_simulated(simulate: Simulation, program: Program, values: Seq
                              argnums: ArgNums) -> tuple[Any, Any]:
     """Each member's value and gradient (with respect to ``argnums``, structured like
     them) of a scalar-valued ``program``, batch axis first, around a batched simulation:
-    ``simulate(circuit, member_matrices, size)`` runs the circuit and returns its readouts'
+    ``simulate(circuit, angles, size)`` (`angle_table`'s) runs the circuit and returns its
+    readouts'
     values and a function taking their cotangents to every gate angle's cotangent,
     ``(size, gates)`` (the lane kernels' sweep here, the array module's in
     `array_batched_adjoint`). The classical parts around it are differentiated by
@@ -263,8 +266,8 @@ def value_and_grad_simulated(simulate: Simulation, program: Program, values: Seq
     numbers = argnum_tuple(argnums, program, "grad")
     active = tuple(wrt_flags(program, numbers, "grad"))
     num_readouts = len(circuit.readouts)
-    mats = member_matrices(circuit, angle_rows(circuit, values, flags, size), size)
-    readouts, sweep = simulate(circuit, mats, size)
+    table = angle_table(circuit, angle_rows(circuit, values, flags, size), size)
+    readouts, sweep = simulate(circuit, table, size)
     # the outputs' VJP: value, direct input cotangents, expectation cotangents
     backward = _vjp(circuit.outputs, (*active, *[True] * num_readouts), True)
     seed = np.ones((), np.float64)
@@ -276,23 +279,22 @@ def value_and_grad_simulated(simulate: Simulation, program: Program, values: Seq
     return value, pytree.unflatten(wrt_tree(program, argnums, numbers), grads)
 
 
-def _lane_simulation(circuit: BatchedCircuit, mats: np.ndarray, size: int) -> tuple[
+def _lane_simulation(circuit: BatchedCircuit, angles: np.ndarray, size: int) -> tuple[
         Sequence[Any], Callable[[Sequence[Any]], np.ndarray]]:
     # the forward run on the lanes, keeping what the sweep reads; the sweep itself
     segments = checkpoint_segments(circuit, size)
-    steps = lane_circuit(circuit, mats)
     if segments is None:
-        forward = final = final_lane_states(circuit, mats, steps=steps)
-        inverses = lane_kernels.to_lanes(_step_inverses(*_sweep_plan(circuit)[3:5], mats))
+        steps = lane_circuit(circuit, angles)
+        forward = final = final_lane_states(circuit, angles, steps=steps)
+        inverses = lane_kernels.to_lanes(_step_inverses(
+            *_sweep_plan(circuit)[3:5], member_matrices(circuit, angles, size)))
     else:   # the states entering the segments that take overlaps, the final ones first
+        # each step undoes one entry of the forward run: its matrices' adjoints
+        steps, inverses = lane_circuit_and_inverses(circuit, angles)
         kept = segments[:-1][_checkpoint_slots(circuit) >= 0]
-        forward = final_lane_states(circuit, mats, len(_sweep_plan(circuit)[0]) - kept,
+        forward = final_lane_states(circuit, angles, len(_sweep_plan(circuit)[0]) - kept,
                                     steps)
         final = forward[:, 0]
-        # each step undoes one entry of the forward run: its matrices' adjoints
-        forward_mats = steps[3][:, ::-1]
-        inverses = np.ascontiguousarray(forward_mats.swapaxes(3, 4))
-        inverses[:, :, 1] *= -1.0
     readouts, psi = final_readouts(circuit, final, size)
 
     def sweep(readout_cts: Sequence[Any]) -> np.ndarray:
