@@ -244,13 +244,20 @@ def _jax_sum_of(fn):
     return lambda *xs: jnp.sum(fn(*xs))
 
 
-def _compare(f, g, x, where):
-    """grad, hessian, jacobian(grad), jvp(grad), grad(grad of a sum) of scalar f vs JAX g."""
+def _jax_derivatives(g):
+    """The gradient and Hessian in ``v`` of the scalar JAX function ``g(v, *rest)``, as one
+    jitted program: much faster than op-by-op dispatch, and made once per function so that
+    points of one shape share its compilation (XLA's compile is most of this file's time)."""
+    return jax.jit(lambda v, *rest: (jax.grad(g)(v, *rest), jax.hessian(g)(v, *rest)))
+
+
+def _compare(f, derivatives, x, where, *rest):
+    """grad, hessian, jacobian(grad), jvp(grad), grad(grad of a sum) of scalar f vs JAX's
+    ``derivatives(x, *rest)`` (from `_jax_derivatives`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        # one jitted JAX program per function: much faster than op-by-op dispatch
-        grad, hess = (np.asarray(a) for a in jax.jit(
-            lambda v: (jax.grad(g)(v), jax.hessian(g)(v)))(jnp.asarray(x)))
+        grad, hess = (np.asarray(a) for a in derivatives(
+            jnp.asarray(x), *(jnp.asarray(r) for r in rest)))
         rtol = 1e-6 if "convert" in where else 1e-9  # convert goes through float32
         ok = dict(rtol=rtol, atol=1e-12, equal_nan=True, err_msg=where)
         np.testing.assert_allclose(qdiff.grad(f)(x), grad, **ok)
@@ -268,18 +275,19 @@ def _compare(f, g, x, where):
 @pytest.mark.parametrize("name", UNARY)
 def test_unary_primitive_derivatives_match_jax(name):
     ours, theirs, points = UNARY[name]
+    derivatives = _jax_derivatives(_jax_sum_of(theirs))
     for x in points:
-        _compare(_sum_of(ours), _jax_sum_of(theirs), x, f"{name} at {x}")
+        _compare(_sum_of(ours), derivatives, x, f"{name} at {x}")
 
 
 @pytest.mark.parametrize("name", BINARY)
 def test_binary_primitive_derivatives_match_jax(name):
     ours, theirs = BINARY[name]
+    in_x = _jax_derivatives(lambda v, y: jnp.sum(theirs(v, y)))
+    in_y = _jax_derivatives(lambda v, x: jnp.sum(theirs(x, v)))
     for x, y in BINARY_POINTS.get(name, [(GENERIC, GENERIC[::-1]), TIES, (EDGE[:3], TIES[0])]):
-        _compare(lambda v, y=y: qnp.sum(ours(v, y)), lambda v, y=y: jnp.sum(theirs(v, y)), x,
-                 f"{name} d/dx at {x}, {y}")
-        _compare(lambda v, x=x: qnp.sum(ours(x, v)), lambda v, x=x: jnp.sum(theirs(x, v)), y,
-                 f"{name} d/dy at {x}, {y}")
+        _compare(lambda v, y=y: qnp.sum(ours(v, y)), in_x, x, f"{name} d/dx at {x}, {y}", y)
+        _compare(lambda v, x=x: qnp.sum(ours(x, v)), in_y, y, f"{name} d/dy at {x}, {y}", x)
 
 
 @pytest.mark.parametrize("name", STRUCTURAL)
@@ -290,25 +298,27 @@ def test_structural_primitive_derivatives_match_jax(name):
     assert name in used or name == "unpack" or any(
         name in {s.primitive.name for s in sub.eqns} for e in program.eqns
         for sub in e.params.values() if isinstance(sub, qdiff.Program)), (name, used)
+    derivatives = _jax_derivatives(theirs)
     for x in (VECTOR, np.zeros(4), np.array([1.0, 1.0, -2.0, 0.0])):
-        _compare(ours, theirs, x, f"{name} at {x}")
+        _compare(ours, derivatives, x, f"{name} at {x}")
 
 
 @pytest.mark.parametrize("name", NUMPY_FUNCTIONS)
 def test_numpy_function_derivatives_match_jax(name):
     ours, theirs = NUMPY_FUNCTIONS[name]
     # a generic point, one with zeros (cumprod's zero products) and one with ties
+    derivatives = _jax_derivatives(lambda v: jnp.sum(jnp.sin(theirs(v)) * theirs(v)))
     for x in (MATRIX, np.zeros((2, 3)), np.array([[1.0, 1.0, -2.0], [0.5, 0.5, 0.5]])):
-        _compare(lambda v: qnp.sum(qnp.sin(ours(v)) * ours(v)),
-                 lambda v: jnp.sum(jnp.sin(theirs(v)) * theirs(v)), x, f"{name} at {x}")
+        _compare(lambda v: qnp.sum(qnp.sin(ours(v)) * ours(v)), derivatives, x,
+                 f"{name} at {x}")
 
 
 @pytest.mark.parametrize("name", REDUCTIONS)
 def test_reduction_derivatives_match_jax(name):
     ours, theirs = REDUCTIONS[name]
+    derivatives = _jax_derivatives(lambda v: jnp.sum(theirs(v) ** 2))
     for x in MATRICES if name != "reduce_min" else MATRICES[:1]:  # ties: see below
-        _compare(lambda v: qnp.sum(ours(v) ** 2), lambda v: jnp.sum(theirs(v) ** 2), x,
-                 f"{name} at {x}")
+        _compare(lambda v: qnp.sum(ours(v) ** 2), derivatives, x, f"{name} at {x}")
 
 
 @pytest.mark.parametrize("name, kind", [("reduce_max", "max"), ("reduce_min", "min")])
