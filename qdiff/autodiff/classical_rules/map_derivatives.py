@@ -10,6 +10,8 @@ they take at most `MAX_KEPT_BYTES`): its map also returns them, one per element,
 adjoint lambda reads them instead of computing them again. A costly result that is one of
 the lambda's outputs is already one of the map's: the adjoint reads that, in mixed mode
 too (a softmax's ``exp(v - max)``, summed by the forward sweep, is not computed again).
+Where nothing but the adjoint map reads the forward map's results (``grad``: the value is
+dead), `vjp_program` fuses the two maps (`qdiff.ir.passes.fuse_maps`), so no array is stored.
 A free variable c read inside the lambda gets one contribution per iteration; they come
 back as a stacked array summed by a reduction, ``c̄ += Σ_i c̄_i`` (Futhark's "FreeNonAcc"
 case).
