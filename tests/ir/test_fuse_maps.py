@@ -66,6 +66,10 @@ def test_map_whose_results_are_read_elsewhere_is_left_alone():
         e = qdiff.map(qnp.exp, x)
         return qdiff.map(lambda v: v * 2.0, e), qdiff.map(lambda v: v + 1.0, e)
 
-    for f in (returned, summed, read_whole, two_readers):
+    def looped(x):  # only straight-line lambdas on scalars are fused
+        e = qdiff.map(lambda v: qdiff.fori_loop(0, 2, lambda i, c: qnp.sin(c), v), x)
+        return qdiff.map(lambda v: v * 2.0, e)
+
+    for f in (returned, summed, read_whole, two_readers, looped):
         p = qdiff.trace(f, X)
         assert fuse_maps(p) is p, f.__name__

@@ -35,6 +35,7 @@ from ...classical.elementwise import select_p
 from ...classical.soacs import map_p
 from ...ir.core import Program, Var
 from ...ir.interpreter import inline
+from ...ir.passes.fuse_maps import straight_line_on_scalars
 from ...ir.tracer import bind, trace, value_type
 from ...ir.types import Tensor
 from ..forward import jvp_program
@@ -172,8 +173,7 @@ def kept_values(body: Program, count: int) -> list[Var]:
     >>> [v.type.short() for v in kept_values(body, 10)], kept_values(body, 10 ** 8)
     (['f64[]', 'f64[]'], [])
     """
-    if any(e.primitive.subprogram_params for e in body.eqns) or any(
-            v.type.shape != () for e in body.eqns for v in e.outputs):
+    if not straight_line_on_scalars(body):
         return []
     outputs = {id(a) for a in body.outputs}
     kept = [v for e in body.eqns if e.primitive.name in COSTLY for v in e.outputs]

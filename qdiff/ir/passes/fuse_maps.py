@@ -2,8 +2,10 @@
 inside that map's lambda.
 
 Rewrite rule. Let ``F = map[f](*c_F, *x_F)`` and ``A = map[a](*c_A, *x_A)`` be equations
-without effects such that every result of F that anything reads is read only by A, as one
-of A's mapped operands (never as a const, never returned)::
+without effects whose lambdas are straight-line code on scalars (`straight_line_on_scalars`:
+no loops or branches, nothing a batched runner would claim) such that every result of F that
+anything reads is read only by A, as one of A's mapped operands (never as a const, never
+returned)::
 
     ys = map[f](*c_F, *x_F); …; zs = map[a](*c_A, *x_A)      (some x_A are ys)
   ⇒
@@ -42,6 +44,7 @@ from typing import Any
 from ..core import Atom, Eqn, Program, Var
 from ..interpreter import inline
 from ..tracer import _is_effectful, trace
+from ..types import Tensor
 from .simplify import simplify
 
 
@@ -70,7 +73,7 @@ def _fusable_pair(eqns: Sequence[Eqn], outputs: Sequence[Atom]) -> tuple[int, in
                 readers.setdefault(atom, set()).add(k)
     returned = {a for a in outputs if isinstance(a, Var)}
     for k, eqn in enumerate(eqns):
-        if not _pure_map(eqn):
+        if not _scalar_map(eqn):
             continue
         read = [v for v in eqn.outputs if v in readers or v in returned]
         if not read or any(v in returned for v in read):
@@ -79,13 +82,22 @@ def _fusable_pair(eqns: Sequence[Eqn], outputs: Sequence[Atom]) -> tuple[int, in
         if len(consumers) != 1:
             continue
         (consumer,) = consumers
-        if _pure_map(eqns[consumer]) and not set(read) & set(_consts(eqns[consumer])):
+        if _scalar_map(eqns[consumer]) and not set(read) & set(_consts(eqns[consumer])):
             return k, consumer
     return None
 
 
-def _pure_map(eqn: Eqn) -> bool:
-    return eqn.primitive.name == "map" and not _is_effectful(eqn.primitive, eqn.params)
+def straight_line_on_scalars(body: Program) -> bool:
+    """Whether ``body`` is straight-line code on scalars: no sub-programs (loops, branches,
+    maps), every value it makes of rank 0."""
+    return all(not eqn.primitive.subprogram_params
+               and all(isinstance(v.type, Tensor) and v.type.shape == () for v in eqn.outputs)
+               for eqn in body.eqns)
+
+
+def _scalar_map(eqn: Eqn) -> bool:
+    return (eqn.primitive.name == "map" and not _is_effectful(eqn.primitive, eqn.params)
+            and straight_line_on_scalars(eqn.params["body"]))
 
 
 def _consts(eqn: Eqn) -> tuple[Atom, ...]:
