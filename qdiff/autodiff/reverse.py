@@ -24,7 +24,7 @@ from typing import Any
 
 from ..ir.core import Literal, Program, Var
 from ..ir.errors import QdiffError
-from ..ir.passes import simplify
+from ..ir.passes import fuse_maps, simplify
 from ..ir.tracer import bind, trace
 from .activity import active_vars
 from .forward import _active_flags
@@ -53,8 +53,10 @@ def vjp_program(program: Program, active: Sequence[bool] | None = None,
                 if flag]
         return (*outs, *kept) if with_primal else tuple(kept)
 
-    return simplify(trace(backward, *program.in_types, *(v.type for v in known), *ct_types,
-                          name=f"vjp_{program.name}"))
+    # a forward map whose results only its adjoint map reads (the value is not returned)
+    # runs inside that adjoint: the values it kept are then never stored
+    return fuse_maps(simplify(trace(backward, *program.in_types, *(v.type for v in known),
+                                    *ct_types, name=f"vjp_{program.name}")))
 
 
 def vjp_eval(program: Program, primals: Sequence[Any], cts: Sequence[Any],

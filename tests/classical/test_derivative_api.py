@@ -197,6 +197,59 @@ def test_softmax_adjoint_reads_the_exponentials_its_forward_map_returns():
     np.testing.assert_allclose(qdiff.jit(gradient)(x), gradient(x), rtol=1e-12)
 
 
+def _exp_sin_product(ns):
+    return lambda x, y: ns.sum(ns.exp(ns.sin(x) * y))
+
+
+def _central_gradient(f, args, eps=1e-6):
+    """d f / d args[k] for each k by central differences, element by element (f: NumPy)."""
+    result = []
+    for k, arg in enumerate(args):
+        grad = np.zeros_like(arg)
+        for i in range(arg.size):
+            step = np.zeros_like(arg)
+            step.flat[i] = eps
+            up, down = list(args), list(args)
+            up[k], down[k] = arg + step, arg - step
+            grad.flat[i] = (f(*up) - f(*down)) / (2 * eps)
+        result.append(grad)
+    return result
+
+
+@pytest.mark.parametrize("ad_mode", ["auto", "reverse"])
+def test_gradient_of_an_elementwise_chain_is_one_map_when_its_value_is_not_needed(ad_mode):
+    # the forward map keeps exp(sin(x)·y) for its adjoint, but nothing else reads it when
+    # the value is not returned: the two run as one map and no array of them is stored
+    def f(x, y):
+        return qnp.sum(qdiff.map(lambda v, w: qnp.exp(qnp.sin(v) * w), x, y, ad_mode=ad_mode))
+
+    x, y = np.linspace(-1.0, 2.0, 6), np.linspace(0.5, -0.7, 6)
+    gradient = qdiff.grad(f, argnums=(0, 1))
+    program = gradient.trace(x, y)
+    assert [e.primitive.name for e in program.eqns] == ["map"]
+    assert _costly_count(program) == 1  # exp(sin(x)·y) once, then its adjoint
+    central = _central_gradient(_exp_sin_product(np), (x, y))
+    for got, expected in zip(gradient(x, y), central):
+        np.testing.assert_allclose(got, expected, rtol=1e-8)
+    for got, expected in zip(qdiff.jit(gradient)(x, y), gradient(x, y)):
+        np.testing.assert_allclose(got, expected, rtol=1e-13)
+
+
+def test_value_and_grad_adjoint_reads_the_exponentials_its_forward_map_returns():
+    # the value needs the forward map's exponentials anyway: the adjoint map reads them
+    both = qdiff.value_and_grad(_exp_sin_product(qnp), argnums=(0, 1))
+    x, y = np.linspace(-1.0, 2.0, 6), np.linspace(0.5, -0.7, 6)
+    program = both.trace(x, y)
+    forward, adjoint = [e for e in program.eqns if e.primitive.name == "map"]
+    assert set(forward.outputs) & set(adjoint.inputs)
+    assert _costly_count(program) == 1  # the forward map's exp; the adjoint computes none
+    value, grads = both(x, y)
+    np.testing.assert_allclose(value, _exp_sin_product(np)(x, y), rtol=1e-14)
+    central = _central_gradient(_exp_sin_product(np), (x, y))
+    for got, expected in zip(grads, central):
+        np.testing.assert_allclose(got, expected, rtol=1e-8)
+
+
 def test_map_adjoint_is_not_passed_an_output_it_does_not_read():
     # a square's adjoint 2·v does not read v², so the squares (summed where they are made)
     # are not an operand of the adjoint map, which would make a loop nest store them

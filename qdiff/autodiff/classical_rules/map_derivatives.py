@@ -10,6 +10,8 @@ they take at most `MAX_KEPT_BYTES`): its map also returns them, one per element,
 adjoint lambda reads them instead of computing them again. A costly result that is one of
 the lambda's outputs is already one of the map's: the adjoint reads that, in mixed mode
 too (a softmax's ``exp(v - max)``, summed by the forward sweep, is not computed again).
+Where nothing but the adjoint map reads the forward map's results (``grad``: the value is
+dead), `vjp_program` fuses the two maps (`qdiff.ir.passes.fuse_maps`), so no array is stored.
 A free variable c read inside the lambda gets one contribution per iteration; they come
 back as a stacked array summed by a reduction, ``c̄ += Σ_i c̄_i`` (Futhark's "FreeNonAcc"
 case).
@@ -33,6 +35,7 @@ from ...classical.elementwise import select_p
 from ...classical.soacs import map_p
 from ...ir.core import Program, Var
 from ...ir.interpreter import inline
+from ...ir.passes.fuse_maps import straight_line_on_scalars
 from ...ir.tracer import bind, trace, value_type
 from ...ir.types import Tensor
 from ..forward import jvp_program
@@ -170,8 +173,7 @@ def kept_values(body: Program, count: int) -> list[Var]:
     >>> [v.type.short() for v in kept_values(body, 10)], kept_values(body, 10 ** 8)
     (['f64[]', 'f64[]'], [])
     """
-    if any(e.primitive.subprogram_params for e in body.eqns) or any(
-            v.type.shape != () for e in body.eqns for v in e.outputs):
+    if not straight_line_on_scalars(body):
         return []
     outputs = {id(a) for a in body.outputs}
     kept = [v for e in body.eqns if e.primitive.name in COSTLY for v in e.outputs]
