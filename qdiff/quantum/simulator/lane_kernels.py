@@ -51,8 +51,8 @@ def line_aligned(buffer, shape):  # pragma: no cover - compiled
     tuple): with a multiple of 8 lanes, every row of a state then starts one too. The
     kernels' 32-byte vector loads and stores of rows that start elsewhere straddle two
     lines one time in two, each then costing two accesses (NumPy's 4 MiB arrays start 16
-    bytes past a page): at n = 12 and 64 lanes, a pass of five one-wire steps took
-    0.6-0.85x the time on aligned rows, the forward run 0.8x and the adjoint sweep 0.9x.
+    bytes past a page): at n = 12 and 64 lanes, a pass of one-wire steps took 0.7-0.85x
+    the time on aligned rows, the forward run 0.8x and the adjoint sweep 0.9x.
 
     >>> line_aligned(np.empty(6 + LINE_SPARE), (3, 2)).ctypes.data % LINE_BYTES
     0
