@@ -750,7 +750,7 @@ def _workspace(shape: tuple[int, ...]) -> np.ndarray:
     kept = getattr(_WORKSPACES, "array", None)
     if kept is None or kept.shape != shape:
         _WORKSPACES.array = kept = None   # release the old one before allocating
-        kept = np.empty(shape)
+        kept = lane_kernels.aligned_empty(shape)
         if kept.nbytes <= KEPT_WORKSPACE_BYTES:
             _WORKSPACES.array = kept
     return kept
@@ -766,8 +766,8 @@ def _lane_steps(circuit: BatchedCircuit, table: np.ndarray,
     tiles = max(1, -(-size // lane_kernels.MAX_LANES))
     lanes = -(-size // tiles)
     shape = (tiles, len(entries), 2, 4, 4, lanes)
-    mats = np.empty(shape)
-    undo = np.empty(shape if inverses else (0,) * len(shape))
+    mats = lane_kernels.aligned_empty(shape)
+    undo = lane_kernels.aligned_empty(shape if inverses else (0,) * len(shape))
     lane_matrices.lane_matrices(table, *_gate_expansions(circuit), order, runs, permutes,
                                 mats, undo)
     return (*arrays, mats, tables), undo
@@ -805,7 +805,8 @@ def final_lane_states(circuit: BatchedCircuit, angles: np.ndarray,
     ``(tiles, len(save_before), 2, 2**n, lanes)``. ``steps``: `lane_circuit`'s arrays
     when the caller has them."""
     kinds, first, last, lane_mats, tables = steps or lane_circuit(circuit, angles)
-    state = np.zeros((lane_mats.shape[0], 2, 1 << circuit.num_qubits, lane_mats.shape[-1]))
+    state = lane_kernels.aligned_zeros((lane_mats.shape[0], 2, 1 << circuit.num_qubits,
+                                        lane_mats.shape[-1]))
     state[:, 0, 0, :] = 1.0   # members that pad the last tile have zero matrices: end at 0
     bounds = lane_kernels.one_wire_blocks(kinds, first,
                                           lane_kernels.block_wires(state.shape[-1], 1))

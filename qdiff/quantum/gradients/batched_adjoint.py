@@ -177,7 +177,7 @@ def _lane_sweep(circuit: BatchedCircuit, psi: np.ndarray, lam: np.ndarray,
     kinds, first, last, later, earlier, tables = _sweep_plan(circuit)
     step_gens = _step_generators(circuit)
     lanes = psi.shape[-1]
-    out = np.empty((psi.shape[0], len(kinds), 2, lanes))
+    out = lane_kernels.aligned_empty((psi.shape[0], len(kinds), 2, lanes))
     if segments is None:
         bounds = lane_kernels.one_wire_blocks(kinds, first,
                                               lane_kernels.block_wires(lanes, 2))
@@ -207,8 +207,9 @@ def _adjoint_vectors(circuit: BatchedCircuit, state: np.ndarray, psi: np.ndarray
         for r, ct in enumerate(readout_cts):
             cts[r, :size] = ct
         weights = readout_diagonals(circuit).T @ cts                 # (2**n, members)
-        lam = state * np.moveaxis(weights.reshape(-1, tiles, lanes), 1, 0)[:, None]
-        return np.ascontiguousarray(lam)
+        lam = lane_kernels.aligned_empty(state.shape)
+        return np.multiply(state, np.moveaxis(weights.reshape(-1, tiles, lanes), 1, 0)[:, None],
+                           out=lam)
     n = circuit.num_qubits
     return lane_kernels.to_lanes(readout_adjoints(
         np, circuit, psi, readout_cts, lambda x, obs, wires: observable_rows(x, n, obs, wires)))

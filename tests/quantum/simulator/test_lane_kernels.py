@@ -260,3 +260,23 @@ def test_diagonal_expectations_are_the_members_sums_over_their_amplitudes(member
     np.testing.assert_allclose(norms.reshape(-1)[:members], weights.sum(axis=1), rtol=1e-13)
     np.testing.assert_allclose(values.reshape(2, -1)[:, :members], diagonals @ weights.T,
                                rtol=1e-12, atol=1e-13)
+
+
+def test_lane_states_and_matrices_start_a_cache_line_whatever_numpy_allocates():
+    # NumPy's large arrays start 16 bytes past a page: rows that start mid-line made
+    # half the kernels' vector loads straddle two lines
+    import qdiff
+    from qdiff.quantum.execution.batched import batched_circuit, final_lane_states, lane_circuit
+    from qdiff.quantum.lang.examples import rotation
+
+    for shape in [(3, 2, 1 << 12, 64), (7,), (0, 0)]:
+        for array in (lk.aligned_empty(shape), lk.aligned_zeros(shape)):
+            assert array.shape == shape and array.flags.c_contiguous
+            assert array.ctypes.data % lk.LINE_BYTES == 0
+        assert not lk.aligned_zeros(shape).any()
+    for members in (1, 64, 70):
+        assert lk.to_lanes(_states(members)).ctypes.data % lk.LINE_BYTES == 0
+        circuit = batched_circuit(qdiff.trace(rotation, 0.1))
+        angles = rng.normal(size=(1, members))
+        for array in (lane_circuit(circuit, angles)[3], final_lane_states(circuit, angles)):
+            assert array.ctypes.data % lk.LINE_BYTES == 0
