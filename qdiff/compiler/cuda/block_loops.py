@@ -489,13 +489,19 @@ class _Writer:
     def mark_name(self) -> str:
         return f"bl{self.key}_mark_d"
 
+    def _own_array(self, carry: str, source: str, reason: str) -> None:
+        """Give ``carry`` an array of its own, copied from ``source`` before the kernel
+        (the kernel copies into it in place, so it must not alias an input)."""
+        if carry in self.buffered:
+            return
+        if not self.available(source):
+            raise _NotFusable(f"{carry}: {reason}")
+        self.region.hoisted.append(f"{carry} = rtc.copy({source})")
+        self.buffered.add(carry)
+        self.ranks[carry] = self.rank(source)
+
     def carry_copy(self, carry: str, source: str) -> list[str]:
-        if carry not in self.buffered:
-            if not self.available(source):
-                raise _NotFusable(f"{carry}: its first value is made in the kernel")
-            self.region.hoisted.append(f"{carry} = rtc.copy({source})")
-            self.buffered.add(carry)
-            self.ranks[carry] = self.rank(source)
+        self._own_array(carry, source, "its first value is made in the kernel")
         self._check_readable(source)
         return ["cuda.syncthreads()", *self.elementwise(carry, source, None),
                 "cuda.syncthreads()"]
@@ -514,12 +520,7 @@ class _Writer:
             if carry == source:
                 continue
             if _device(carry):
-                if carry not in self.buffered:
-                    if not self.available(source):
-                        raise _NotFusable(f"{carry} has no array of its own")
-                    self.region.hoisted.append(f"{carry} = rtc.copy({source})")
-                    self.buffered.add(carry)
-                    self.ranks[carry] = self.rank(source)
+                self._own_array(carry, source, "it has no array of its own")
                 lines += self.elementwise(carry, source, None)
             else:
                 self._check_scalar(ast.Name(source), text)
