@@ -1,4 +1,5 @@
-"""The ``qdiff`` command: ``demo``, ``info``, ``show FILE.json [--compiled]``, ``case-study``."""
+"""The ``qdiff`` command: ``demo``, ``info``, ``show FILE.json [--compiled]``, ``case-study``,
+``precompile``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from .compiler import CompiledProgram
 from .demo import run_demo
 from .ir.core import Program
 from .ir.errors import QdiffError
+from .precompile import precompile
 
 
 def _probe(module: str) -> tuple[bool, str]:
@@ -137,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     study_parser.add_argument("name", nargs="?", help="the study, e.g. quantum_walk")
     study_parser.add_argument("flags", nargs=argparse.REMAINDER,
                               help="the study's flags: --quick, --seed, --method, --out")
+    precompile_parser = sub.add_parser(
+        "precompile", help="compile the simulator's kernels into Numba's on-disk cache")
+    precompile_parser.add_argument("--dtype", action="append", choices=("complex128", "complex64"),
+                                   help="a precision to compile for (default: both)")
     args = parser.parse_args(argv)
 
     try:
@@ -144,6 +150,9 @@ def main(argv: list[str] | None = None) -> int:
             print(run_demo())
         elif args.command == "info":
             print(info())
+        elif args.command == "precompile":
+            for part, seconds in precompile(args.dtype or ("complex128", "complex64")).items():
+                print(f"{part:<24} {seconds:6.1f} s")
         elif args.command == "case-study":
             if args.list or args.name is None:
                 print(list_case_studies())
