@@ -103,7 +103,7 @@ def jax_gradient(main_params, extra_params, state, sequence) -> list[np.ndarray]
 def main(argv: list[str] | None = None) -> int:
     args = common.parse_args(__doc__.splitlines()[0], ("reverse", "checkpointed"), argv)
     rng = np.random.default_rng(args.seed)
-    b, c, steps = (6, 16, 60) if args.quick else (10, 100, 250)
+    b, c, steps = (6, 16, 20) if args.quick else (10, 100, 250)
     sequence, entropy_rate = markov_sequence(c, b, rng)
     main_params = 0.3 * rng.normal(size=(2 * LAYERS, 4 * b))
     extra_params = 0.3 * rng.normal(size=(3, b))

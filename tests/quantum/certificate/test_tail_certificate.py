@@ -183,7 +183,9 @@ def _long_bounded_count(theta):
         tries.set(tries.value + 1)
 
     qdiff.while_loop(lambda: qm.measure(q[0]) == 0, retry, max_iter=20_000)
-    qdiff.while_loop(lambda: qm.measure(q[0]) == 1, lambda: qm.ry(theta, q[0]))
+    # the unbounded loop's wide turn ends it in a few rounds: each of the first loop's exits
+    # (its own count) is a path of its own through it
+    qdiff.while_loop(lambda: qm.measure(q[0]) == 1, lambda: qm.ry(theta + 2.0, q[0]))
     return tries.value * 1.0
 
 

@@ -250,13 +250,13 @@ def test_unbounded_loops_exact_closed_forms():
     assert gradient(coin_loop, 0.7, method="parameter-shift").grad == pytest.approx(
         0.413667, abs=1e-6)
     # every occurrence is one shifted program (each a run of the whole loop): a looser
-    # tolerance keeps the series short
-    result = gradient(until_one, 0.7, method="parameter-shift", tol=1e-6)
+    # tolerance keeps the series short (1e-5: relative error 4e-4, 93 programs)
+    result = gradient(until_one, 0.7, method="parameter-shift", tol=1e-5)
     exact = -np.cos(0.35) / np.sin(0.35) ** 3
     assert exact == pytest.approx(-23.2994, abs=1e-4)
     assert result.grad == pytest.approx(exact, rel=1e-3)
     assert result.num_derivative_programs > 50
-    fair = gradient(von_neumann, 2.0, method="parameter-shift", tol=1e-8)
+    fair = gradient(von_neumann, 2.0, method="parameter-shift", tol=1e-7)  # value off by 9e-8
     assert abs(fair.grad) < 1e-6 and fair.value == pytest.approx(0.5, abs=1e-6)
 
 

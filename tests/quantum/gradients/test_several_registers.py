@@ -31,7 +31,7 @@ def test_two_registers_grad_jacobian_and_sampled_gradient():
     expected = central_difference(two_registers, x)
     np.testing.assert_allclose(qdiff.grad(two_registers)(x), expected, atol=1e-6)
     np.testing.assert_allclose(qdiff.jacobian(two_registers)(x), expected, atol=1e-6)
-    sampled = qm.gradient(two_registers, x, mode="sample", shots=2000, seed=3)
+    sampled = qm.gradient(two_registers, x, mode="sample", shots=500, seed=3)
     assert np.all(np.abs(sampled.grad - expected) <= 4 * sampled.grad_stderr + 1e-9)
 
 
