@@ -65,6 +65,19 @@ def closed_form(theta: float) -> tuple[float, float, float, float]:
     return 0.5, 0.0, 2 / s ** 2, -4 * c / s ** 3
 
 
+def estimate(program: qdiff.Program, theta: float, name: str, settings: dict
+             ) -> tuple[dict, object, list]:
+    """The table row of one way of estimating (``settings``: `qm.gradient`'s keywords), with
+    its run and its gradients of P(output = 1) and of E[rounds]."""
+    run = qm.run(program, theta, **{k: v for k, v in settings.items() if k != "method"})
+    value = np.asarray(run.values, dtype=float)
+    gradients = [qm.gradient(program, theta, cotangent=weights, **settings)
+                 for weights in ((1.0, 0.0), (0.0, 1.0))]
+    row = {"estimate": name, "P(out=1)": value[0], "dP/dθ": float(gradients[0].grad),
+           "E[rounds]": value[1], "dE/dθ": float(gradients[1].grad)}
+    return row, run, gradients
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(__doc__.splitlines()[0], ("adjoint", "parameter-shift"), argv)
     shots, steps = (400, 8) if args.quick else (4000, 100)
@@ -74,31 +87,23 @@ def main(argv: list[str] | None = None) -> int:
     program = qdiff.trace(extractor, theta)
     p1, dp1, rounds, drounds = closed_form(theta)
 
-    rows, sampled_run, sampled_grad = [], None, None
-    for name, settings in ((f"exact ({args.method})", {"method": args.method, "tol": tol}),
-                           (f"sampled ({shots} shots)",
-                            {"mode": "sample", "shots": shots, "seed": args.seed})):
-        run = qm.run(program, theta, **{k: v for k, v in settings.items() if k != "method"})
-        value = np.asarray(run.values, dtype=float)
-        gradients = [qm.gradient(program, theta, cotangent=weights, **settings)
-                     for weights in ((1.0, 0.0), (0.0, 1.0))]
-        derivative = [float(g.grad) for g in gradients]
-        if settings.get("mode") == "sample":  # their standard errors back the checks below
-            sampled_run, sampled_grad = run, gradients[1]
-        rows.append({"estimate": name, "P(out=1)": value[0], "dP/dθ": derivative[0],
-                     "E[rounds]": value[1], "dE/dθ": derivative[1]})
-    rows.append({"estimate": "closed form", "P(out=1)": p1, "dP/dθ": dp1, "E[rounds]": rounds,
-                 "dE/dθ": drounds})
+    exact, _, _ = estimate(program, theta, f"exact ({args.method})",
+                           {"method": args.method, "tol": tol})
+    # the sampled run and gradient: their standard errors back the checks below
+    sampled, sampled_run, sampled_grads = estimate(
+        program, theta, f"sampled ({shots} shots)",
+        {"mode": "sample", "shots": shots, "seed": args.seed})
+    rows = [exact, sampled, {"estimate": "closed form", "P(out=1)": p1, "dP/dθ": dp1,
+                             "E[rounds]": rounds, "dE/dθ": drounds}]
     print(results_table(rows, f"von Neumann extractor at θ = {theta}"))
-    exact, sampled = rows[0], rows[1]
     for key, reference in (("P(out=1)", p1), ("dP/dθ", dp1), ("E[rounds]", rounds),
                            ("dE/dθ", drounds)):
         passed &= check(f"exact {key}", exact[key], reference, 1e-6)
     # the sampled estimates: within 4 standard errors (from their own spread)
     passed &= check("sampled P(out=1)", sampled["P(out=1)"], p1,
                     4 * float(np.asarray(sampled_run.stderr)[0]))
-    passed &= check("sampled dE/dθ", float(sampled_grad.grad), drounds,
-                    4 * float(sampled_grad.grad_stderr))
+    passed &= check("sampled dE/dθ", sampled["dE/dθ"], drounds,
+                    4 * float(sampled_grads[1].grad_stderr))
 
     # training: the fewest expected rounds
     rounds_program = qdiff.trace(expected_rounds, theta)

@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "info":
             print(info())
         elif args.command == "precompile":
-            for part, seconds in precompile(args.dtype or ("complex128", "complex64")).items():
+            dtypes = {"dtypes": args.dtype} if args.dtype else {}
+            for part, seconds in precompile(**dtypes).items():
                 print(f"{part:<24} {seconds:6.1f} s")
         elif args.command == "case-study":
             if args.list or args.name is None:

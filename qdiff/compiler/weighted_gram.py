@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..classical.linalg import parse_spec
-from ..ir.core import Atom, Eqn, Literal, Program, Var
+from ..ir.core import Atom, Eqn, Literal, Program, Var, producers
 from ..ir.passes.simplify import live_eqns
 from ..ir.types import Tensor
 from .fusion import elementwise_map
@@ -46,10 +46,6 @@ MAX_TERMS = 64
 
 class _NoMatch(Exception):
     pass
-
-
-def _producers(program: Program) -> dict[Var, Eqn]:
-    return {out: eqn for eqn in program.eqns for out in eqn.outputs}
 
 
 class _Expressions:
@@ -438,7 +434,7 @@ def weighted_grams(program: Program) -> Program:
     >>> all(np.allclose(a, b) for a, b in zip(q(*args), p(*args)))
     True
     """
-    readers, producer = Readers(program), _producers(program)
+    readers, producer = Readers(program), producers(program.eqns)
     dropped: set[Eqn] = set()
     replacement: dict[Eqn, list[Eqn]] = {}
     for eqn in program.eqns:

@@ -9,7 +9,7 @@ loops through every transformation.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,6 +102,17 @@ class Eqn:
                 continue
             params[name] = f(value) if isinstance(value, Program) else tuple(map(f, value))
         return Eqn(self.primitive, self.inputs, self.outputs, params)
+
+
+def producers(eqns: Iterable[Eqn]) -> dict[Var, Eqn]:
+    """Each var an equation defines, mapped to that equation.
+
+    >>> import qdiff, qdiff.numpy as qnp
+    >>> p = qdiff.trace(lambda x: qnp.sin(x) * 2.0, 0.5)
+    >>> producers(p.eqns)[p.outputs[0]].primitive.name
+    'mul'
+    """
+    return {var: eqn for eqn in eqns for var in eqn.outputs}
 
 
 @dataclass(eq=False)

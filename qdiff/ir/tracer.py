@@ -286,7 +286,7 @@ def bind(primitive: Primitive, *args: Any, **params: Any) -> Any:
     """
     builder = current_builder()
     traced = any(isinstance(a, Tracer) for a in args)
-    if not traced and (builder is None or not _is_effectful(primitive, params)):
+    if not traced and (builder is None or not is_effectful(primitive, params)):
         in_types = [type_of_value(a) for a in args]
         _check_types(primitive, in_types, params)
         return primitive.impl("numpy")(*args, **params)
@@ -323,7 +323,14 @@ def _check_types(primitive: Primitive, in_types: Sequence[Type], params: dict) -
         raise TypeCheckError(f"{message} (at {user_location()})") from None
 
 
-def _is_effectful(primitive: Primitive, params: dict) -> bool:
+def is_effectful(primitive: Primitive, params: dict) -> bool:
+    """Whether an equation of ``primitive`` with ``params`` may allocate, measure or otherwise
+    have effects (its own or a sub-program's), so that it must run even when nothing reads it.
+
+    >>> from qdiff.ir.primitives import get_primitive
+    >>> is_effectful(get_primitive("sin"), {})
+    False
+    """
     if primitive.effectful:
         return True
     for name in primitive.subprogram_params:
@@ -338,7 +345,7 @@ def _is_effectful(primitive: Primitive, params: dict) -> bool:
 
 def program_is_effectful(program: Program) -> bool:
     """Whether evaluating ``program`` may allocate, measure or otherwise have effects."""
-    return any(_is_effectful(eqn.primitive, eqn.params) for eqn in program.eqns)
+    return any(is_effectful(eqn.primitive, eqn.params) for eqn in program.eqns)
 
 
 @dataclass

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..ir.core import Program, Var
+from ..ir.core import Program, Var, producers
 
 
 def increment_only_carries(body: Program, num_consts: int, leading: int = 1) -> list[bool]:
@@ -26,7 +26,7 @@ def increment_only_carries(body: Program, num_consts: int, leading: int = 1) -> 
     for eqn in body.eqns:
         uses.update(a for a in eqn.inputs if isinstance(a, Var))
     uses.update(a for a in body.outputs if isinstance(a, Var))
-    producer = {v: eqn for eqn in body.eqns for v in eqn.outputs}
+    producer = producers(body.eqns)
     result = []
     for x, out in zip(carry_in, body.outputs):
         eqn = producer.get(out) if isinstance(out, Var) else None

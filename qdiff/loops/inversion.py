@@ -34,7 +34,7 @@ import numpy as np
 
 from ..classical import elementwise  # noqa: F401  (registers add, sub, mul, div)
 from ..ir.control_flow import LOOP_INVERTERS
-from ..ir.core import Eqn, Literal, Program, Var
+from ..ir.core import Eqn, Literal, Program, Var, producers
 from ..ir.errors import TypeCheckError
 from ..ir.passes import simplify
 from ..ir.primitives import get_primitive
@@ -88,7 +88,7 @@ class _Proof:
     def __init__(self, body: Program, num_consts: int, leading: int):
         self.body, self.num_consts, self.leading = body, num_consts, leading
         self.carry_in = list(body.inputs[leading + num_consts:])
-        self.producer = {v: e for e in body.eqns for v in e.outputs}
+        self.producer = producers(body.eqns)
         self.chains = [self._chain(out, j) for j, out in enumerate(body.outputs)]
         # every version of every carry: var -> (carry, version)
         self.version_of: dict[Var, tuple[int, int]] = {}

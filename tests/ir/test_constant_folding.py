@@ -14,7 +14,7 @@ import qdiff.numpy as qnp
 from qdiff.ir import Eqn, Literal, Program, Tensor, Var, get_primitive
 from qdiff.ir.passes import simplify
 from qdiff.ir.passes.simplify import FOLD_MAX_ELEMENTS
-from qdiff.ir.tracer import _is_effectful
+from qdiff.ir.tracer import is_effectful
 
 F64 = Tensor((), "float64")
 
@@ -33,7 +33,7 @@ def foldable_left(program):
     found = []
     for e in program.eqns:
         if (all(isinstance(a, Literal) for a in e.inputs) and e.inputs
-                and not _is_effectful(e.primitive, e.params)
+                and not is_effectful(e.primitive, e.params)
                 and sum(v.type.size for v in e.outputs) <= FOLD_MAX_ELEMENTS):
             found.append(e.primitive.name)
         for _, sub in e.subprograms():

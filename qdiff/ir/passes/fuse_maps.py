@@ -38,12 +38,13 @@ True
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from typing import Any
 
 from ..core import Atom, Eqn, Program, Var
 from ..interpreter import inline
-from ..tracer import _is_effectful, trace
+from ..tracer import is_effectful, trace
 from ..types import Tensor
 from .simplify import simplify
 
@@ -51,39 +52,56 @@ from .simplify import simplify
 def fuse_maps(program: Program) -> Program:
     """``program`` with each map whose results only one later map reads, element by
     element, fused into that map (top level; applied until none is left)."""
-    eqns = list(program.eqns)
-    changed = False
-    while True:
-        pair = _fusable_pair(eqns, program.outputs)
-        if pair is None:
-            break
-        producer, consumer = pair
-        eqns[consumer] = _fused(eqns[producer], eqns[consumer])
-        del eqns[producer]
-        changed = True
-    return program.with_eqns(eqns) if changed else program
-
-
-def _fusable_pair(eqns: Sequence[Eqn], outputs: Sequence[Atom]) -> tuple[int, int] | None:
-    """(producer, consumer) indices of the first map pair to fuse, or None."""
+    eqns: list[Eqn | None] = list(program.eqns)
     readers: dict[Var, set[int]] = {}
     for k, eqn in enumerate(eqns):
         for atom in eqn.inputs:
             if isinstance(atom, Var):
                 readers.setdefault(atom, set()).add(k)
-    returned = {a for a in outputs if isinstance(a, Var)}
-    for k, eqn in enumerate(eqns):
-        if not _scalar_map(eqn):
+    made_at = {v: k for k, eqn in enumerate(eqns) for v in eqn.outputs}
+    returned = {a for a in program.outputs if isinstance(a, Var)}
+    # positions to look at, lowest first; a fusion puts back the maps whose results the
+    # fused map reads (one of their other readers may just have been fused away)
+    pending = list(range(len(eqns)))
+    waiting = set(pending)
+    changed = False
+    while pending:
+        producer = heapq.heappop(pending)
+        waiting.discard(producer)
+        consumer = _consumer(eqns, producer, readers, returned)
+        if consumer is None:
             continue
-        read = [v for v in eqn.outputs if v in readers or v in returned]
-        if not read or any(v in returned for v in read):
-            continue
-        consumers = set().union(*(readers[v] for v in read))
-        if len(consumers) != 1:
-            continue
-        (consumer,) = consumers
-        if _scalar_map(eqns[consumer]) and not set(read) & set(_consts(eqns[consumer])):
-            return k, consumer
+        fused = _fused(eqns[producer], eqns[consumer])
+        for atom in eqns[producer].inputs:
+            if isinstance(atom, Var):
+                readers[atom].discard(producer)
+                readers[atom].add(consumer)
+        for var in eqns[producer].outputs:
+            readers.pop(var, None)
+            made_at.pop(var)
+        eqns[consumer], eqns[producer] = fused, None
+        changed = True
+        for k in {made_at.get(a) for a in fused.inputs} - {None} - waiting:
+            heapq.heappush(pending, k)
+            waiting.add(k)
+    return program.with_eqns([e for e in eqns if e is not None]) if changed else program
+
+
+def _consumer(eqns: Sequence[Eqn | None], k: int, readers: dict[Var, set[int]],
+              returned: set[Var]) -> int | None:
+    """The position of the map that map ``k`` fuses into, or None."""
+    eqn = eqns[k]
+    if eqn is None or not _scalar_map(eqn):
+        return None
+    read = [v for v in eqn.outputs if v in readers or v in returned]
+    if not read or any(v in returned for v in read):
+        return None
+    consumers = set().union(*(readers[v] for v in read))
+    if len(consumers) != 1:
+        return None
+    (consumer,) = consumers
+    if _scalar_map(eqns[consumer]) and not set(read) & set(_consts(eqns[consumer])):
+        return consumer
     return None
 
 
@@ -96,7 +114,7 @@ def straight_line_on_scalars(body: Program) -> bool:
 
 
 def _scalar_map(eqn: Eqn) -> bool:
-    return (eqn.primitive.name == "map" and not _is_effectful(eqn.primitive, eqn.params)
+    return (eqn.primitive.name == "map" and not is_effectful(eqn.primitive, eqn.params)
             and straight_line_on_scalars(eqn.params["body"]))
 
 

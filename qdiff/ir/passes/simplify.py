@@ -35,7 +35,7 @@ import numpy as np
 
 from ..core import Atom, Eqn, Literal, Program, Var
 from ..primitives import Primitive
-from ..tracer import _is_effectful
+from ..tracer import is_effectful
 from ..types import Tensor
 
 _IDENTITY = {"mul": 1, "add": 0}          # x op unit = unit op x = x
@@ -102,7 +102,7 @@ def _simplify_param(value: Any) -> Any:
 # ------------------------------------------------------------------------- constant folding
 def _fold(eqn: Eqn, inputs: tuple[Atom, ...], params: dict) -> list[Literal] | None:
     """The outputs of ``eqn`` as literals, when its operands are all literals."""
-    if not all(isinstance(a, Literal) for a in inputs) or _is_effectful(eqn.primitive, params):
+    if not all(isinstance(a, Literal) for a in inputs) or is_effectful(eqn.primitive, params):
         return None
     out_types = [v.type for v in eqn.outputs]
     if not all(isinstance(t, Tensor) for t in out_types) \
@@ -238,7 +238,7 @@ def _atom_key(atom: Atom) -> Any:
 
 
 def _key(primitive: Primitive, inputs: tuple[Atom, ...], params: dict) -> Any:
-    if primitive.subprogram_params or _is_effectful(primitive, params):
+    if primitive.subprogram_params or is_effectful(primitive, params):
         return None
     if any(isinstance(v, np.ndarray) for v in params.values()):
         return None
@@ -259,7 +259,7 @@ def live_eqns(eqns: list[Eqn], outputs: tuple[Atom, ...]) -> list[Eqn]:
     needed = {a for a in outputs if isinstance(a, Var)}
     kept: list[Eqn] = []
     for eqn in reversed(eqns):
-        if any(v in needed for v in eqn.outputs) or _is_effectful(eqn.primitive, eqn.params):
+        if any(v in needed for v in eqn.outputs) or is_effectful(eqn.primitive, eqn.params):
             kept.append(eqn)
             needed.update(a for a in eqn.inputs if isinstance(a, Var))
     return kept[::-1]

@@ -50,7 +50,7 @@ import numpy as np
 
 from ...compiler.segment_call import segments_inlined
 from ...ir.control_flow import sub_programs
-from ...ir.core import Eqn, Literal, Program, Var
+from ...ir.core import Eqn, Literal, Program, Var, producers
 from ...ir.types import QState
 from ..lang.fusion import GATE_KINDS, gate_parts
 
@@ -210,13 +210,13 @@ def _fixed_wires(test: Program, body: Program, num_consts: int, num_body_consts:
     one-qubit gates every round (angles from the loop's constants) keep it a known state,
     anything else on it after the measurement is refused."""
     fixed = set()
-    producers = {v: e for e in segments_inlined(test.eqns) for v in e.outputs}
+    test_producers = producers(segments_inlined(test.eqns))
     for eqn in test.eqns:
         if eqn.primitive.name == "measure" and _untouched_after(test, eqn):
-            if _decides(test, producers, eqn.outputs[1]):
+            if _decides(test, test_producers, eqn.outputs[1]):
                 fixed.add(eqn.params["wire"])
     carried = {out: test.inputs[num_consts + j] for j, out in enumerate(body.outputs)}
-    body_producers = {v: e for e in segments_inlined(body.eqns) for v in e.outputs}
+    body_producers = producers(segments_inlined(body.eqns))
     for out, test_input in carried.items():
         eqn = body_producers.get(out)
         while eqn is not None and eqn.primitive.name in ("bit_to_int", "convert"):
@@ -224,7 +224,7 @@ def _fixed_wires(test: Program, body: Program, num_consts: int, num_body_consts:
         if (eqn is not None and eqn.primitive.name == "measure"
                 and _alone_after(body, eqn, num_body_consts)
                 and _untouched_after(test, None, eqn)
-                and _decides(test, producers, test_input)):
+                and _decides(test, test_producers, test_input)):
             fixed.add(eqn.params["wire"])
     return fixed
 
@@ -233,13 +233,13 @@ def _alone_after(body: Program, measure: Eqn, num_consts: int) -> bool:
     """Whether everything after ``measure`` that acts on its wire is a one-qubit gate whose
     angles are the same every round (computed from the loop's constants only)."""
     wire = measure.params["wire"]
-    producers = {v: e for e in segments_inlined(body.eqns) for v in e.outputs}
+    made_by = producers(segments_inlined(body.eqns))
     constants = set(body.inputs[:num_consts])
 
     def steady(atom: Any) -> bool:
         if isinstance(atom, Literal) or atom in constants:
             return True
-        eqn = producers.get(atom)
+        eqn = made_by.get(atom)
         return (eqn is not None and eqn.primitive.name not in ("measure", "while", "loop",
                                                                 "cond")
                 and not any(isinstance(a.type, QState) for a in eqn.inputs)

@@ -29,7 +29,7 @@ from ... import classical  # noqa: F401  (registers the primitives the rules nam
 from ...autodiff import stop_gradient  # noqa: F401  (registers stop_gradient)
 from ...compiler.segment_call import compiled_segment_p, segments_inlined
 from ...ir.control_flow import cond_p, loop_p, while_p
-from ...ir.core import Eqn, Literal, Program, Var
+from ...ir.core import Eqn, Literal, Program, Var, producers
 from ...ir.primitives import Primitive, get_primitive
 from ...ir.types import QState
 from ..lang import fusion  # noqa: F401  (registers fused_gate)
@@ -253,14 +253,14 @@ def _counter_steps(eqn: Eqn) -> dict[int, float]:
     """Carries the body only increments by a constant: ``c ← c + δ`` (a round counter)."""
     body = eqn.params["body"]
     nb = eqn.params["num_body_consts"]
-    producers = {v: e for e in segments_inlined(body.eqns) for v in e.outputs}
+    made_by = producers(segments_inlined(body.eqns))
     steps = {}
     for j, out in enumerate(body.outputs):
         carry_in = body.inputs[nb + j]
-        eqn_ = producers.get(out) if isinstance(out, Var) else None
+        eqn_ = made_by.get(out) if isinstance(out, Var) else None
         while eqn_ is not None and eqn_.primitive.name == "convert":
             inner = eqn_.inputs[0]
-            eqn_ = producers.get(inner) if isinstance(inner, Var) else None
+            eqn_ = made_by.get(inner) if isinstance(inner, Var) else None
         if eqn_ is None or eqn_.primitive.name != "add":
             continue
         a, b = eqn_.inputs
