@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from qdiff.ir.interpreter import default_backend
+from qdiff.precompile import precompile
+from tests.background import ROOT, Background
 
 _passed = 0
-_precompile: tuple[subprocess.Popen, object] | None = None
-ROOT = Path(__file__).resolve().parents[1]
+_precompile: Background | None = None
+_second: Background | None = None
+_second_result: tuple[int | None, str] | None = None
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -44,44 +44,86 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _passed += 1
 
 
+# A run of the whole suite (no paths given) on two or more cores hands these folders to a
+# second pytest process, started before this one collects anything: the suite is mostly
+# compiling kernels, one process at a time, so the other core would otherwise sit idle.
+# That process first compiles the simulator's kernels (`qdiff precompile`, into Numba's
+# on-disk cache), then runs its quantum tests; this one meanwhile runs the classical tests
+# and the compiler's, which `testpaths` puts first, and reaches its own quantum tests
+# (batching, case studies) with the kernels compiled.
+SECOND_PROCESS_SHARE = ("tests/quantum", "tests/fuzz")
+_SECOND_PROCESS_ENV = "QDIFF_TEST_SECOND_PROCESS"
+
+
+def _splits(config: pytest.Config) -> bool:
+    return (getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
+            and (os.cpu_count() or 1) >= 2 and not config.option.collectonly
+            and os.environ.get("QDIFF_TEST_SPLIT") != "0"
+            and _SECOND_PROCESS_ENV not in os.environ)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _second
+    if not _splits(config):
+        return
+    arguments = ["-m", "pytest", "-q", "-p", "no:cacheprovider",
+                 "-m", config.option.markexpr, "--backend", config.getoption("--backend")]
+    if config.option.keyword:
+        arguments += ["-k", config.option.keyword]
+    if config.option.maxfail:
+        arguments.append(f"--maxfail={config.option.maxfail}")
+    _second = Background([*arguments, *SECOND_PROCESS_SHARE], {_SECOND_PROCESS_ENV: "1"})
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    if _second is not None and any(collection_path.is_relative_to(ROOT / share)
+                                   for share in SECOND_PROCESS_SHARE):
+        return True
+    return None
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    # The simulator's kernels take minutes to compile on first use; a run of many quantum
-    # tests compiles them into Numba's on-disk cache in a process of its own on another
-    # core (`qdiff precompile`) while the classical tests, which testpaths puts first, run.
+    # The simulator's kernels take minutes to compile on first use: the second process
+    # compiles them before its tests; a run of many quantum tests in one process compiles
+    # them in a process of its own on another core while the classical tests run first.
     global _precompile
+    if os.environ.get("QDIFF_TEST_PRECOMPILE") == "0":
+        return
+    if _SECOND_PROCESS_ENV in os.environ:
+        precompile()
+        return
     quantum = sum("quantum" in item.nodeid or "batching" in item.nodeid
                   for item in session.items)
-    if quantum < 100 or (os.cpu_count() or 1) < 2 \
-            or os.environ.get("QDIFF_TEST_PRECOMPILE") == "0":
-        return
-    log = tempfile.TemporaryFile("w+")
-    environment = {**os.environ,
-                   "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    _precompile = (subprocess.Popen([sys.executable, "-m", "qdiff", "precompile"], cwd=ROOT,
-                                    env=environment, stdout=log, stderr=subprocess.STDOUT),
-                   log)
-
-
-def _finish_precompile() -> str | None:
-    """Stop the precompiling process if it still runs; its output if it failed."""
-    if _precompile is None:
-        return None
-    process, log = _precompile
-    if process.poll() is None:
-        process.kill()
-        process.wait()
-        return None
-    log.seek(0)
-    return None if process.returncode == 0 else log.read()[-3000:]
+    if _second is None and quantum >= 100 and (os.cpu_count() or 1) >= 2:
+        _precompile = Background(["-m", "qdiff", "precompile"])
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    failed = _finish_precompile()
-    if failed is not None:
-        # a failing precompile is a defect of `qdiff precompile` (tests/test_precompile.py
-        # runs it too); say so, since nothing else here would
-        print(f"\nqdiff precompile failed in the background:\n{failed}")
+    global _second_result
+    if _precompile is not None:
+        status, output = _precompile.finish(wait=False)
+        if status:
+            # a failing precompile is a defect of `qdiff precompile` (tests/test_precompile.py
+            # runs it too); say so, since nothing else here would
+            print(f"\nqdiff precompile failed in the background:\n{output[-3000:]}")
+    if _second is not None:
+        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
+        _second_result = _second.finish(wait=not interrupted)
+        if _second_result[0] not in (None, pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     # A run in which no test executed (all deselected or skipped) must not look green.
     if exitstatus == 0 and _passed == 0:
         session.exitstatus = 1
         print("\nno test executed: failing the run")
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
+    if _second_result is None:
+        return
+    status, output = _second_result
+    passed = status in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+    verdict = "stopped" if status is None else "passed" if passed else "FAILED"
+    terminalreporter.write_sep("=", f"second process, {' '.join(SECOND_PROCESS_SHARE)}: "
+                                    f"{verdict}")
+    lines = output.strip().splitlines()
+    terminalreporter.write("\n".join(lines[-1:] if passed else lines[-400:]) + "\n")
