@@ -51,7 +51,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 # on-disk cache), then runs its quantum tests; this one meanwhile runs the classical tests
 # and the compiler's, which `testpaths` puts first, and reaches its own quantum tests
 # (batching, case studies) with the kernels compiled.
-SECOND_PROCESS_SHARE = ("tests/quantum", "tests/fuzz")
+SECOND_PROCESS_SHARE = ("tests/quantum",)
 _SECOND_PROCESS_ENV = "QDIFF_TEST_SECOND_PROCESS"
 
 
@@ -72,6 +72,8 @@ def pytest_configure(config: pytest.Config) -> None:
         arguments += ["-k", config.option.keyword]
     if config.option.maxfail:
         arguments.append(f"--maxfail={config.option.maxfail}")
+    if getattr(config.option, "xmlpath", None):  # --junitxml=F: the second process's in F.second
+        arguments.append(f"--junitxml={config.option.xmlpath}.second")
     _second = Background([*arguments, *SECOND_PROCESS_SHARE], {_SECOND_PROCESS_ENV: "1"})
 
 
@@ -80,6 +82,16 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
                                    for share in SECOND_PROCESS_SHARE):
         return True
     return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # pytest collects `tests` once, in name order, whatever order `testpaths` lists folders
+    # under it in; run them in that order (the classical tests before the quantum ones)
+    if getattr(config, "args_source", None) != pytest.Config.ArgsSource.TESTPATHS:
+        return
+    paths = [config.rootpath / path for path in config.getini("testpaths")]
+    items.sort(key=lambda item: next((k for k, path in enumerate(paths)
+                                      if item.path.is_relative_to(path)), len(paths)))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
