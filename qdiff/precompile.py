@@ -28,6 +28,7 @@ from typing import Any
 import numba
 import numpy as np
 
+from . import numpy as qnp
 from . import quantum as qm
 from .batching import vmap
 from .ir.program_function import ProgramFunction, program
@@ -82,6 +83,24 @@ def _layered(angles: Any) -> Any:
     return qm.expval([(1.0, "ZZIIII"), (0.5, "XIIIIY")], q)
 
 
+def _lane_forms(angles: Any) -> Any:
+    # the lane kernels' other paths: a run of three one-wire gates (the sweep then undoes
+    # the states inside it instead of reading checkpoints), two-wire and controlled
+    # rotations, a swap, and probabilities
+    q = qm.qubits(4)
+    for k in range(4):
+        qm.ry(angles[k], q[k])
+        qm.rz(angles[k] * 0.5, q[k])
+        qm.rx(angles[k + 1], q[k])
+    qm.rzz(angles[4], q[0], q[2])
+    qm.crx(angles[5], q[0], q[3])
+    qm.cry(angles[1], q[3], q[1])
+    qm.swap(q[1], q[3])
+    qm.cx(q[0], q[1])
+    probabilities = qm.probs([q[3], q[0]])
+    return qm.expval("XIYZ + 0.5*ZIZI", q) + qnp.sum(probabilities * np.arange(4.0))
+
+
 def precompile(dtypes: Sequence[str] = ("complex128", "complex64"),
                threaded: bool | None = None) -> dict[str, float]:
     """Run every kernel family of the Numba back end once per precision in ``dtypes`` (and
@@ -105,7 +124,7 @@ def precompile(dtypes: Sequence[str] = ("complex128", "complex64"),
             qm.gradient(every_gate, angles)
             seconds[f"{dtype}, {n} qubits"] = time.perf_counter() - start
     start = time.perf_counter()
-    batched = vmap(value_and_grad(program(_layered)))
-    batched(np.linspace(-1.0, 1.0, 48).reshape(8, 6))
+    for body in (_layered, _lane_forms):
+        vmap(value_and_grad(program(body)))(np.linspace(-1.0, 1.0, 48).reshape(8, 6))
     seconds["vmap"] = time.perf_counter() - start
     return seconds
