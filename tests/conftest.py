@@ -55,9 +55,16 @@ SECOND_PROCESS_SHARE = ("tests/quantum",)
 _SECOND_PROCESS_ENV = "QDIFF_TEST_SECOND_PROCESS"
 
 
+def _cores() -> int:
+    """The cores this process may run on (``taskset`` and container CPU sets count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def _splits(config: pytest.Config) -> bool:
     return (getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
-            and (os.cpu_count() or 1) >= 2 and not config.option.collectonly
+            and _cores() >= 2 and not config.option.collectonly
             and os.environ.get("QDIFF_TEST_SPLIT") != "0"
             and _SECOND_PROCESS_ENV not in os.environ)
 
@@ -106,7 +113,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         return
     quantum = sum("quantum" in item.nodeid or "batching" in item.nodeid
                   for item in session.items)
-    if _second is None and quantum >= 100 and (os.cpu_count() or 1) >= 2:
+    if _second is None and quantum >= 100 and _cores() >= 2:
         _precompile = Background(["-m", "qdiff", "precompile"])
 
 
