@@ -13,6 +13,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def child_environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment with ``extra``, for a Python process that imports this
+    checkout's `qdiff` and `tests` (the repository first on its path).
+
+    >>> child_environment({"X": "1"})["PYTHONPATH"].split(os.pathsep)[0] == str(ROOT)
+    True
+    """
+    return {**os.environ, **(extra or {}),
+            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+
 class Background:
     """A process started now, its output kept in a temporary file.
 
@@ -23,9 +34,8 @@ class Background:
 
     def __init__(self, arguments: Sequence[str], environment: dict[str, str] | None = None):
         self.log = tempfile.TemporaryFile("w+")
-        env = {**os.environ, **(environment or {}),
-               "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        self.process = subprocess.Popen([sys.executable, *arguments], cwd=ROOT, env=env,
+        self.process = subprocess.Popen([sys.executable, *arguments], cwd=ROOT,
+                                        env=child_environment(environment),
                                         stdout=self.log, stderr=subprocess.STDOUT)
 
     def finish(self, wait: bool) -> tuple[int | None, str]:

@@ -62,9 +62,13 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
+def _whole_suite(config: pytest.Config) -> bool:
+    """Whether the run collects `testpaths` (no paths given on the command line)."""
+    return getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
+
+
 def _splits(config: pytest.Config) -> bool:
-    return (getattr(config, "args_source", None) == pytest.Config.ArgsSource.TESTPATHS
-            and _cores() >= 2 and not config.option.collectonly
+    return (_whole_suite(config) and _cores() >= 2 and not config.option.collectonly
             and os.environ.get("QDIFF_TEST_SPLIT") != "0"
             and _SECOND_PROCESS_ENV not in os.environ)
 
@@ -77,7 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
                  "-m", config.option.markexpr, "--backend", config.getoption("--backend")]
     if config.option.keyword:
         arguments += ["-k", config.option.keyword]
-    if config.option.maxfail:
+    if config.option.maxfail:  # -x or --maxfail=N: each process stops at its Nth failure
         arguments.append(f"--maxfail={config.option.maxfail}")
     if getattr(config.option, "xmlpath", None):  # --junitxml=F: the second process's in F.second
         arguments.append(f"--junitxml={config.option.xmlpath}.second")
@@ -94,7 +98,7 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # pytest collects `tests` once, in name order, whatever order `testpaths` lists folders
     # under it in; run them in that order (the classical tests before the quantum ones)
-    if getattr(config, "args_source", None) != pytest.Config.ArgsSource.TESTPATHS:
+    if not _whole_suite(config):
         return
     paths = [config.rootpath / path for path in config.getini("testpaths")]
     items.sort(key=lambda item: next((k for k, path in enumerate(paths)
@@ -126,8 +130,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             # runs it too); say so, since nothing else here would
             print(f"\nqdiff precompile failed in the background:\n{output[-3000:]}")
     if _second is not None:
-        interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
-        _second_result = _second.finish(wait=not interrupted)
+        # interrupted, or stopped at its --maxfail: the run is over, stop the second process
+        stopped = exitstatus == pytest.ExitCode.INTERRUPTED or bool(session.shouldfail)
+        _second_result = _second.finish(wait=not stopped)
         if _second_result[0] not in (None, pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
     # A run in which no test executed (all deselected or skipped) must not look green.

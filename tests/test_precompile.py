@@ -4,17 +4,14 @@ on-disk cache instead of compiling them."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from qdiff.cli import main
 from qdiff.precompile import ANGLES, every_gate_program
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.background import ROOT, child_environment
 
 # a new process: runs the every-gate program and its gradient, counting the Numba compiles
 # of simulator kernels (a cache hit is no compile event)
@@ -41,9 +38,8 @@ def test_a_new_process_compiles_no_simulator_kernel_after_precompile(capsys):
     assert main(["precompile", "--dtype", "complex128"]) == 0
     printed = capsys.readouterr().out
     assert "complex128, 10 qubits" in printed and "vmap" in printed
-    environment = {**os.environ, "NUMBA_NUM_THREADS": "1",
-                   "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", _COUNT_COMPILES], cwd=ROOT, env=environment,
+    done = subprocess.run([sys.executable, "-c", _COUNT_COMPILES], cwd=ROOT,
+                          env=child_environment({"NUMBA_NUM_THREADS": "1"}),
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []

@@ -3,14 +3,13 @@ the share it hands to a second process."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from tests import conftest
+from tests.background import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 TESTPATHS = ["tests/architecture", "tests/classical", "tests/compiler", "tests", "qdiff"]
 
 
