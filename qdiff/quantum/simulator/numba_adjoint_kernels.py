@@ -27,6 +27,7 @@ from .adjoint_encoding import (
     G_DIAG,
 )
 from .numba_block_kernels import (
+    block_chunk,
     block_dense1,
     block_densek,
     block_gather,
@@ -36,6 +37,7 @@ from .numba_block_kernels import (
     block_scale,
     block_scatter,
     block_start,
+    block_touch,
     block_workspace,
     local_offsets,
     quad_rows,
@@ -569,9 +571,13 @@ def _run_derivatives(dpool, do, count, slots, so, acc, sums):
 @_jit
 def _batch(psi, lam, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool, perm,
            poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs, slots, acc,
-           buf, rowmap, bases, toff, rows, xr, xi, sums):
+           buf, rowmap, bases, toff, rows, xr, xi, sums, chunk, sink):
     # buf rows: ψ's re, im, then each λ's re, im
     layout = block_start(g0, B, pos, bases, rowmap)
+    if chunk:
+        block_touch(psi, bases[0], chunk, offs, sink)
+        for j in range(lam.shape[0]):
+            block_touch(lam[j], bases[0], chunk, offs, sink)
     block_gather(psi, buf[0], buf[1], B, offs, low, layout, bases, pos)
     for j in range(lam.shape[0]):
         block_gather(lam[j], buf[2 + 2 * j], buf[3 + 2 * j], B, offs, low, layout, bases, pos)
@@ -634,13 +640,15 @@ def _range(psi, lo, hi, acc, lam, B, pos, offs, kinds, cmasks, ntg, tgts, moffs,
     # rows a little longer than the R * B they hold: rows a power of two apart would share
     # cache sets (every column loop streams several of them at once)
     buf = np.empty((2 + 2 * lam.shape[0], R * B + _ROW_PAD))
-    rowmap, bases, toff, rows, xr, xi = block_workspace(
+    rowmap, bases, toff, rows, xr, xi, sink = block_workspace(
         R, B, 1 << max(tgts.shape[1], gtgts.shape[1]))
+    chunk, touch = block_chunk(B, pos)
+    chunk = chunk if touch else 0
     sums = np.empty((lam.shape[0], R))
     for batch in range(lo, hi):
         _batch(psi, lam, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
                perm, poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs,
-               slots, acc, buf, rowmap, bases, toff, rows, xr, xi, sums)
+               slots, acc, buf, rowmap, bases, toff, rows, xr, xi, sums, chunk, sink)
 
 
 PAULI_CROSS = summed_range_kernel(_cross_body)

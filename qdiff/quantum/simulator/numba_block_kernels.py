@@ -48,8 +48,9 @@ from .numba_ranges import range_kernel
 from .subnormals import flush_subnormals, restore_float_mode
 
 __all__ = ["BLOCK", "MAX_BLOCK_WIRES", "MIN_BATCH", "FUSION_MIN_QUBITS", "BLOCK_AMPS",
-           "TRANSPOSE_FROM_TWO", "block_gather", "block_scatter", "block_start",
-           "transposes_from_two", "block_workspace", "block_low",
+           "TRANSPOSE_FROM_TWO", "block_chunk", "block_touch",
+           "block_gather", "block_scatter", "block_start", "transposes_from_two",
+           "block_workspace", "block_low",
            "block_dense1", "block_densek", "block_perm", "block_quad", "block_scale",
            "local_offsets", "row_pattern", "target_rows", "quad_rows"]
 
@@ -88,10 +89,53 @@ def block_low(offs):
 
 @_jit_blk
 def block_workspace(R, B, dim):
-    # what a range of batches needs besides its buffers: the row map, the group bases, and
-    # the scratch of an op on up to `dim` rows (row numbers, row offsets, a column's re, im)
+    # what a range of batches needs besides its buffers: the row map, the group bases, the
+    # scratch of an op on up to `dim` rows (row numbers, row offsets, a column's re, im), and
+    # where block_touch leaves its sum
     return (np.empty(R, np.int64), np.empty(B, np.int64), np.empty(dim, np.int64),
-            np.empty(dim, np.int64), np.empty(dim), np.empty(dim))
+            np.empty(dim, np.int64), np.empty(dim), np.empty(dim), np.zeros(1))
+
+
+@_jit_blk
+def block_chunk(B, pos):
+    """(chunk, touch): a batch of ``B`` groups lies in chunks of ``chunk`` contiguous
+    amplitudes (the wires its groups vary, the block wires among them, and every wire below),
+    one per setting of the block wires above; ``touch``: whether the block wires inside a
+    chunk leave gaps, so that the gather reads each chunk in several strided sweeps (rows
+    whose offsets differ by wires inside the chunk), not in one.
+
+    >>> block_chunk(128, np.array([0, 2, 3, 10, 11, 12, 14, 16]))  # wires 0, 2, 3 in 0-9
+    (1024, True)
+    >>> block_chunk(128, np.arange(1, 9))  # wires 1-8 in 0-14: each row next to the last
+    (32768, False)
+    """
+    span = _insert(B - 1, pos)  # the bits that vary across the batch's groups
+    chunk = np.int64(1)
+    while chunk <= span:
+        chunk <<= 1
+    inside = 0
+    for j in range(pos.shape[0]):
+        if (np.int64(1) << pos[j]) < chunk:
+            inside += 1
+    return chunk, inside >= 2 and pos[inside - 1] - pos[0] >= inside
+
+
+@_jit_blk
+def block_touch(psi, base, chunk, offs, sink):
+    # one read per cache line of each chunk of the batch at `base`, in address order: the
+    # hardware prefetcher streams the chunks in at full bandwidth, and the gather's strided
+    # reads and the scatter's writes then find their lines in cache (n = 20, gather and
+    # scatter of 8-wire blocks with scattered wires: 1.3-1.9x faster); the sum goes to `sink`
+    # so that the reads are kept
+    step = 64 // psi.itemsize
+    acc = psi[base].real
+    for r in range(offs.shape[0]):
+        if (offs[r] & (chunk - 1)) != 0:
+            continue  # its chunk is the chunk of a row before it
+        first = base | offs[r]
+        for i in range(first, first + chunk, step):
+            acc += psi[i].real
+    sink[0] += acc
 
 
 TRANSPOSE_FROM_TWO = 6
@@ -577,8 +621,11 @@ def _edge_diagonal(kinds, cmasks, ntg, tgts, moffs, pool, q, rowd):
 
 @_jit_blk
 def _blk_batch(psi, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs,
-               buf, rowmap, bases, toff, rows, xr, xi, rowd, first, last, rowd_last):
+               buf, rowmap, bases, toff, rows, xr, xi, rowd, first, last, rowd_last, chunk,
+               sink):
     layout = block_start(g0, B, pos, bases, rowmap)
+    if chunk:
+        block_touch(psi, bases[0], chunk, offs, sink)
     if first:
         _gather_scaled(psi, buf[0], buf[1], B, offs, low, layout, bases, pos, rowd)
     else:
@@ -617,7 +664,9 @@ def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool,
     # twice the amplitudes, and the pool's entries are complex64 too, see apply_fused);
     # separate arrays: rows of one 2-D array ran slower
     buf = (np.empty(R * B, psi.real.dtype), np.empty(R * B, psi.real.dtype))
-    rowmap, bases, toff, rows, xr, xi = block_workspace(R, B, 1 << tgts.shape[1])
+    rowmap, bases, toff, rows, xr, xi, sink = block_workspace(R, B, 1 << tgts.shape[1])
+    chunk, touch = block_chunk(B, pos)
+    chunk = chunk if touch else 0
     # a diagonal op first or last: multiplied in at the gather or the scatter (the last one
     # only when it is not the first too)
     rowd = np.empty(R, psi.dtype)
@@ -633,7 +682,7 @@ def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool,
     for batch in range(lo, hi):
         _blk_batch(psi, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
                    perm, poffs, buf, rowmap, bases, toff, rows, xr, xi, rowd, first, last,
-                   rowd_last)
+                   rowd_last, chunk, sink)
     restore_float_mode(saved)
 
 

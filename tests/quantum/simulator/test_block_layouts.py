@@ -7,6 +7,13 @@ import numpy as np
 import pytest
 
 from qdiff.quantum.simulator import get_backend
+from qdiff.quantum.simulator.indexing import index_layout
+from qdiff.quantum.simulator.numba_block_kernels import (
+    BLOCK_AMPS,
+    MIN_BATCH,
+    block_chunk,
+    block_touch,
+)
 from tests.quantum.simulator.test_blocks_on_zero_wires import block_ops, run_oracle
 from tests.quantum.simulator.test_sparse_gates import random_state, tolerance
 
@@ -32,3 +39,28 @@ def assert_block_matches_dense(wires, dtype, seed, num_qubits=N):
     assert got.dtype == dtype
     expected = run_oracle(psi.astype(np.complex128), num_qubits, ops)
     assert np.max(np.abs(got - expected)) < tolerance(dtype)
+
+
+@pytest.mark.parametrize("wires", [(0, 3, 9), (1, 2, 5, 6, 9, 10, 12, 13), (4, 9, 11),
+                                   (0, 1, 2, 3, 4, 5, 6, 7), (6, 7, 8, 9, 10, 11, 12, 13)])
+def test_touch_reads_each_line_of_a_batch_once_and_only_for_blocks_with_gaps(wires):
+    # block_touch streams a batch's memory in before the gather: one read per cache line of
+    # every chunk of the batch, nothing outside it; block_chunk asks for it only where the
+    # block's wires inside a chunk leave gaps (the gather would sweep the chunk several times)
+    layout = index_layout(N, wires)
+    groups = 1 << (N - len(wires))
+    B = min(groups, max(MIN_BATCH, BLOCK_AMPS >> len(wires)))  # as NumbaBackend.apply_fused
+    chunk, touch = block_chunk(B, layout.positions)
+    inside = [w for w in wires if (1 << w) < chunk]
+    assert touch == (len(inside) >= 2 and inside[-1] - inside[0] >= len(inside))
+    g0 = groups - B  # the last batch
+    batch = {sum(((g0 + b) >> j & 1) << w for j, w in enumerate(sorted(
+        set(range(N)) - set(wires)))) | int(o) for b in range(B) for o in layout.offsets}
+    psi = np.zeros(1 << N, complex)
+    marks = np.arange(1 << N, dtype=float)
+    psi.real = marks
+    base = min(batch)
+    sink = np.zeros(1)
+    block_touch(psi, base, chunk, layout.offsets, sink)
+    lines = sorted({i - i % 4 for i in batch})
+    assert sink[0] == base + sum(lines)

@@ -182,3 +182,33 @@ def test_adjoint_blocks_invert_imported_gates_in_their_sparse_forms():
     want = [op.params != () for op in ops]
     for backend in ("numba", "numpy"):
         check_block(get_backend(backend), rng, n, wires, ops, want)
+
+
+def _phased_permutation(dim, seed):
+    # a random permutation matrix with phases: cycles of every length, some rows fixed with
+    # phase 1 (left alone by the kernel), some fixed with a phase
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(dim)
+    phases = np.exp(1j * rng.uniform(-np.pi, np.pi, dim))
+    phases[rng.random(dim) < 0.3] = 1
+    matrix = np.zeros((dim, dim), complex)
+    matrix[perm, np.arange(dim)] = phases
+    return matrix
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize("seed", range(6))
+def test_permutation_cycles_of_every_length_match_the_dense_matrix(seed, dtype):
+    # the permutation kernel moves each cycle of rows along (2-cycles as swaps, fixed rows as
+    # scalings, untouched rows skipped), over slices on runs of contiguous groups (lowest
+    # wire >= 3) and one group at a time below
+    n = 7
+    be = get_backend("numba")
+    for k in (2, 3):
+        matrix = _phased_permutation(1 << k, seed * 10 + k)
+        for wires in [(3, 5, 6)[:k], (6, 4, 3)[:k], (0, 4, 2)[:k], (5, 1, 6)[:k]]:
+            psi = random_state(n, dtype)
+            want = embed(matrix, wires, n) @ psi.astype(complex)
+            got = be.apply_gate(psi.copy(), n, "unitary", wires, matrix=matrix)
+            np.testing.assert_allclose(got, want, atol=tolerance(dtype), rtol=0,
+                                       err_msg=f"{matrix} on {wires}")
