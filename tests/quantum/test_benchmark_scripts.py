@@ -108,3 +108,17 @@ def test_batched_loops_benchmark_runs_and_its_gradients_agree():
     assert [row[0] for row in rows] == ["repeat_until_one", "cycle_walk", "measured_rounds"]
     for row in rows:
         assert float(row[-1]) < 1e-12  # batched against the loop of value_and_grad calls
+
+
+def test_gradient_benchmark_reports_no_ratio_from_calls_over_the_budget():
+    # a gradient over --budget is one call (its warm-up included), and so is the value
+    # beside it: both are marked `~` and the goal line gives no ratio of the two
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gradients.py"),
+                           "--sizes", "5", "--layers", "1", "--methods", "qdiff",
+                           "--observables", "Z", "--budget", "0"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = next(line.split() for line in done.stdout.splitlines()
+               if line.split()[:2] == ["5", "1"])
+    assert row[5].startswith("~") and row[6].startswith("~")
+    assert "grad / value not measured" in done.stdout

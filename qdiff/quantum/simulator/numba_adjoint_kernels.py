@@ -571,9 +571,9 @@ def _run_derivatives(dpool, do, count, slots, so, acc, sums):
 @_jit
 def _batch(psi, lam, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool, perm,
            poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs, slots, acc,
-           buf, rowmap, bases, toff, rows, xr, xi, sums, chunk, sink):
+           buf, rowmap, bases, toff, rows, xr, xi, sums, chunk, sink, heads_outer):
     # buf rows: ψ's re, im, then each λ's re, im
-    layout = block_start(g0, B, pos, bases, rowmap)
+    layout = block_start(g0, B, pos, bases, rowmap, heads_outer)
     if chunk:
         block_touch(psi, bases[0], chunk, offs, sink)
         for j in range(lam.shape[0]):
@@ -642,13 +642,14 @@ def _range(psi, lo, hi, acc, lam, B, pos, offs, kinds, cmasks, ntg, tgts, moffs,
     buf = np.empty((2 + 2 * lam.shape[0], R * B + _ROW_PAD))
     rowmap, bases, toff, rows, xr, xi, sink = block_workspace(
         R, B, 1 << max(tgts.shape[1], gtgts.shape[1]))
-    chunk, touch = block_chunk(B, pos)
+    chunk, touch, heads_outer = block_chunk(B, pos, low)
     chunk = chunk if touch else 0
     sums = np.empty((lam.shape[0], R))
     for batch in range(lo, hi):
         _batch(psi, lam, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
                perm, poffs, gkinds, gcmasks, gntg, gtgts, goffs, gpool, dpool, scount, soffs,
-               slots, acc, buf, rowmap, bases, toff, rows, xr, xi, sums, chunk, sink)
+               slots, acc, buf, rowmap, bases, toff, rows, xr, xi, sums, chunk, sink,
+               heads_outer)
 
 
 PAULI_CROSS = summed_range_kernel(_cross_body)

@@ -97,17 +97,23 @@ def block_workspace(R, B, dim):
 
 
 @_jit_blk
-def block_chunk(B, pos):
-    """(chunk, touch): a batch of ``B`` groups lies in chunks of ``chunk`` contiguous
-    amplitudes (the wires its groups vary, the block wires among them, and every wire below),
-    one per setting of the block wires above; ``touch``: whether the block wires inside a
-    chunk leave gaps, so that the gather reads each chunk in several strided sweeps (rows
-    whose offsets differ by wires inside the chunk), not in one.
+def block_chunk(B, pos, low):
+    """(chunk, touch, heads_outer): a batch of ``B`` groups lies in chunks of ``chunk``
+    contiguous amplitudes (the wires its groups vary, the block wires among them, and every
+    wire below), one per setting of the block wires above. ``touch``: the block wires inside
+    a chunk leave gaps, so that the gather would read each chunk in several strided sweeps
+    (see :func:`block_touch`). ``heads_outer``: otherwise, when at most two row heads (runs of
+    ``low`` rows the transpose reads together) share a chunk, the transpose takes one row
+    head at a time across all its tiles, reading its chunk in order, instead of a tile at a
+    time across all row heads (n = 20, gather and scatter alone: wires 0, 14, 17, 18 and 0,
+    1, 14-19 0.7-0.8x the time; but wires 1-8, 256 row heads in one chunk, 2x).
 
-    >>> block_chunk(128, np.array([0, 2, 3, 10, 11, 12, 14, 16]))  # wires 0, 2, 3 in 0-9
-    (1024, True)
-    >>> block_chunk(128, np.arange(1, 9))  # wires 1-8 in 0-14: each row next to the last
-    (32768, False)
+    >>> block_chunk(128, np.array([0, 2, 3, 10, 11, 12, 14, 16]), 2)  # wires 0, 2, 3 in 0-9
+    (1024, True, False)
+    >>> block_chunk(128, np.arange(1, 9), 1)  # wires 1-8 in 0-14: each row next to the last
+    (32768, False, False)
+    >>> block_chunk(128, np.array([0, 1, 14, 15, 16, 17, 18, 19]), 4)  # a head per chunk
+    (512, False, True)
     """
     span = _insert(B - 1, pos)  # the bits that vary across the batch's groups
     chunk = np.int64(1)
@@ -117,7 +123,8 @@ def block_chunk(B, pos):
     for j in range(pos.shape[0]):
         if (np.int64(1) << pos[j]) < chunk:
             inside += 1
-    return chunk, inside >= 2 and pos[inside - 1] - pos[0] >= inside
+    touch = inside >= 2 and pos[inside - 1] - pos[0] >= inside
+    return chunk, touch, not touch and (np.int64(1) << inside) <= 2 * low
 
 
 @_jit_blk
@@ -164,13 +171,14 @@ def transposes_from_two(pos):
 
 
 @_jit_blk
-def block_start(g0, B, pos, bases, rowmap):
+def block_start(g0, B, pos, bases, rowmap, heads_outer):
     # A batch of groups g0..g0+B-1: the identity row map, and the layout of the groups, with
     # their bases: 0, contiguous, when B is below the lowest block wire (bases[0]); 1, runs of
     # 2^pos[0] >= 4 contiguous groups (bases[b] at the start of each run; runs of 4, the
     # lowest block wire 2: 0.83-0.85x the transpose's time, n = 20; runs of 2 ran 1.4x
     # slower); 2, a transpose (every bases[b]; also wide contiguous blocks from wire 2, see
-    # transposes_from_two).
+    # transposes_from_two), by tiles of groups; 3, the same by row heads (`heads_outer`, see
+    # block_chunk).
     for r in range(rowmap.shape[0]):
         rowmap[r] = r
     if (np.int64(1) << pos[0]) >= B:
@@ -183,7 +191,16 @@ def block_start(g0, B, pos, bases, rowmap):
         return 1
     for b in range(B):
         bases[b] = _insert(g0 + b, pos)
-    return 2
+    return 3 if heads_outer else 2
+
+
+@_jit_op
+def _tile(i, j, layout, low):
+    # (first row, first group) of step (i, j) of a transpose: i the outer loop, j the inner;
+    # layout 3 has the row heads outside, 2 the tiles of 8 groups
+    if layout == 3:
+        return i * low, j * 8
+    return j * low, i * 8
 
 
 @_jit_op
@@ -218,8 +235,11 @@ def _gather(psi, re, im, B, offs, low, layout, bases, pos, rowd, scaled):
                     dr[b] = v.real
                     di[b] = v.imag
     else:  # a transpose, by tiles of 8 groups so that buffer writes fill cache lines
-        for b0 in range(0, B, 8):
-            for rh in range(0, R, low):
+        tiles, heads = B // 8, R // low
+        outer, inner = (heads, tiles) if layout == 3 else (tiles, heads)
+        for i in range(outer):
+            for j in range(inner):
+                rh, b0 = _tile(i, j, layout, low)
                 oh = offs[rh]
                 for rl in range(low):
                     p = (rh + rl) * B + b0
@@ -273,8 +293,11 @@ def _scatter(psi, re, im, rowmap, B, offs, low, layout, bases, pos, rowd, scaled
                 for b in range(run):
                     dst[b] = complex(sr[b], si[b]) * d if scaled else complex(sr[b], si[b])
     else:
-        for b0 in range(0, B, 8):
-            for rh in range(0, R, low):
+        tiles, heads = B // 8, R // low
+        outer, inner = (heads, tiles) if layout == 3 else (tiles, heads)
+        for i in range(outer):
+            for j in range(inner):
+                rh, b0 = _tile(i, j, layout, low)
                 oh = offs[rh]
                 for rl in range(low):
                     p = rowmap[rh + rl] * B + b0
@@ -622,8 +645,8 @@ def _edge_diagonal(kinds, cmasks, ntg, tgts, moffs, pool, q, rowd):
 @_jit_blk
 def _blk_batch(psi, g0, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool, perm, poffs,
                buf, rowmap, bases, toff, rows, xr, xi, rowd, first, last, rowd_last, chunk,
-               sink):
-    layout = block_start(g0, B, pos, bases, rowmap)
+               sink, heads_outer):
+    layout = block_start(g0, B, pos, bases, rowmap, heads_outer)
     if chunk:
         block_touch(psi, bases[0], chunk, offs, sink)
     if first:
@@ -665,7 +688,7 @@ def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool,
     # separate arrays: rows of one 2-D array ran slower
     buf = (np.empty(R * B, psi.real.dtype), np.empty(R * B, psi.real.dtype))
     rowmap, bases, toff, rows, xr, xi, sink = block_workspace(R, B, 1 << tgts.shape[1])
-    chunk, touch = block_chunk(B, pos)
+    chunk, touch, heads_outer = block_chunk(B, pos, low)
     chunk = chunk if touch else 0
     # a diagonal op first or last: multiplied in at the gather or the scatter (the last one
     # only when it is not the first too)
@@ -682,7 +705,7 @@ def _blk_range(psi, lo, hi, B, pos, offs, kinds, cmasks, ntg, tgts, moffs, pool,
     for batch in range(lo, hi):
         _blk_batch(psi, batch * B, B, pos, offs, low, kinds, cmasks, ntg, tgts, moffs, pool,
                    perm, poffs, buf, rowmap, bases, toff, rows, xr, xi, rowd, first, last,
-                   rowd_last, chunk, sink)
+                   rowd_last, chunk, sink, heads_outer)
     restore_float_mode(saved)
 
 

@@ -12,6 +12,7 @@ from qdiff.quantum.simulator.numba_block_kernels import (
     BLOCK_AMPS,
     MIN_BATCH,
     block_chunk,
+    block_low,
     block_touch,
 )
 from tests.quantum.simulator.test_blocks_on_zero_wires import block_ops, run_oracle
@@ -50,7 +51,7 @@ def test_touch_reads_each_line_of_a_batch_once_and_only_for_blocks_with_gaps(wir
     layout = index_layout(N, wires)
     groups = 1 << (N - len(wires))
     B = min(groups, max(MIN_BATCH, BLOCK_AMPS >> len(wires)))  # as NumbaBackend.apply_fused
-    chunk, touch = block_chunk(B, layout.positions)
+    chunk, touch, heads_outer = block_chunk(B, layout.positions, block_low(layout.offsets))
     inside = [w for w in wires if (1 << w) < chunk]
     assert touch == (len(inside) >= 2 and inside[-1] - inside[0] >= len(inside))
     g0 = groups - B  # the last batch
@@ -64,3 +65,15 @@ def test_touch_reads_each_line_of_a_batch_once_and_only_for_blocks_with_gaps(wir
     block_touch(psi, base, chunk, layout.offsets, sink)
     lines = sorted({i - i % 4 for i in batch})
     assert sink[0] == base + sum(lines)
+
+
+@pytest.mark.parametrize("dtype", [np.complex128, np.complex64])
+@pytest.mark.parametrize("wires", [(0, 1, 14, 15), (0, 13, 14, 15), (1, 13, 14, 15)])
+def test_transposes_by_row_heads_match_the_dense_matrices(wires, dtype):
+    # a transposed batch whose chunks hold one or two row heads is read a row head at a
+    # time (layout 3); n = 16 so that a batch (2048 groups) is two chunks or more
+    n = 16
+    layout = index_layout(n, wires)
+    B = max(MIN_BATCH, BLOCK_AMPS >> len(wires))
+    assert block_chunk(B, layout.positions, block_low(layout.offsets))[2]
+    assert_block_matches_dense(wires, dtype, seed=sum(wires), num_qubits=n)
