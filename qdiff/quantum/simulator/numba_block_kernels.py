@@ -195,9 +195,17 @@ def block_start(g0, B, pos, bases, rowmap, heads_outer):
 
 
 @_jit_op
+def _transpose_steps(B, R, low, layout):
+    # (outer, inner) step counts of a transpose: layout 3 has the R / low row heads outside
+    # and the B / 8 tiles of 8 groups inside, layout 2 the other way round
+    if layout == 3:
+        return R // low, B // 8
+    return B // 8, R // low
+
+
+@_jit_op
 def _tile(i, j, layout, low):
-    # (first row, first group) of step (i, j) of a transpose: i the outer loop, j the inner;
-    # layout 3 has the row heads outside, 2 the tiles of 8 groups
+    # (first row, first group) of step (i, j) of a transpose (see _transpose_steps)
     if layout == 3:
         return i * low, j * 8
     return j * low, i * 8
@@ -235,8 +243,7 @@ def _gather(psi, re, im, B, offs, low, layout, bases, pos, rowd, scaled):
                     dr[b] = v.real
                     di[b] = v.imag
     else:  # a transpose, by tiles of 8 groups so that buffer writes fill cache lines
-        tiles, heads = B // 8, R // low
-        outer, inner = (heads, tiles) if layout == 3 else (tiles, heads)
+        outer, inner = _transpose_steps(B, R, low, layout)
         for i in range(outer):
             for j in range(inner):
                 rh, b0 = _tile(i, j, layout, low)
@@ -293,8 +300,7 @@ def _scatter(psi, re, im, rowmap, B, offs, low, layout, bases, pos, rowd, scaled
                 for b in range(run):
                     dst[b] = complex(sr[b], si[b]) * d if scaled else complex(sr[b], si[b])
     else:
-        tiles, heads = B // 8, R // low
-        outer, inner = (heads, tiles) if layout == 3 else (tiles, heads)
+        outer, inner = _transpose_steps(B, R, low, layout)
         for i in range(outer):
             for j in range(inner):
                 rh, b0 = _tile(i, j, layout, low)
