@@ -135,7 +135,7 @@ def block_touch(psi, base, chunk, offs, sink):
     # scatter of 8-wire blocks with scattered wires: 1.3-1.9x faster); the sum goes to `sink`
     # so that the reads are kept
     step = 64 // psi.itemsize
-    acc = psi[base].real
+    acc = psi[base].real  # typed as the state's real parts (float32 for complex64)
     for r in range(offs.shape[0]):
         if (offs[r] & (chunk - 1)) != 0:
             continue  # its chunk is the chunk of a row before it

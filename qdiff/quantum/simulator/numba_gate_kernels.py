@@ -53,6 +53,12 @@ def _run_end(g, hi, pos):
     return min(g - (g & (span - 1)) + span, hi)
 
 
+@njit(inline="always", cache=True)
+def _run_at(g, hi, pos, cmask):
+    # (first amplitude index, length) of the run of contiguous groups from g, below hi
+    return _insert(g, pos) | cmask, _run_end(g, hi, pos) - g
+
+
 @_jit
 def _pair_loop(a, b, m00, m01, m10, m11):
     for k in range(a.shape[0]):
@@ -104,8 +110,7 @@ def _pair_body(psi, lo, hi, pos, cmask, bit, swap, m00, m01, m10, m11):
     if pos[0] >= _MIN_RUN_BITS:
         g = lo
         while g < hi:
-            run = _run_end(g, hi, pos) - g
-            i0 = _insert(g, pos) | cmask
+            i0, run = _run_at(g, hi, pos, cmask)
             a = psi[i0:i0 + run]
             b = psi[i0 + bit:i0 + bit + run]
             if swap:
@@ -132,8 +137,7 @@ def _dense2_body(psi, lo, hi, pos, cmask, b0, b1, m):
     if pos[0] >= _MIN_RUN_BITS:
         g = lo
         while g < hi:
-            run = _run_end(g, hi, pos) - g
-            i0 = _insert(g, pos) | cmask
+            i0, run = _run_at(g, hi, pos, cmask)
             i1 = i0 | b0
             i2 = i0 | b1
             i3 = i2 | b0
@@ -184,8 +188,7 @@ def _diag_body(psi, lo, hi, pos, cmask, offs, d):
     if pos[0] >= _MIN_RUN_BITS:
         g = lo
         while g < hi:
-            run = _run_end(g, hi, pos) - g
-            base = _insert(g, pos) | cmask
+            base, run = _run_at(g, hi, pos, cmask)
             for r in range(nd):
                 i = base | offs[r]
                 _scale_loop(psi[i:i + run], d[r])
@@ -257,8 +260,7 @@ def _permk_body(psi, lo, hi, pos, cmask, offs, perm, phases):
     if pos[0] >= _MIN_RUN_BITS:
         g = lo
         while g < hi:
-            run = _run_end(g, hi, pos) - g
-            base = _insert(g, pos) | cmask
+            base, run = _run_at(g, hi, pos, cmask)
             for c in range(cycles):
                 a, b = starts[c], starts[c + 1]
                 i0 = base | offs[rows[a]]
