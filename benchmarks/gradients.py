@@ -32,7 +32,14 @@ Columns: grad and value in seconds (best of --repeats warm calls, the two altern
 values marked ``~`` are single calls, warm-up included: the first gradient or value call
 exceeded --budget, so neither was repeated), their ratio, and max|dg|, the largest absolute
 difference between the method's gradient and qdiff's. Below the table, qdiff's gradient /
-value against the goal of at most 2 (no ratio from single calls).
+value against the goal of at most 2 (no ratio from single calls), and where that ratio's
+floor lies for the adjoint method: qdiff's Numba blocks of the ansatz timed on a random state
+of the whole register (none of the first blocks' savings on |0...0>), forward (the blocks of
+the forward pass), undo (the reverse sweep's blocks undoing ψ and λ without reading a
+derivative) and sweep (the same blocks reading every derivative). A gradient runs the forward
+pass and then undoes both states: 1 + sweep/forward is the ratio its blocks alone give, and
+1 + undo/forward the ratio even if reading the derivatives cost nothing (``--no-floor``
+leaves this out).
 "not installed" means the package does not import; "skipped" that the configuration is
 outside the method's limits.
 
@@ -66,6 +73,8 @@ def _parse() -> argparse.Namespace:
                     help="largest n for qiskit-rev (its statevector evolution is slow)")
     ap.add_argument("--shift-max-n", type=int, default=12)
     ap.add_argument("--shift-max-layers", type=int, default=5)
+    ap.add_argument("--no-floor", action="store_true",
+                    help="leave out the forward / undo / sweep blocks of qdiff's Numba back end")
     ap.add_argument("--backend", default=None,
                     help="qdiff's simulator back end (numpy, numba, cupy: a GPU; default auto)")
     return common.ansatz_defaults(ap.parse_args())
@@ -310,6 +319,37 @@ def fmt(seconds: float, single: bool) -> str:
     return ("~" if single else "") + text
 
 
+# ------------------------------------------------------------------ the adjoint sweep's floor
+def sweep_blocks(n: int, layers: int, repeats: int) -> tuple[float, float, float]:
+    """Seconds (best of ``repeats``) of qdiff's Numba blocks of the ansatz on a random state
+    of ``n`` qubits: the forward pass's blocks, the reverse sweep's blocks undoing ψ and λ
+    with no derivative read, and the same blocks reading every derivative."""
+    from qdiff.quantum.gradients.adjoint import _adjoint_blocks, _planned
+    from qdiff.quantum.simulator import get_backend
+    from qdiff.quantum.simulator.gate_ops import GateOp
+
+    be = get_backend("numba")
+    ops = [GateOp(name, wires, tuple(float(a) for a in params))
+           for name, wires, params in common.hea_gates(n, layers, common.hea_angles(n, layers))]
+    forward = _planned(ops, be.fusion_width(n), forward=True)
+    reverse = _adjoint_blocks(ops, be.adjoint_width(n))
+    rng = np.random.default_rng(1)
+    psi, lam = (rng.normal(size=(2, 1 << n)) + 1j * rng.normal(size=(2, 1 << n))) / 2 ** (n / 2)
+
+    def run_forward() -> None:
+        for wires, block in forward:
+            be.apply_fused(psi, n, wires, [ops[k] for k in block])
+
+    def run_reverse(read: bool) -> None:
+        for wires, block in reversed(reverse):
+            be.adjoint_block(psi, lam, n, wires, [ops[k] for k in block],
+                             [read and bool(ops[k].params) for k in block])
+
+    return (common.best_of(run_forward, repeats)[0],
+            common.best_of(lambda: run_reverse(False), repeats)[0],
+            common.best_of(lambda: run_reverse(True), repeats)[0])
+
+
 # ---------------------------------------------------------------------------------- the table
 def main() -> None:
     args = ARGS
@@ -376,6 +416,19 @@ def main() -> None:
     print("Goal, the adjoint gradient within 2x of the forward pass (ratios of this run):")
     for line in goals:
         print(line)
+    if "qdiff" in methods and not args.no_floor and args.backend in (None, "numba"):
+        print("The adjoint method's floor: qdiff's Numba blocks on a random state, ms (best of "
+              f"{max(args.repeats, 3)}); undoing two states where the forward pass applies "
+              "the gates to one")
+        floor_rows = []
+        for n in args.sizes:
+            for layers in args.layers:
+                forward, undo, sweep = sweep_blocks(n, layers, max(args.repeats, 3))
+                floor_rows.append([str(n), str(layers), f"{forward * 1e3:.2f}",
+                                   f"{undo * 1e3:.2f}", f"{sweep * 1e3:.2f}",
+                                   f"{1 + sweep / forward:.2f}", f"{1 + undo / forward:.2f}"])
+        common.print_table(["n", "L", "forward", "undo", "sweep", "1 + sweep/forward",
+                            "1 + undo/forward"], floor_rows)
 
 
 if __name__ == "__main__":

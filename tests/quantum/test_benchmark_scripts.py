@@ -14,10 +14,19 @@ def run_script(name: str, *args: str) -> list[list[str]]:
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args],
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
-    start = next(k for k, line in enumerate(lines) if line.split()[:2] == ["n", "L"])
-    return [line.split() for line in lines[start + 1:] if line.strip() and line[0] == " "
-            or line[:1].isdigit()]
+    return table_rows(done.stdout)
+
+
+def table_rows(stdout: str, header: tuple[str, ...] = ("n", "L")) -> list[list[str]]:
+    """The rows of the first table whose header starts with ``header``, up to its end."""
+    lines = stdout.splitlines()
+    start = next(k for k, line in enumerate(lines) if tuple(line.split()[:len(header)]) == header)
+    rows = []
+    for line in lines[start + 1:]:
+        if not (line.strip() and (line[0] == " " or line[:1].isdigit())):
+            break
+        rows.append(line.split())
+    return rows
 
 
 @pytest.mark.parametrize("script, args", [
@@ -122,3 +131,17 @@ def test_gradient_benchmark_reports_no_ratio_from_calls_over_the_budget():
                if line.split()[:2] == ["5", "1"])
     assert row[5].startswith("~") and row[6].startswith("~")
     assert "grad / value not measured" in done.stdout
+
+
+def test_gradient_benchmark_prints_the_forward_and_reverse_blocks_of_the_adjoint_method():
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gradients.py"),
+                           "--sizes", "10", "--layers", "2", "--methods", "qdiff",
+                           "--observables", "Z", "--repeats", "1"],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = table_rows(done.stdout, ("n", "L", "forward"))
+    assert [row[:2] for row in rows] == [["10", "2"]]
+    forward, undo, sweep, with_sweep, with_undo = map(float, rows[0][2:])
+    assert min(forward, undo, sweep) > 0
+    assert with_sweep == pytest.approx(1 + sweep / forward, rel=0.05)
+    assert with_undo == pytest.approx(1 + undo / forward, rel=0.05)

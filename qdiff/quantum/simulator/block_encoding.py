@@ -2,7 +2,9 @@
 
 The structure of a block (which gates on which wires) is encoded once and cached: the op
 kinds, masks and pool offsets, and which one-qubit gates fold into one 2x2. Each call only
-computes the matrices from the parameters, one vectorized NumPy step per gate type.
+computes the matrices from the parameters, one vectorized NumPy step per gate type; a merged
+diagonal of phase gates (rz, phase, crz, cphase, rzz: each entry a constant times
+``e^{ikθ}``) is one ``exp`` of a small matrix-vector product of its angles.
 """
 
 from __future__ import annotations
@@ -46,10 +48,73 @@ class _Skeleton:
     # "dense" | "perm" for parametric table gates (their sparse form's data), "matrix" for
     # raw matrices (no form)
     dynamic: list[tuple[int, int, GateForm | None, str]]
-    # merged diagonals: (pool offset, size, [([(form, op index)], control ok, index)]):
-    # each item's diagonal d (2^targets) enters as d[index] where its controls are 1
+    # merged diagonals: (pool offset, size, [([(form, op index)], control ok, index)],
+    # phase-linear form or None): each item's diagonal d (2^targets) enters as d[index]
+    # where its controls are 1; see _phase_linear_diagonal for the last field
     diagonals: list[tuple[int, int, list[tuple[list[tuple[GateForm, int]], np.ndarray,
-                                               np.ndarray]]]]
+                                               np.ndarray]], _LinearDiagonal | None]]
+
+
+@dataclass(eq=False)
+class _LinearDiagonal:
+    """A merged diagonal whose entries are ``constant * exp(i * slopes @ θ)``, ``θ`` the
+    angles of the ops ``angle_ops`` (one each)."""
+    constant: np.ndarray  # [size] complex
+    slopes: np.ndarray  # [size, len(angle_ops)]
+    angle_ops: np.ndarray  # op indices
+
+
+_PHASE_PROBES = (0.37, -2.9, 7.3)
+
+_PHASE_LINEAR: dict[int, tuple[GateForm, tuple[np.ndarray, np.ndarray] | None]] = {}
+
+
+def _phase_linear(form: GateForm) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(c, k)`` with ``form.data(θ) = c * exp(i k θ)`` for every angle, for a diagonal form
+    of one parameter whose entries are such phases (rz, p, crz, rzz, cp, mcphase, ...):
+    ``k`` read off ``θ = 1`` and checked at other angles; else None.
+
+    >>> c, k = _phase_linear(gate_form(gate_spec("rz")))
+    >>> c.real.tolist(), k.tolist()
+    ([1.0, 1.0], [-0.5, 0.5])
+    """
+    hit = _PHASE_LINEAR.get(id(form))
+    if hit is not None and hit[0] is form:
+        return hit[1]
+    result = None
+    if form.kind == "diagonal" and form.spec.num_params == 1:
+        c = np.asarray(form.data(0.0), np.complex128)
+        k = np.angle(np.asarray(form.data(1.0), np.complex128) / c)
+        if all(np.allclose(form.data(t), c * np.exp(1j * k * t), rtol=0, atol=1e-13)
+               for t in _PHASE_PROBES):
+            result = (c, k)
+    _PHASE_LINEAR[id(form)] = (form, result)
+    return result
+
+
+def _phase_linear_diagonal(size: int, items: list[tuple[list[tuple[GateForm, int]],
+                                                        np.ndarray, np.ndarray]]
+                           ) -> _LinearDiagonal | None:
+    """A merged diagonal as one phase per entry, linear in its gates' angles (one ``exp``
+    of a small matrix-vector product per call instead of a product per gate), when every
+    gate in it is constant or phase-linear (:func:`_phase_linear`)."""
+    constant = np.ones(size, np.complex128)
+    columns: list[np.ndarray] = []
+    angle_ops: list[int] = []
+    for parts, ok, idx in items:
+        for form, i in parts:
+            if form.spec.num_params == 0:
+                constant *= np.where(ok, form.data()[idx], 1)
+                continue
+            linear = _phase_linear(form)
+            if linear is None:
+                return None
+            c, k = linear
+            constant *= np.where(ok, c[idx], 1)
+            columns.append(np.where(ok, k[idx], 0.0))
+            angle_ops.append(i)
+    slopes = np.stack(columns, axis=1) if columns else np.zeros((size, 0))
+    return _LinearDiagonal(constant, slopes, np.array(angle_ops, np.int64))
 
 
 def _split(form: GateForm, wires: tuple[int, ...]) -> tuple[tuple[int, ...],
@@ -297,7 +362,8 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
                 ok = (read & icmask) == icmask
                 idx = sum(((read >> b) & 1) << j for j, b in enumerate(tbits))
                 expanded.append(([(forms[i], i) for i in op_indices], ok, idx))
-            diagonals.append((int(moffs[q]), sz, expanded))
+            linear = _phase_linear_diagonal(sz, expanded)  # then the items are not kept
+            diagonals.append((int(moffs[q]), sz, [] if linear else expanded, linear))
             continue
         kinds[q] = {"perm": OP_PERM}.get(
             kind, OP_DENSE1 if m == 1 else OP_DENSE2 if m == 2 else OP_DENSEK)
@@ -327,24 +393,28 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
                      pool, folds, dynamic, diagonals)
 
 
-def _stacked_matrices(spec: Any, params: list[tuple[float, ...]]) -> np.ndarray:
-    """The 2x2 matrices of one one-qubit gate for many parameter tuples: [N, 2, 2]."""
-    count = len(params)
+_PAULI_2X2 = {"X": np.array([[0, 1], [1, 0]], np.complex128),
+              "Y": np.array([[0, -1j], [1j, 0]], np.complex128),
+              "Z": np.array([[1, 0], [0, -1]], np.complex128),
+              "I": np.eye(2, dtype=np.complex128)}
+
+
+def _stacked_matrices(spec: Any, params: list[tuple[float, ...]], column: np.ndarray
+                      ) -> np.ndarray:
+    """The 2x2 matrices of one one-qubit gate at the ops ``column`` of the block, whose
+    parameters are ``params``: [len(column), 2, 2]."""
+    count = len(column)
     if isinstance(spec, np.ndarray):
         return np.broadcast_to(np.asarray(spec, np.complex128), (count, 2, 2))
     if spec.num_params == 0:
         return np.broadcast_to(spec.matrix(), (count, 2, 2))
-    theta = np.array(params, np.float64)
-    if spec.pauli_word is not None:
-        half = 0.5 * theta[:, 0]
-        c, s = np.cos(half), np.sin(half)
-        pauli = {"X": ((0, 1), (1, 0)), "Y": ((0, -1j), (1j, 0)), "Z": ((1, 0), (0, -1)),
-                 "I": ((1, 0), (0, 1))}[spec.pauli_word]
-        return (c[:, None, None] * np.eye(2) - 1j * s[:, None, None]
-                * np.array(pauli, np.complex128))
+    if spec.pauli_word is not None:  # exp(-iθP/2) = cos(θ/2) I - i sin(θ/2) P
+        half = 0.5 * np.array([params[i][0] for i in column], np.float64)
+        return (np.cos(half)[:, None, None] * _PAULI_2X2["I"]
+                - 1j * np.sin(half)[:, None, None] * _PAULI_2X2[spec.pauli_word])
     if spec.structure == "diagonal":
-        return np.stack([np.diag(spec.diagonal(*p)) for p in params])
-    return np.stack([spec.matrix(*p) for p in params])
+        return np.stack([np.diag(spec.diagonal(*params[i])) for i in column])
+    return np.stack([spec.matrix(*params[i]) for i in column])
 
 
 _SKELETONS: dict[Any, _Skeleton] = {}
@@ -377,8 +447,8 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
     """
     ws = tuple(sorted(int(w) for w in wires))
     gates = [(op[0], tuple(op[1])) for op in ops]
-    params = [tuple(op[2]) if len(op) > 2 else () for op in ops]
-    key = (ws, tuple((g if isinstance(g, str) else id(g), w) for g, w in gates))
+    params = [op[2] if len(op) > 2 else () for op in ops]
+    key = (ws, tuple([(g if isinstance(g, str) else id(g), w) for g, w in gates]))
     skel = _SKELETONS.get(key)
     if skel is None:
         skel = _skeleton(ws, gates)
@@ -394,9 +464,9 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
             data = np.ravel(form.data(*params[index]))
         pool[skel.moffs[q]:skel.moffs[q] + data.size] = data
     for chain, indices, entries, offsets, mode in skel.folds:
-        m = _stacked_matrices(chain[0], [params[i] for i in indices[:, 0]])
+        m = _stacked_matrices(chain[0], params, indices[:, 0])
         for j in range(1, len(chain)):
-            m = _stacked_matrices(chain[j], [params[i] for i in indices[:, j]]) @ m
+            m = _stacked_matrices(chain[j], params, indices[:, j]) @ m
         if mode in ("fixed", "xfixed"):  # half of a pair of runs: the kind is fixed
             flat = m.reshape(-1, 4)  # an rx-like pair: real diagonal, imaginary off-diagonal
             pool[offsets[:, None] + np.arange(4)] = flat.real if mode == "fixed" else flat
@@ -410,7 +480,11 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
         flat[diag, 1] = flat[diag, 3]  # diagonal ops read d0, d1
         flat[anti, 0], flat[anti, 1] = m[anti, 1, 0], m[anti, 0, 1]  # phases of |0>, |1>
         pool[offsets[:, None] + np.arange(4)] = flat
-    for offset, size, items in skel.diagonals:
+    for offset, size, items, linear in skel.diagonals:
+        if linear is not None:
+            theta = np.array([params[i][0] for i in linear.angle_ops], np.float64)
+            pool[offset:offset + size] = linear.constant * np.exp(1j * (linear.slopes @ theta))
+            continue
         d = np.ones(size, np.complex128)
         for parts, ok, idx in items:
             part = parts[0][0].data(*params[parts[0][1]])

@@ -1,14 +1,17 @@
 """The block encoding moves a waiting diagonal past permutations (conjugated: it reads its
 rows through the inverse permutation) and past gates off its wires, so that a layer of
 ``ry, rz`` and a ``cx`` ladder costs one diagonal sweep instead of one per wire: against the
-dense matrices of the gates on random states, complex64 and complex128."""
+dense matrices of the gates on random states, complex64 and complex128. The merged
+diagonal is filled as one phase per row where its gates' phases are linear in their angles,
+gate by gate otherwise."""
 
 import numpy as np
 import pytest
 
-from qdiff.quantum.lang.gates import gate_spec
-from qdiff.quantum.simulator import get_backend
-from qdiff.quantum.simulator.block_encoding import OP_DIAG, OP_PERM, encode_block
+from qdiff.quantum.lang.gate_forms import gate_form
+from qdiff.quantum.lang.gates import GateSpec, gate_spec
+from qdiff.quantum.simulator import block_encoding, get_backend
+from qdiff.quantum.simulator.block_encoding import OP_DIAG, OP_PERM, _phase_linear, encode_block
 from qdiff.quantum.simulator.gate_ops import GateOp
 from tests.quantum.simulator.test_paired_block_ops import dense_result
 from tests.quantum.simulator.test_sparse_gates import random_state, tolerance
@@ -103,3 +106,40 @@ def test_an_ansatz_staircase_block_sweeps_once_per_wire_not_twice(dtype):
     got = get_backend("numba").apply_fused(psi.copy(), 9, wires, ops)
     np.testing.assert_allclose(got, dense_result(psi, 9, ops), rtol=0,
                                atol=5 * tolerance(dtype))
+
+
+def test_merged_diagonals_filled_as_phases_equal_the_products_of_their_gates(monkeypatch):
+    # a merged diagonal of phase gates (rz, phase, crz, cphase, rzz: each entry c e^{ikθ})
+    # is filled as one exp of its angles' weighted sums; gate by gate gives the same pool
+    rng = np.random.default_rng(5)
+    blocks = []
+    for wires in ((0, 1, 2, 3, 4), (1, 4, 5, 8, 9)):
+        for ops in (hea_layers(list(wires), 2), random_ops(wires, 40, rng)):
+            blocks.append((wires, ops))
+    by_phases = [encode_block(wires, ops) for wires, ops in blocks]
+    monkeypatch.setattr(block_encoding, "_SKELETONS", {})
+    monkeypatch.setattr(block_encoding, "_phase_linear", lambda form: None)
+    for (wires, ops), fast in zip(blocks, by_phases):
+        slow = encode_block(wires, ops)
+        assert OP_DIAG in fast[0].tolist()
+        for a, b in zip(fast, slow):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-14)
+
+
+def _chirp(t):
+    return np.array([1, np.exp(1j * t * t)])
+
+
+# a diagonal gate whose phase is not linear in its angle
+CHIRP = GateSpec("chirp", 1, 1, "diagonal", lambda t: np.diag(_chirp(t)), _diagonal=_chirp)
+
+
+def test_a_diagonal_gate_whose_phase_is_not_linear_in_its_angle_is_filled_gate_by_gate():
+    assert _phase_linear(gate_form(CHIRP)) is None
+    assert _phase_linear(gate_form(gate_spec("crz"))) is not None
+    ops = [GateOp("ry", (0,), (0.3,)), GateOp("rz", (0,), (0.5,)), GateOp(CHIRP, (1,), (1.7,)),
+           GateOp("cx", (0, 1)), GateOp("crz", (1, 2), (0.4,)), GateOp(CHIRP, (2,), (-0.6,)),
+           GateOp("ry", (1,), (0.2,))]
+    psi = random_state(9, np.complex128)
+    got = get_backend("numba").apply_fused(psi.copy(), 9, (0, 1, 2), ops)
+    np.testing.assert_allclose(got, dense_result(psi, 9, ops), atol=1e-12)
