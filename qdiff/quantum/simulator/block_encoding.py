@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numba import njit
 
 from ..lang.gate_forms import GateForm, gate_form
 from ..lang.gates import GateSpec, gate_spec
@@ -39,11 +40,8 @@ class _Skeleton:
     perm: np.ndarray
     poffs: np.ndarray
     pool_fixed: np.ndarray  # the pool with constant data filled in
-    # runs of one-qubit gates multiplied into one 2x2, grouped by the gates they multiply:
-    # (gates, op indices [runs, len(gates)], entry numbers, pool offsets, mode), mode "real"
-    # or "complex" (the kind follows the product: diagonal, anti-diagonal or full) or
-    # "fixed" (one half of a pair of real runs), "xfixed" (of a pair of rx-like runs)
-    folds: list[tuple[tuple[Any, ...], np.ndarray, np.ndarray, np.ndarray, str]]
+    # runs of one-qubit gates multiplied into one 2x2 (see _FoldTable)
+    folds: _FoldTable
     # multi-qubit ops computed at every call: (entry number, op index, form, kind), kind
     # "dense" | "perm" for parametric table gates (their sparse form's data), "matrix" for
     # raw matrices (no form)
@@ -115,6 +113,118 @@ def _phase_linear_diagonal(size: int, items: list[tuple[list[tuple[GateForm, int
             angle_ops.append(i)
     slopes = np.stack(columns, axis=1) if columns else np.zeros((size, 0))
     return _LinearDiagonal(constant, slopes, np.array(angle_ops, np.int64))
+
+
+FOLD_REAL, FOLD_COMPLEX, FOLD_FIXED, FOLD_XFIXED = range(4)
+"""Modes of a run of one-qubit gates multiplied into one 2x2: its op's kind follows the
+product (diagonal, anti-diagonal or full; real or complex), or is fixed: one half of a pair
+of real runs (``OP_REAL2``, real entries) or of rx-like runs (``OP_XPAIR``)."""
+
+LINK_CONSTANT, LINK_ROTATION, LINK_MATRIX = range(3)
+"""How a gate of a run enters the product: a constant 2x2, a Pauli rotation
+``cos(θ/2) I - i sin(θ/2) P`` of an angle, or a 2x2 computed at every call (a raw matrix,
+or a parametric gate that is no Pauli rotation, such as ``u``)."""
+
+_PAULI_CODES = {"I": 0, "X": 1, "Y": 2, "Z": 3}
+
+
+@dataclass(eq=False)
+class _FoldTable:
+    """The runs of one-qubit gates of a block, each multiplied into one 2x2 at every call
+    by :func:`fill_folds` (one compiled call for all runs of the block)."""
+    entries: np.ndarray  # [runs] op number of each run
+    offsets: np.ndarray  # [runs] pool offset of its 2x2
+    modes: np.ndarray  # [runs] FOLD_*
+    starts: np.ndarray  # [runs + 1] its gates: links[starts[r]:starts[r + 1]], first applied first
+    kinds: np.ndarray  # [links] LINK_*
+    paulis: np.ndarray  # [links] the rotation's Pauli (_PAULI_CODES)
+    args: np.ndarray  # [links] index into the call's angles (rotations) or matrices
+    constants: np.ndarray  # [links, 2, 2] the constant gates' matrices
+    rotation_ops: np.ndarray  # [angles] op index of each rotation's angle
+    matrix_ops: list[tuple[int, Any]]  # (op index, spec or None: a raw matrix) per matrix
+
+
+def _fold_table(runs: list[tuple[int, int, int, list[int]]], specs: list[GateSpec | None],
+                ops: list[tuple[Any, tuple[int, ...]]]) -> _FoldTable:
+    """The table of ``runs``: (op number, pool offset, FOLD_* mode, op indices in order)."""
+    starts, kinds, paulis, args, constants = [0], [], [], [], []
+    rotation_ops: list[int] = []
+    matrix_ops: list[tuple[int, Any]] = []
+    for _, _, _, chain in runs:
+        for i in chain:
+            spec = specs[i]
+            constant = np.eye(2, dtype=np.complex128)
+            pauli = 0
+            if spec is not None and spec.num_params == 0:
+                kind, arg, constant = LINK_CONSTANT, 0, spec.matrix()
+            elif spec is not None and spec.num_params == 1 and spec.pauli_word is not None:
+                kind, arg, pauli = LINK_ROTATION, len(rotation_ops), _PAULI_CODES[spec.pauli_word]
+                rotation_ops.append(i)
+            else:
+                kind, arg = LINK_MATRIX, len(matrix_ops)
+                matrix_ops.append((i, spec))
+            kinds.append(kind)
+            paulis.append(pauli)
+            args.append(arg)
+            constants.append(constant)
+        starts.append(len(kinds))
+    return _FoldTable(np.array([r[0] for r in runs], np.int64),
+                      np.array([r[1] for r in runs], np.int64),
+                      np.array([r[2] for r in runs], np.int64), np.array(starts, np.int64),
+                      np.array(kinds, np.int64), np.array(paulis, np.int64),
+                      np.array(args, np.int64),
+                      np.array(constants, np.complex128).reshape(len(kinds), 2, 2),
+                      np.array(rotation_ops, np.int64), matrix_ops)
+
+
+@njit(cache=True, nogil=True)
+def fill_folds(pool, kinds, table_entries, offsets, modes, starts, link_kinds, paulis, args,
+               constants, angles, matrices):
+    # each run's product G_last ... G_first, written to the pool as its op reads it:
+    # m00, m01, m10, m11 (real parts for FOLD_FIXED); a diagonal product as d0, d1 and an
+    # anti-diagonal one as the phases of |0>, |1> (m10, m01), with the op kind set to match
+    for r in range(table_entries.shape[0]):
+        a, b, c, d = 1.0 + 0j, 0j, 0j, 1.0 + 0j
+        for g in range(starts[r], starts[r + 1]):
+            if link_kinds[g] == 1:  # LINK_ROTATION
+                half = 0.5 * angles[args[g]]
+                co, si = np.cos(half), np.sin(half)
+                p = paulis[g]
+                if p == 0:
+                    e, f, h, k = complex(co, -si), 0j, 0j, complex(co, -si)
+                elif p == 1:
+                    e, f, h, k = complex(co, 0.0), complex(0.0, -si), complex(0.0, -si), \
+                        complex(co, 0.0)
+                elif p == 2:
+                    e, f, h, k = complex(co, 0.0), complex(-si, 0.0), complex(si, 0.0), \
+                        complex(co, 0.0)
+                else:
+                    e, f, h, k = complex(co, -si), 0j, 0j, complex(co, si)
+            elif link_kinds[g] == 0:  # LINK_CONSTANT
+                e, f, h, k = constants[g, 0, 0], constants[g, 0, 1], constants[g, 1, 0], \
+                    constants[g, 1, 1]
+            else:  # LINK_MATRIX
+                m = matrices[args[g]]
+                e, f, h, k = m[0, 0], m[0, 1], m[1, 0], m[1, 1]
+            a, b, c, d = e * a + f * c, e * b + f * d, h * a + k * c, h * b + k * d
+        o = offsets[r]
+        mode = modes[r]
+        if mode == 2:  # FOLD_FIXED: the real half of a pair of real runs
+            pool[o], pool[o + 1], pool[o + 2], pool[o + 3] = a.real, b.real, c.real, d.real
+            continue
+        if mode == 3:  # FOLD_XFIXED
+            pool[o], pool[o + 1], pool[o + 2], pool[o + 3] = a, b, c, d
+            continue
+        q = table_entries[r]
+        if b == 0 and c == 0:
+            kinds[q] = 3  # OP_DIAG: d0, d1
+            pool[o], pool[o + 1], pool[o + 2], pool[o + 3] = a, d, c, d
+        elif a == 0 and d == 0:
+            kinds[q] = 4  # OP_PERM: the phases of |0>, |1>
+            pool[o], pool[o + 1], pool[o + 2], pool[o + 3] = c, b, c, d
+        else:
+            kinds[q] = 5 if mode == 0 else 0  # OP_REAL1, OP_DENSE1
+            pool[o], pool[o + 1], pool[o + 2], pool[o + 3] = a, b, c, d
 
 
 def _split(form: GateForm, wires: tuple[int, ...]) -> tuple[tuple[int, ...],
@@ -330,7 +440,7 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
     kinds, cmasks, ntg, tgts, moffs, poffs = op_table(count, width)
     perms: list[int] = [1, 0]  # slot 0: the swap of a folded anti-diagonal 2x2
     size = 0
-    fold_groups: dict[tuple[Any, ...], list[tuple[int, list[int], int]]] = {}
+    runs: list[tuple[int, int, int, list[int]]] = []  # see _fold_table
     dynamic: list[tuple[int, int, GateForm | None, str]] = []
     diagonals: list[tuple[int, int, list[tuple[list[tuple[GateForm, int]], np.ndarray,
                                                np.ndarray]]]] = []
@@ -345,11 +455,9 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
             if kind != "fold":
                 kinds[q] = OP_REAL2 if kind == "fold2" else OP_XPAIR
             for half, chain in enumerate(halves):
-                mode = ("fixed" if kind == "fold2" else "xfixed" if kind == "xpair" else
-                        "real" if all(info[i][1] for i in chain) else "complex")
-                key = (mode, *(id(specs[i]) if specs[i] is not None else -1 - i
-                               for i in chain))
-                fold_groups.setdefault(key, []).append((q, chain, int(moffs[q]) + 4 * half))
+                mode = (FOLD_FIXED if kind == "fold2" else FOLD_XFIXED if kind == "xpair" else
+                        FOLD_REAL if all(info[i][1] for i in chain) else FOLD_COMPLEX)
+                runs.append((q, int(moffs[q]) + 4 * half, mode, chain))
             continue
         if kind == "diagonal":
             kinds[q] = OP_DIAG
@@ -381,40 +489,9 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
     pool = np.zeros(max(size, 1), np.complex128)
     for q, data in fixed:
         pool[moffs[q]:moffs[q] + data.size] = data
-    folds = []
-    for key, group in fold_groups.items():
-        chain = group[0][1]
-        folds.append((tuple(specs[i] if specs[i] is not None else ops[i][0] for i in chain),
-                      np.array([g[1] for g in group], np.int64),
-                      np.array([g[0] for g in group], np.int64),
-                      np.array([g[2] for g in group], np.int64), key[0]))
     keep = tuple(g for g, _ in ops if not isinstance(g, str))
     return _Skeleton(keep, kinds, cmasks, ntg, tgts, moffs, np.array(perms, np.int64), poffs,
-                     pool, folds, dynamic, diagonals)
-
-
-_PAULI_2X2 = {"X": np.array([[0, 1], [1, 0]], np.complex128),
-              "Y": np.array([[0, -1j], [1j, 0]], np.complex128),
-              "Z": np.array([[1, 0], [0, -1]], np.complex128),
-              "I": np.eye(2, dtype=np.complex128)}
-
-
-def _stacked_matrices(spec: Any, params: list[tuple[float, ...]], column: np.ndarray
-                      ) -> np.ndarray:
-    """The 2x2 matrices of one one-qubit gate at the ops ``column`` of the block, whose
-    parameters are ``params``: [len(column), 2, 2]."""
-    count = len(column)
-    if isinstance(spec, np.ndarray):
-        return np.broadcast_to(np.asarray(spec, np.complex128), (count, 2, 2))
-    if spec.num_params == 0:
-        return np.broadcast_to(spec.matrix(), (count, 2, 2))
-    if spec.pauli_word is not None:  # exp(-iθP/2) = cos(θ/2) I - i sin(θ/2) P
-        half = 0.5 * np.array([params[i][0] for i in column], np.float64)
-        return (np.cos(half)[:, None, None] * _PAULI_2X2["I"]
-                - 1j * np.sin(half)[:, None, None] * _PAULI_2X2[spec.pauli_word])
-    if spec.structure == "diagonal":
-        return np.stack([np.diag(spec.diagonal(*params[i])) for i in column])
-    return np.stack([spec.matrix(*params[i]) for i in column])
+                     pool, _fold_table(runs, specs, ops), dynamic, diagonals)
 
 
 _SKELETONS: dict[Any, _Skeleton] = {}
@@ -463,23 +540,14 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
         else:
             data = np.ravel(form.data(*params[index]))
         pool[skel.moffs[q]:skel.moffs[q] + data.size] = data
-    for chain, indices, entries, offsets, mode in skel.folds:
-        m = _stacked_matrices(chain[0], params, indices[:, 0])
-        for j in range(1, len(chain)):
-            m = _stacked_matrices(chain[j], params, indices[:, j]) @ m
-        if mode in ("fixed", "xfixed"):  # half of a pair of runs: the kind is fixed
-            flat = m.reshape(-1, 4)  # an rx-like pair: real diagonal, imaginary off-diagonal
-            pool[offsets[:, None] + np.arange(4)] = flat.real if mode == "fixed" else flat
-            continue
-        real = mode == "real"
-        diag = (m[:, 0, 1] == 0) & (m[:, 1, 0] == 0)
-        anti = ~diag & (m[:, 0, 0] == 0) & (m[:, 1, 1] == 0)
-        kinds[entries] = np.where(diag, OP_DIAG, np.where(anti, OP_PERM,
-                                                          OP_REAL1 if real else OP_DENSE1))
-        flat = m.reshape(-1, 4).copy()
-        flat[diag, 1] = flat[diag, 3]  # diagonal ops read d0, d1
-        flat[anti, 0], flat[anti, 1] = m[anti, 1, 0], m[anti, 0, 1]  # phases of |0>, |1>
-        pool[offsets[:, None] + np.arange(4)] = flat
+    folds = skel.folds
+    if folds.entries.size:
+        angles = np.array([params[i][0] for i in folds.rotation_ops.tolist()], np.float64)
+        matrices = np.array([np.asarray(gates[i][0] if spec is None else spec.matrix(*params[i]),
+                                        np.complex128) for i, spec in folds.matrix_ops],
+                            np.complex128).reshape(len(folds.matrix_ops), 2, 2)
+        fill_folds(pool, kinds, folds.entries, folds.offsets, folds.modes, folds.starts,
+                   folds.kinds, folds.paulis, folds.args, folds.constants, angles, matrices)
     for offset, size, items, linear in skel.diagonals:
         if linear is not None:
             theta = np.array([params[i][0] for i in linear.angle_ops], np.float64)
