@@ -2,9 +2,10 @@
 
 The structure of a block (which gates on which wires) is encoded once and cached: the op
 kinds, masks and pool offsets, and which one-qubit gates fold into one 2x2. Each call only
-computes the matrices from the parameters, one vectorized NumPy step per gate type; a merged
-diagonal of phase gates (rz, phase, crz, cphase, rzz: each entry a constant times
-``e^{ikθ}``) is one ``exp`` of a small matrix-vector product of its angles.
+computes the matrices from the parameters: every run of one-qubit gates of the block is
+multiplied into its 2x2 in one compiled call (:func:`fill_folds`), and a merged diagonal of
+phase gates (rz, phase, crz, cphase, rzz: each entry a constant times ``e^{ikθ}``) is one
+``exp`` of a small matrix-vector product of its angles.
 """
 
 from __future__ import annotations
@@ -144,8 +145,8 @@ class _FoldTable:
     matrix_ops: list[tuple[int, Any]]  # (op index, spec or None: a raw matrix) per matrix
 
 
-def _fold_table(runs: list[tuple[int, int, int, list[int]]], specs: list[GateSpec | None],
-                ops: list[tuple[Any, tuple[int, ...]]]) -> _FoldTable:
+def _fold_table(runs: list[tuple[int, int, int, list[int]]], specs: list[GateSpec | None]
+                ) -> _FoldTable:
     """The table of ``runs``: (op number, pool offset, FOLD_* mode, op indices in order)."""
     starts, kinds, paulis, args, constants = [0], [], [], [], []
     rotation_ops: list[int] = []
@@ -186,21 +187,21 @@ def fill_folds(pool, kinds, table_entries, offsets, modes, starts, link_kinds, p
     for r in range(table_entries.shape[0]):
         a, b, c, d = 1.0 + 0j, 0j, 0j, 1.0 + 0j
         for g in range(starts[r], starts[r + 1]):
-            if link_kinds[g] == 1:  # LINK_ROTATION
+            if link_kinds[g] == LINK_ROTATION:
                 half = 0.5 * angles[args[g]]
                 co, si = np.cos(half), np.sin(half)
                 p = paulis[g]
-                if p == 0:
+                if p == 0:  # I
                     e, f, h, k = complex(co, -si), 0j, 0j, complex(co, -si)
-                elif p == 1:
+                elif p == 1:  # X
                     e, f, h, k = complex(co, 0.0), complex(0.0, -si), complex(0.0, -si), \
                         complex(co, 0.0)
-                elif p == 2:
+                elif p == 2:  # Y
                     e, f, h, k = complex(co, 0.0), complex(-si, 0.0), complex(si, 0.0), \
                         complex(co, 0.0)
-                else:
+                else:  # Z
                     e, f, h, k = complex(co, -si), 0j, 0j, complex(co, si)
-            elif link_kinds[g] == 0:  # LINK_CONSTANT
+            elif link_kinds[g] == LINK_CONSTANT:
                 e, f, h, k = constants[g, 0, 0], constants[g, 0, 1], constants[g, 1, 0], \
                     constants[g, 1, 1]
             else:  # LINK_MATRIX
@@ -209,21 +210,21 @@ def fill_folds(pool, kinds, table_entries, offsets, modes, starts, link_kinds, p
             a, b, c, d = e * a + f * c, e * b + f * d, h * a + k * c, h * b + k * d
         o = offsets[r]
         mode = modes[r]
-        if mode == 2:  # FOLD_FIXED: the real half of a pair of real runs
+        if mode == FOLD_FIXED:  # the real half of a pair of real runs
             pool[o], pool[o + 1], pool[o + 2], pool[o + 3] = a.real, b.real, c.real, d.real
             continue
-        if mode == 3:  # FOLD_XFIXED
+        if mode == FOLD_XFIXED:
             pool[o], pool[o + 1], pool[o + 2], pool[o + 3] = a, b, c, d
             continue
         q = table_entries[r]
         if b == 0 and c == 0:
-            kinds[q] = 3  # OP_DIAG: d0, d1
+            kinds[q] = OP_DIAG  # d0, d1
             pool[o], pool[o + 1], pool[o + 2], pool[o + 3] = a, d, c, d
         elif a == 0 and d == 0:
-            kinds[q] = 4  # OP_PERM: the phases of |0>, |1>
+            kinds[q] = OP_PERM  # the phases of |0>, |1>
             pool[o], pool[o + 1], pool[o + 2], pool[o + 3] = c, b, c, d
         else:
-            kinds[q] = 5 if mode == 0 else 0  # OP_REAL1, OP_DENSE1
+            kinds[q] = OP_REAL1 if mode == FOLD_REAL else OP_DENSE1
             pool[o], pool[o + 1], pool[o + 2], pool[o + 3] = a, b, c, d
 
 
@@ -443,7 +444,7 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
     runs: list[tuple[int, int, int, list[int]]] = []  # see _fold_table
     dynamic: list[tuple[int, int, GateForm | None, str]] = []
     diagonals: list[tuple[int, int, list[tuple[list[tuple[GateForm, int]], np.ndarray,
-                                               np.ndarray]]]] = []
+                                               np.ndarray]], _LinearDiagonal | None]] = []
     fixed: list[tuple[int, np.ndarray]] = []
     for q, (kind, cmask, tmasks, sz, payload) in enumerate(entries):
         m = len(tmasks)
@@ -491,7 +492,7 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
         pool[moffs[q]:moffs[q] + data.size] = data
     keep = tuple(g for g, _ in ops if not isinstance(g, str))
     return _Skeleton(keep, kinds, cmasks, ntg, tgts, moffs, np.array(perms, np.int64), poffs,
-                     pool, _fold_table(runs, specs, ops), dynamic, diagonals)
+                     pool, _fold_table(runs, specs), dynamic, diagonals)
 
 
 _SKELETONS: dict[Any, _Skeleton] = {}

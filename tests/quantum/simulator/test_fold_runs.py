@@ -51,6 +51,11 @@ def random_runs(wires, count):
         if k % 7 == 3:
             ops.append(GateOp(random_unitary_2x2(), (w,), ()))
             continue
+        if k % 5 == 1:  # a rotation about every one-qubit Pauli word, I included
+            word = "IXYZ"[k % 4]
+            ops.append(GateOp(gate_spec("pauli_rot", pauli=word), (w,),
+                              (float(RNG.uniform(-3, 3)),)))
+            continue
         name = names[int(RNG.integers(len(names)))]
         ops.append(GateOp(name, (w,), tuple(float(a) for a in
                                             RNG.uniform(-3, 3, _ONE_QUBIT[name]))))
