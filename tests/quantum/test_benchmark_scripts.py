@@ -10,11 +10,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_script(name: str, *args: str) -> list[list[str]]:
+def benchmark_output(name: str, *args: str) -> str:
+    """What ``benchmarks/<name> args`` prints, after checking that it ran through."""
     done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / name), *args],
                           capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr[-2000:]
-    return table_rows(done.stdout)
+    return done.stdout
+
+
+def run_script(name: str, *args: str) -> list[list[str]]:
+    return table_rows(benchmark_output(name, *args))
 
 
 def table_rows(stdout: str, header: tuple[str, ...] = ("n", "L")) -> list[list[str]]:
@@ -43,11 +48,8 @@ def test_benchmark_script_runs_and_its_methods_agree(script, args):
 
 
 def test_wide_gates_benchmark_batches_the_random_circuit_and_agrees_with_the_loop():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "wide_gates.py"),
-                           "--batch", "3", "--repeats", "1"],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    out = benchmark_output("wide_gates.py", "--batch", "3", "--repeats", "1")
+    lines = out.splitlines()
     assert lines[0].endswith("one batched circuit: True")
     rows = [line.split() for line in lines[2:]]
     assert [row[0] for row in rows] == ["value", "value+grad"]
@@ -55,19 +57,16 @@ def test_wide_gates_benchmark_batches_the_random_circuit_and_agrees_with_the_loo
 
 
 def test_loops_benchmark_prints_both_runners_within_four_standard_errors():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "loops.py"), "--shots",
-                           "3000", "--python-shots", "20", "--samples", "2000",
-                           "--python-samples", "5", "--rounds", "4", "--stored-up-to", "4"],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = [line for line in done.stdout.splitlines()
+    out = benchmark_output("loops.py", "--shots", "3000", "--python-shots", "20", "--samples",
+                           "2000", "--python-samples", "5", "--rounds", "4", "--stored-up-to", "4")
+    rows = [line for line in out.splitlines()
             if "trajectories" in line or " batch " in line]
     assert [("batch" in row) for row in rows] == [False, True] * 4  # runs, then gradients
     for row in rows:
         estimate, error, exact = (float(row.split()[k]) for k in (-4, -2, -1))
         if "batch" in row:
             assert abs(estimate - exact) <= 4 * error
-    adjoint = [line.split() for line in done.stdout.splitlines()
+    adjoint = [line.split() for line in out.splitlines()
                if line.startswith(("every round stored", "checkpointed segments"))]
     assert len(adjoint) == 2
     assert float(adjoint[1][-1]) < 1e-12  # checkpointed against stored: max rel. diff
@@ -77,12 +76,9 @@ def test_library_table_in_complex64():
     # --dtype complex64: qdiff runs the circuits in single precision (the table says so), its
     # probabilities within single-precision rounding of lightning's double-precision ones
     pytest.importorskip("pennylane")
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "statevector.py"),
-                           "--library-only", "--sizes", "5", "--repeats", "1", "--clock", "cpu",
-                           "--dtype", "complex64", "--circuits", "qft", "random"],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    out = benchmark_output("statevector.py", "--library-only", "--sizes", "5", "--repeats", "1",
+                           "--clock", "cpu", "--dtype", "complex64", "--circuits", "qft", "random")
+    lines = out.splitlines()
     assert any(line.startswith("Library circuits, complex64") for line in lines)
     start = next(k for k, line in enumerate(lines) if line.split()[:2] == ["circuit", "n"])
     rows = [line.split() for line in lines[start + 1:start + 3]]
@@ -95,11 +91,9 @@ def test_library_table_runs_and_lightning_agrees_with_qdiff():
     # circuit, wires reversed); its probabilities are qdiff's
     pytest.importorskip("pennylane")
     pytest.importorskip("qiskit_aer")
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "statevector.py"),
-                           "--library-only", "--sizes", "5", "--repeats", "1", "--clock", "cpu"],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    lines = done.stdout.splitlines()
+    out = benchmark_output("statevector.py", "--library-only", "--sizes", "5", "--repeats", "1",
+                           "--clock", "cpu")
+    lines = out.splitlines()
     start = next(k for k, line in enumerate(lines) if line.split()[:2] == ["circuit", "n"])
     rows = [line.split() for line in lines[start + 1:start + 8]]
     assert [row[0] for row in rows] == ["hea", "qft", "qaoa", "su2", "qpe", "graph", "random"]
@@ -109,11 +103,8 @@ def test_library_table_runs_and_lightning_agrees_with_qdiff():
 
 
 def test_batched_loops_benchmark_runs_and_its_gradients_agree():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "batched_loops.py"),
-                           "--batch", "3", "--repeats", "1"],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = [line.split() for line in done.stdout.splitlines()[1:]]
+    out = benchmark_output("batched_loops.py", "--batch", "3", "--repeats", "1")
+    rows = [line.split() for line in out.splitlines()[1:]]
     assert [row[0] for row in rows] == ["repeat_until_one", "cycle_walk", "measured_rounds"]
     for row in rows:
         assert float(row[-1]) < 1e-12  # batched against the loop of value_and_grad calls
@@ -122,24 +113,18 @@ def test_batched_loops_benchmark_runs_and_its_gradients_agree():
 def test_gradient_benchmark_reports_no_ratio_from_calls_over_the_budget():
     # a gradient over --budget is one call (its warm-up included), and so is the value
     # beside it: both are marked `~` and the goal line gives no ratio of the two
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gradients.py"),
-                           "--sizes", "5", "--layers", "1", "--methods", "qdiff",
-                           "--observables", "Z", "--budget", "0"],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    row = next(line.split() for line in done.stdout.splitlines()
+    out = benchmark_output("gradients.py", "--sizes", "5", "--layers", "1", "--methods", "qdiff",
+                           "--observables", "Z", "--budget", "0")
+    row = next(line.split() for line in out.splitlines()
                if line.split()[:2] == ["5", "1"])
     assert row[5].startswith("~") and row[6].startswith("~")
-    assert "grad / value not measured" in done.stdout
+    assert "grad / value not measured" in out
 
 
 def test_gradient_benchmark_prints_the_forward_and_reverse_blocks_of_the_adjoint_method():
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gradients.py"),
-                           "--sizes", "10", "--layers", "2", "--methods", "qdiff",
-                           "--observables", "Z", "--repeats", "1"],
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stderr[-2000:]
-    rows = table_rows(done.stdout, ("n", "L", "forward"))
+    out = benchmark_output("gradients.py", "--sizes", "10", "--layers", "2", "--methods", "qdiff",
+                           "--observables", "Z", "--repeats", "1")
+    rows = table_rows(out, ("n", "L", "forward"))
     assert [row[:2] for row in rows] == [["10", "2"]]
     forward, undo, sweep, with_sweep, with_undo = map(float, rows[0][2:])
     assert min(forward, undo, sweep) > 0
