@@ -220,7 +220,9 @@ def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> Quantum
 
 
 
-_SUMS_OUTPUTS: weakref.WeakKeyDictionary[Program, bool] = weakref.WeakKeyDictionary()
+# by id, with a weak reference that confirms it and drops the entry with the program (a
+# WeakKeyDictionary would compare programs by their structural __eq__, a serialization)
+_SUMS_OUTPUTS: dict[int, tuple[weakref.ref, bool]] = {}
 
 
 def _sums_outputs(program: Program) -> bool:
@@ -228,12 +230,15 @@ def _sums_outputs(program: Program) -> bool:
     numbers over its branches (no drawn samples, no complex outputs): then its loops' exits
     may be summed early (`BranchRunner.exits_to_end`). Remembered per program: a variational
     loop runs one program many times, and walking its equations cost 0.1-0.2 ms a call."""
-    known = _SUMS_OUTPUTS.get(program)
-    if known is None:
-        known = all(getattr(a.type, "np_dtype", np.dtype(float)).kind != "c"
-                    for a in program.outputs) \
-            and not any(e.primitive.name == "sample" for e in program.all_eqns())
-        _SUMS_OUTPUTS[program] = known
+    key = id(program)
+    hit = _SUMS_OUTPUTS.get(key)
+    if hit is not None and hit[0]() is program:
+        return hit[1]
+    known = all(getattr(a.type, "np_dtype", np.dtype(float)).kind != "c"
+                for a in program.outputs) \
+        and not any(e.primitive.name == "sample" for e in program.all_eqns())
+    _SUMS_OUTPUTS[key] = (weakref.ref(program, lambda _, key=key: _SUMS_OUTPUTS.pop(key, None)),
+                          known)
     return known
 
 

@@ -593,7 +593,8 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
         nodes = record.in_nodes[1:]
         for spec, wires, lo, hi in gate_parts(record.eqn):  # type: ignore[arg-type]
             angles = tuple(values[lo:hi])
-            wanted = lam is not None and any(k is not None for k in nodes[lo:hi])
+            wanted = lam is not None and (nodes[lo] is not None if hi - lo == 1 else
+                                          any(k is not None for k in nodes[lo:hi]))
             if wanted and spec.generator is None and spec.num_params:
                 # u(θ, φ, λ) = e^{iα} rz(φ) ry(θ) rz(λ): its rotations, in application order
                 for o in spec.occurrences:
@@ -614,12 +615,13 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
             want.append(wanted and spec.num_params == 1)
             slots.append((index, lo))
     if lam is not None:
-        # θ̄ per record, angle and row
-        grads = [np.zeros((len(r.in_values) - 1, sweep.rows)) for r in reversed(gates)]
+        # θ̄ per angle and row, the records' angles one after another (in application order)
+        starts = np.cumsum([0] + [len(r.in_values) - 1 for r in reversed(gates)])
+        grads = np.zeros((int(starts[-1]), sweep.rows))
         if phases:
             overlap = sweep.overlaps(lam, psi)
             for index, j, slope in phases:
-                grads[index][j] -= 2 * slope * overlap.imag
+                grads[starts[index] + j] -= 2 * slope * overlap.imag
     width = max(be.adjoint_width(n), 1)
     blocks = _adjoint_blocks(ops, width)
     supports = _block_supports(ops, blocks, _start_support(sweep, gates[-1].in_nodes[0]))
@@ -636,18 +638,18 @@ def _gates(sweep: Sweep, gates: list[Record]) -> None:
     if found:
         values = be.to_numpy(be.xp.concatenate([g for _, g in found], axis=1))
         order = [k for block, _ in found for k in block]
-        for k, value in zip(order, values.T):
-            if want[k]:
-                index, j = slots[k]
-                grads[index][j] += value
+        columns = [c for c, k in enumerate(order) if want[k]]
+        angles_at = np.array([starts[slots[order[c]][0]] + slots[order[c]][1] for c in columns],
+                             np.int64)
+        np.add.at(grads, angles_at, values.T[columns])  # an angle may drive several gates
     if alpha:
         factor = np.exp(-1j * alpha)
         psi *= factor
         if lam is not None:
             lam *= factor
     if lam is not None:
-        for record, values in zip(reversed(gates), grads):
-            for node, g in zip(record.in_nodes[1:], values):
+        for record, start in zip(reversed(gates), starts.tolist()):
+            for node, g in zip(record.in_nodes[1:], grads[start:]):
                 if node is not None:
                     sweep.add(node, g)
     first = gates[-1].in_nodes[0]
