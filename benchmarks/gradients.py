@@ -324,28 +324,23 @@ def sweep_blocks(n: int, layers: int, repeats: int) -> tuple[float, float, float
     """Seconds (best of ``repeats``) of qdiff's Numba blocks of the ansatz on a random state
     of ``n`` qubits: the forward pass's blocks, the reverse sweep's blocks undoing ψ and λ
     with no derivative read, and the same blocks reading every derivative."""
-    from qdiff.quantum.gradients.adjoint import _adjoint_blocks, _planned
+    from qdiff.quantum.gradients.adjoint import _adjoint_blocks, apply_gates
     from qdiff.quantum.simulator import get_backend
     from qdiff.quantum.simulator.gate_ops import GateOp
 
     be = get_backend("numba")
     ops = [GateOp(name, wires, tuple(float(a) for a in params))
            for name, wires, params in common.hea_gates(n, layers, common.hea_angles(n, layers))]
-    forward = _planned(ops, be.fusion_width(n), forward=True)
     reverse = _adjoint_blocks(ops, be.adjoint_width(n))
     rng = np.random.default_rng(1)
     psi, lam = (rng.normal(size=(2, 1 << n)) + 1j * rng.normal(size=(2, 1 << n))) / 2 ** (n / 2)
-
-    def run_forward() -> None:
-        for wires, block in forward:
-            be.apply_fused(psi, n, wires, [ops[k] for k in block])
 
     def run_reverse(read: bool) -> None:
         for wires, block in reversed(reverse):
             be.adjoint_block(psi, lam, n, wires, [ops[k] for k in block],
                              [read and bool(ops[k].params) for k in block])
 
-    return (common.best_of(run_forward, repeats)[0],
+    return (common.best_of(lambda: apply_gates(be, psi, ops), repeats)[0],
             common.best_of(lambda: run_reverse(False), repeats)[0],
             common.best_of(lambda: run_reverse(True), repeats)[0])
 
@@ -417,13 +412,13 @@ def main() -> None:
     for line in goals:
         print(line)
     if "qdiff" in methods and not args.no_floor and args.backend in (None, "numba"):
+        repeats = max(args.repeats, 3)
         print("The adjoint method's floor: qdiff's Numba blocks on a random state, ms (best of "
-              f"{max(args.repeats, 3)}); undoing two states where the forward pass applies "
-              "the gates to one")
+              f"{repeats}); undoing two states where the forward pass applies the gates to one")
         floor_rows = []
         for n in args.sizes:
             for layers in args.layers:
-                forward, undo, sweep = sweep_blocks(n, layers, max(args.repeats, 3))
+                forward, undo, sweep = sweep_blocks(n, layers, repeats)
                 floor_rows.append([str(n), str(layers), f"{forward * 1e3:.2f}",
                                    f"{undo * 1e3:.2f}", f"{sweep * 1e3:.2f}",
                                    f"{1 + sweep / forward:.2f}", f"{1 + undo / forward:.2f}"])

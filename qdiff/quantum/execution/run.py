@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 import warnings
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -220,26 +219,23 @@ def _exact(runner: BranchRunner, program: Program, values: list[Any]) -> Quantum
 
 
 
-# by id, with a weak reference that confirms it and drops the entry with the program (a
-# WeakKeyDictionary would compare programs by their structural __eq__, a serialization)
-_SUMS_OUTPUTS: dict[int, tuple[weakref.ref, bool]] = {}
+_SUMS_OUTPUTS: dict[int, tuple[Program, bool]] = {}
 
 
 def _sums_outputs(program: Program) -> bool:
     """Whether the exact value of every output of ``program`` is a weighted sum of real
     numbers over its branches (no drawn samples, no complex outputs): then its loops' exits
-    may be summed early (`BranchRunner.exits_to_end`). Remembered per program: a variational
+    may be summed early (`BranchRunner.exits_to_end`). Cached per program: a variational
     loop runs one program many times, and walking its equations cost 0.1-0.2 ms a call."""
-    key = id(program)
-    hit = _SUMS_OUTPUTS.get(key)
-    if hit is not None and hit[0]() is program:
-        return hit[1]
-    known = all(getattr(a.type, "np_dtype", np.dtype(float)).kind != "c"
-                for a in program.outputs) \
-        and not any(e.primitive.name == "sample" for e in program.all_eqns())
-    _SUMS_OUTPUTS[key] = (weakref.ref(program, lambda _, key=key: _SUMS_OUTPUTS.pop(key, None)),
-                          known)
-    return known
+    hit = _SUMS_OUTPUTS.get(id(program))
+    if hit is None or hit[0] is not program:
+        if len(_SUMS_OUTPUTS) > 1024:
+            _SUMS_OUTPUTS.clear()
+        hit = (program, all(getattr(a.type, "np_dtype", np.dtype(float)).kind != "c"
+                            for a in program.outputs)
+               and not any(e.primitive.name == "sample" for e in program.all_eqns()))
+        _SUMS_OUTPUTS[id(program)] = hit
+    return hit[1]
 
 
 # independent repetitions of a shot-estimated run whose spread is its standard error

@@ -60,7 +60,7 @@ class _LinearDiagonal:
     angles of the ops ``angle_ops`` (one each)."""
     constant: np.ndarray  # [size] complex
     slopes: np.ndarray  # [size, len(angle_ops)]
-    angle_ops: np.ndarray  # op indices
+    angle_ops: list[int]  # op indices
 
 
 _PHASE_PROBES = (0.37, -2.9, 7.3)
@@ -87,6 +87,8 @@ def _phase_linear(form: GateForm) -> tuple[np.ndarray, np.ndarray] | None:
         if all(np.allclose(form.data(t), c * np.exp(1j * k * t), rtol=0, atol=1e-13)
                for t in _PHASE_PROBES):
             result = (c, k)
+    if len(_PHASE_LINEAR) > 1024:
+        _PHASE_LINEAR.clear()
     _PHASE_LINEAR[id(form)] = (form, result)
     return result
 
@@ -113,7 +115,7 @@ def _phase_linear_diagonal(size: int, items: list[tuple[list[tuple[GateForm, int
             columns.append(np.where(ok, k[idx], 0.0))
             angle_ops.append(i)
     slopes = np.stack(columns, axis=1) if columns else np.zeros((size, 0))
-    return _LinearDiagonal(constant, slopes, np.array(angle_ops, np.int64))
+    return _LinearDiagonal(constant, slopes, angle_ops)
 
 
 FOLD_REAL, FOLD_COMPLEX, FOLD_FIXED, FOLD_XFIXED = range(4)
@@ -141,7 +143,7 @@ class _FoldTable:
     paulis: np.ndarray  # [links] the rotation's Pauli (_PAULI_CODES)
     args: np.ndarray  # [links] index into the call's angles (rotations) or matrices
     constants: np.ndarray  # [links, 2, 2] the constant gates' matrices
-    rotation_ops: np.ndarray  # [angles] op index of each rotation's angle
+    rotation_ops: list[int]  # op index of each rotation's angle
     matrix_ops: list[tuple[int, Any]]  # (op index, spec or None: a raw matrix) per matrix
 
 
@@ -175,7 +177,7 @@ def _fold_table(runs: list[tuple[int, int, int, list[int]]], specs: list[GateSpe
                       np.array(kinds, np.int64), np.array(paulis, np.int64),
                       np.array(args, np.int64),
                       np.array(constants, np.complex128).reshape(len(kinds), 2, 2),
-                      np.array(rotation_ops, np.int64), matrix_ops)
+                      rotation_ops, matrix_ops)
 
 
 @njit(cache=True, nogil=True)
@@ -498,6 +500,11 @@ def _build_skeleton(ws: tuple[int, ...], ops: list[tuple[Any, tuple[int, ...]]],
 _SKELETONS: dict[Any, _Skeleton] = {}
 
 
+def _angles(params: list[Any], op_indices: list[int]) -> np.ndarray:
+    """The one angle of each of the ops ``op_indices`` (rotations, phase gates)."""
+    return np.array([params[i][0] for i in op_indices], np.float64)
+
+
 def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, ...]:
     """The op arrays of the block kernel for ``ops`` (``GateOp``s or ``(gate, wires, params)``
     with global wires, all inside ``wires``).
@@ -543,7 +550,7 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
         pool[skel.moffs[q]:skel.moffs[q] + data.size] = data
     folds = skel.folds
     if folds.entries.size:
-        angles = np.array([params[i][0] for i in folds.rotation_ops.tolist()], np.float64)
+        angles = _angles(params, folds.rotation_ops)
         matrices = np.array([np.asarray(gates[i][0] if spec is None else spec.matrix(*params[i]),
                                         np.complex128) for i, spec in folds.matrix_ops],
                             np.complex128).reshape(len(folds.matrix_ops), 2, 2)
@@ -551,7 +558,7 @@ def encode_block(wires: Sequence[int], ops: Sequence[Any]) -> tuple[np.ndarray, 
                    folds.kinds, folds.paulis, folds.args, folds.constants, angles, matrices)
     for offset, size, items, linear in skel.diagonals:
         if linear is not None:
-            theta = np.array([params[i][0] for i in linear.angle_ops], np.float64)
+            theta = _angles(params, linear.angle_ops)
             pool[offset:offset + size] = linear.constant * np.exp(1j * (linear.slopes @ theta))
             continue
         d = np.ones(size, np.complex128)

@@ -17,7 +17,9 @@ from qdiff.quantum.simulator.block_encoding import (
     encode_block,
 )
 from qdiff.quantum.simulator.gate_ops import GateOp
-from tests.quantum.simulator.test_sparse_gates import embed, random_state, tolerance
+from tests.quantum.simulator.test_blocks_on_zero_wires import random_unitary
+from tests.quantum.simulator.test_paired_block_ops import dense_result
+from tests.quantum.simulator.test_sparse_gates import random_state, tolerance
 
 RNG = np.random.default_rng(83)
 
@@ -27,29 +29,13 @@ _ONE_QUBIT = {"h": 0, "x": 0, "s": 0, "t": 0, "sx": 0, "rx": 1, "ry": 1, "rz": 1
               "u": 3}
 
 
-def _matrix(op):
-    return op.gate if isinstance(op.gate, np.ndarray) else gate_spec(op.gate).matrix(*op.params)
-
-
-def dense(psi, n, ops):
-    want = psi.astype(complex)
-    for op in ops:
-        want = embed(_matrix(op), op.wires, n) @ want
-    return want
-
-
-def random_unitary_2x2():
-    q, r = np.linalg.qr(RNG.normal(size=(2, 2)) + 1j * RNG.normal(size=(2, 2)))
-    return q * (np.diagonal(r) / np.abs(np.diagonal(r)))
-
-
 def random_runs(wires, count):
     names = sorted(_ONE_QUBIT)
     ops = []
     for k in range(count):
         w = int(RNG.choice(wires))
         if k % 7 == 3:
-            ops.append(GateOp(random_unitary_2x2(), (w,), ()))
+            ops.append(GateOp(random_unitary(2, RNG), (w,), ()))
             continue
         if k % 5 == 1:  # a rotation about every one-qubit Pauli word, I included
             word = "IXYZ"[k % 4]
@@ -74,7 +60,7 @@ def test_runs_of_every_gate_kind_match_the_dense_matrices(dtype):
             ops = random_runs(wires, 30)
             psi = random_state(n, dtype)
             got = be.apply_fused(psi.copy(), n, wires, ops)
-            np.testing.assert_allclose(got, dense(psi, n, ops), rtol=0,
+            np.testing.assert_allclose(got, dense_result(psi, n, ops), rtol=0,
                                        atol=10 * tolerance(dtype), err_msg=f"{wires}, {ops}")
 
 
@@ -91,16 +77,16 @@ def test_the_op_kind_follows_the_product_of_the_run():
         assert kinds[0] == kind, (ops, kinds)
         psi = random_state(9, np.complex128)
         got = be.apply_fused(psi.copy(), 9, (0, 1), ops)
-        np.testing.assert_allclose(got, dense(psi, 9, ops), atol=1e-12)
+        np.testing.assert_allclose(got, dense_result(psi, 9, ops), atol=1e-12)
 
 
 def test_a_raw_matrix_in_a_run_is_read_at_every_call():
-    m = random_unitary_2x2()
+    m = random_unitary(2, RNG)
     ops = [GateOp("ry", (0,), (0.3,)), GateOp(m, (0,), ()), GateOp("cx", (0, 1))]
     before = encode_block((0, 1), ops)[5].copy()
-    m[:] = m @ random_unitary_2x2()  # changed in place: the same array, new entries
+    m[:] = m @ random_unitary(2, RNG)  # changed in place: the same array, new entries
     after = encode_block((0, 1), ops)[5]
     assert not np.allclose(before, after)
     psi = random_state(9, np.complex128)
     got = get_backend("numba").apply_fused(psi.copy(), 9, (0, 1), ops)
-    np.testing.assert_allclose(got, dense(psi, 9, ops), atol=1e-12)
+    np.testing.assert_allclose(got, dense_result(psi, 9, ops), atol=1e-12)
